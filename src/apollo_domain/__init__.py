@@ -1,0 +1,71 @@
+"""Apollo's pure domain core: entries, the confidence policy, the rules, and the ports.
+
+No I/O happens here; adapters implement the ports in :mod:`apollo_domain.ports`.
+"""
+
+from .credibility import SourceCredibility
+from .errors import (
+    ApolloError,
+    ConfigurationError,
+    Conflict,
+    EmbeddingError,
+    InvalidTransition,
+    NotFound,
+    PersistenceFailed,
+    RpcTimeout,
+    StoreUnavailable,
+    TransportError,
+    UnknownResolution,
+    ValidationError,
+)
+from .model import (
+    AccessScope,
+    ContentType,
+    Entry,
+    Evidence,
+    Outcome,
+    Principal,
+    Relation,
+    RelationType,
+    SourceRef,
+    Status,
+    Viewer,
+)
+from .policy import ConfidencePolicy, meets_write_gate
+from .ports import Clock, ContradictionJudge, Embedder, GasLanguageModel
+from .writeback import WritebackDecision, evaluate_writeback
+
+__all__ = [
+    "AccessScope",
+    "ApolloError",
+    "Clock",
+    "ConfidencePolicy",
+    "ConfigurationError",
+    "Conflict",
+    "ContentType",
+    "ContradictionJudge",
+    "Embedder",
+    "EmbeddingError",
+    "Entry",
+    "Evidence",
+    "GasLanguageModel",
+    "InvalidTransition",
+    "NotFound",
+    "Outcome",
+    "PersistenceFailed",
+    "Principal",
+    "Relation",
+    "RelationType",
+    "RpcTimeout",
+    "SourceCredibility",
+    "SourceRef",
+    "Status",
+    "StoreUnavailable",
+    "TransportError",
+    "UnknownResolution",
+    "ValidationError",
+    "Viewer",
+    "WritebackDecision",
+    "evaluate_writeback",
+    "meets_write_gate",
+]

@@ -1,0 +1,87 @@
+"""The one error hierarchy of Apollo.
+
+Adapters translate their library's exceptions into these at their edge
+(``raise StoreUnavailable(...) from exc``); nothing from psycopg, aiormq or httpx
+crosses a port.
+"""
+
+from __future__ import annotations
+
+
+class ApolloError(Exception):
+    """Base of every error Apollo raises on purpose."""
+
+
+class ValidationError(ApolloError, ValueError):
+    """Bad input. ``field`` names the offending argument or payload field."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+class NotFound(ApolloError, LookupError):
+    """The entry (or other object) does not exist, or is not visible to the caller."""
+
+
+class Conflict(ApolloError):
+    """A concurrent writer won, or a uniqueness rule would be broken."""
+
+
+class InvalidTransition(ApolloError):
+    """A lifecycle operation does not apply to the entry in its current state."""
+
+
+class UnknownResolution(InvalidTransition):
+    """A dispute resolution other than accept, keep or reject."""
+
+    field = "resolution"
+
+
+class StoreUnavailable(ApolloError):
+    """The store cannot serve the request right now (connection lost, missing table, ...).
+
+    Transient: the same call may succeed later. Nothing was written.
+    """
+
+
+class PersistenceFailed(ApolloError):
+    """The store accepted the connection but failed to persist a change; nothing was written."""
+
+
+class TransportError(ApolloError):
+    """The message transport failed (broker unreachable, publish not confirmed, RPC timeout)."""
+
+
+class RpcTimeout(TransportError, TimeoutError):
+    """No reply arrived for an RPC request within its timeout."""
+
+
+class EmbeddingError(ApolloError):
+    """The embedder failed or returned vectors of the wrong shape."""
+
+
+class ConfigurationError(ApolloError):
+    """Settings are invalid; ``variable`` names the environment variable or option."""
+
+    def __init__(self, variable: str, message: str) -> None:
+        super().__init__(f"{variable}: {message}")
+        self.variable = variable
+        self.message = message
+
+
+__all__ = [
+    "ApolloError",
+    "ConfigurationError",
+    "Conflict",
+    "EmbeddingError",
+    "InvalidTransition",
+    "NotFound",
+    "PersistenceFailed",
+    "RpcTimeout",
+    "StoreUnavailable",
+    "TransportError",
+    "UnknownResolution",
+    "ValidationError",
+]

@@ -1,0 +1,188 @@
+"""The message bus port: durable messaging between client-mode agents and the service.
+
+Two adapters implement it: ``AiormqBus`` (RabbitMQ) and ``InProcessBus`` (asyncio, for the
+embedded default and tests); ``tests/contract`` checks both against this contract.
+
+Vocabulary
+----------
+*Publishing* routes a message through an exchange (by default Apollo's own direct exchange,
+``legion.apollo``) to every queue bound with a matching routing key. *Consuming* attaches a
+handler to one queue. Each delivery is *settled* exactly once by the handler: ``ack``
+(done), ``reject`` (can never succeed: dead-letter it) or ``retry`` (transient failure:
+deliver it again later). Every queue dead-letters into one dead-letter queue, where each
+message carries the reason it died.
+
+Guarantees
+----------
+- At-least-once: a message is removed from its queue only by ``ack``, ``reject`` or the last
+  ``retry``. A handler that crashes, or a connection lost before the settlement reached the
+  broker, means a redelivery. ``message_id`` survives redelivery, so handlers deduplicate by
+  it when a repeat would matter.
+- Ordering: messages published by one publisher to one queue are delivered in publish
+  order. Handlers of one consumer run concurrently (up to ``prefetch``), so processing order
+  equals publish order only with ``prefetch=1``. A retried message goes to the back of its
+  queue.
+- Errors: adapters raise only :mod:`apollo_domain.errors` types; a broker that cannot be
+  reached, a publish the broker did not confirm or could not route, and any use of a closed
+  bus raise :class:`TransportError`; an RPC without a reply in time raises
+  :class:`RpcTimeout` (a :class:`TransportError`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from attrs import frozen
+
+#: Header that carries the reason of a dead-lettered message.
+DEAD_LETTER_REASON_HEADER = "x-apollo-error"
+#: Header that names the queue a dead-lettered message died on.
+DEAD_LETTER_QUEUE_HEADER = "x-apollo-queue"
+
+
+@frozen
+class Message:
+    """A message on the bus.
+
+    ``message_id`` identifies the message across redeliveries and retries (the bus fills it
+    in when empty). ``headers`` values are ``str``, ``int``, ``float``, ``bool`` or
+    ``bytes``; names starting with ``x-apollo-`` are reserved for the bus.
+
+    ``user_id`` is the publisher's identity. Over RabbitMQ the broker checks it against the
+    login of the publishing connection and refuses a publish whose ``user_id`` differs, so a
+    consumer may trust it; a publish without ``user_id`` carries no identity.
+
+    ``delivery_count`` is 0 on a message as published, 1 on its first delivery and one more
+    on each retry; ``redelivered`` is true on any delivery but the first (a retry, or a
+    delivery repeated after a lost connection).
+    """
+
+    routing_key: str
+    body: bytes
+    message_id: str = ""
+    headers: Mapping[str, Any] = {}
+    user_id: str | None = None
+    reply_to: str | None = None
+    correlation_id: str | None = None
+    redelivered: bool = False
+    delivery_count: int = 0
+
+
+@frozen
+class DeadLetter:
+    """A message that can never succeed, taken off the dead-letter queue.
+
+    ``queue`` is the queue it died on and ``reason`` why (the ``reject`` reason, ``gave up
+    after N attempts: <last retry reason>``, or the broker's own reason such as ``expired``).
+    ``message`` keeps the original routing key, body, ``message_id``, headers and user id.
+    """
+
+    message: Message
+    reason: str
+    queue: str
+
+
+class Delivery(Protocol):
+    """One delivery of ``message`` to a handler, settled exactly once.
+
+    The first settlement counts; settling again does nothing. A handler that raises is
+    treated as ``retry`` with the exception as reason, and one that returns without settling
+    as ``retry("not settled by the handler")``. A settlement that cannot reach the broker
+    raises :class:`TransportError`; the broker then delivers the message again.
+    """
+
+    message: Message
+
+    async def ack(self) -> None:
+        """Done: remove the message from its queue."""
+
+    async def reject(self, reason: str) -> None:
+        """Never retry: move the message to the dead-letter queue with ``reason``.
+
+        Returns once the dead letter is safely stored.
+        """
+
+    async def retry(self, reason: str) -> None:
+        """Transient failure: deliver the message again after a backoff.
+
+        The next delivery has ``delivery_count`` one higher and ``redelivered`` set. A
+        message already delivered ``1 + max_redeliveries`` times is dead-lettered instead,
+        with the reason ``gave up after N attempts: <reason>``. Returns once the message
+        is queued again (or dead-lettered); the delivery counts against ``prefetch``
+        until then, backoff included.
+        """
+
+
+class MessageHandler(Protocol):
+    async def __call__(self, delivery: Delivery) -> None: ...
+
+
+class Subscription(Protocol):
+    """A consumer attached by :meth:`MessageBus.consume`."""
+
+    queue: str
+
+    async def cancel(self) -> None:
+        """Stop receiving; wait for the handlers in flight to finish; return every delivery
+        that is still unsettled to its queue. Cancelling again does nothing."""
+
+
+class MessageBus(Protocol):
+    """Durable messaging with publisher confirms, manual acks, dead letters and RPC.
+
+    ``close`` drains: it stops every consumer, waits for the handlers in flight (and their
+    settlements), fails pending RPC requests with :class:`TransportError`, then releases
+    the connection. Any call after ``close`` raises :class:`TransportError`.
+    """
+
+    async def publish(self, message: Message, *, exchange: str | None = None) -> None:
+        """Route ``message`` through ``exchange`` (default: the bus's own exchange).
+
+        Returns only once the broker has taken responsibility for the message (publisher
+        confirm; persistent on durable queues). Raises :class:`TransportError` when the
+        message is unroutable (no queue bound for its routing key), the exchange does not
+        exist, the broker refuses it (e.g. a ``user_id`` other than the login), or the
+        broker cannot be reached. A publish interrupted by a lost connection is repeated
+        after reconnecting (bounded), so it may arrive twice, with the same ``message_id``.
+        """
+
+    async def consume(
+        self, queue: str, handler: MessageHandler, *, prefetch: int = 10
+    ) -> Subscription:
+        """Attach ``handler`` to ``queue``; at most ``prefetch`` unsettled deliveries at once.
+
+        Returns once the consumer is active. Consumers survive a reconnect. Raises
+        :class:`TransportError` when the queue does not exist.
+        """
+
+    async def request(self, message: Message, *, timeout: float) -> Message:  # noqa: ASYNC109
+        """RPC: publish ``message`` with ``reply_to`` and a ``correlation_id`` (both set by
+        the bus) and return the reply. Raises :class:`RpcTimeout` when no reply arrives
+        within ``timeout`` seconds, and :class:`TransportError` like :meth:`publish`."""
+
+    async def reply(self, request: Message, body: bytes) -> None:
+        """Answer an RPC ``request`` (same ``correlation_id``). A requester that is gone is
+        not an error: the reply is dropped. Raises :class:`ValidationError` when
+        ``request`` has no ``reply_to``."""
+
+    async def drain_dead_letters(self, limit: int = 100) -> list[DeadLetter]:
+        """Remove and return up to ``limit`` messages from the dead-letter queue, oldest
+        first. (The dead-letter queue can also be consumed like any other queue; its
+        messages carry :data:`DEAD_LETTER_REASON_HEADER` and :data:`DEAD_LETTER_QUEUE_HEADER`.)
+        """
+
+    async def close(self) -> None:
+        """Drain and release (see the class docstring). Closing again does nothing."""
+
+
+__all__ = [
+    "DEAD_LETTER_QUEUE_HEADER",
+    "DEAD_LETTER_REASON_HEADER",
+    "DeadLetter",
+    "Delivery",
+    "Message",
+    "MessageBus",
+    "MessageHandler",
+    "Subscription",
+]

@@ -1,0 +1,176 @@
+"""Apollo's domain values: entries, sources, evidence, relations, principals."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from attrs import field, frozen
+
+
+class ContentType(enum.StrEnum):
+    FACT = "fact"
+    CONCEPT = "concept"
+    PROCEDURE = "procedure"
+    ASSOCIATION = "association"
+    OBSERVATION = "observation"
+
+
+class Status(enum.StrEnum):
+    CANDIDATE = "candidate"
+    CONFIRMED = "confirmed"
+    DISPUTED = "disputed"
+    ARCHIVED = "archived"
+
+    @property
+    def is_active(self) -> bool:
+        return self is not Status.ARCHIVED
+
+
+ACTIVE_STATUSES: frozenset[Status] = frozenset(
+    {Status.CANDIDATE, Status.CONFIRMED, Status.DISPUTED}
+)
+
+
+class AccessScope(enum.StrEnum):
+    GLOBAL = "global"
+    TEAM = "team"
+    PRIVATE = "private"
+
+
+class RelationType(enum.StrEnum):
+    IS_A = "is_a"
+    HAS_A = "has_a"
+    PART_OF = "part_of"
+    CAUSES = "causes"
+    SIMILAR_TO = "similar_to"
+    CONTRADICTS = "contradicts"
+    SUPERSEDES = "supersedes"
+    DEPENDS_ON = "depends_on"
+    SUPPORTS_BY = "supports_by"
+    EXTENDS = "extends"
+
+
+class Outcome(enum.StrEnum):
+    CREATED = "created"
+    DEDUPLICATED = "deduplicated"
+    CORROBORATED = "corroborated"
+    REJECTED = "rejected"
+
+
+def _frozen_groups(value: Any) -> frozenset[str]:
+    if value is None:
+        return frozenset()
+    if isinstance(value, str):
+        return frozenset({value})
+    return frozenset(str(v) for v in value)
+
+
+@frozen
+class Principal:
+    """Who is calling. ``id`` None means unresolved: such a caller sees only global entries.
+
+    ``groups`` are the groups known at the edge; the identity directory adds the rest.
+    """
+
+    id: str | None
+    groups: frozenset[str] = field(factory=frozenset, converter=_frozen_groups)
+
+    @classmethod
+    def anonymous(cls) -> Principal:
+        return cls(None)
+
+
+@frozen
+class Viewer:
+    """A principal resolved for visibility checks.
+
+    ``team_owners`` are the principal ids that share at least one group with the caller
+    (resolved through the identity directory), the caller itself included when it has a group.
+    """
+
+    principal_id: str | None
+    team_owners: frozenset[str] = frozenset()
+
+    @classmethod
+    def anonymous(cls) -> Viewer:
+        return cls(None)
+
+
+@frozen
+class SourceRef:
+    """Where a piece of knowledge came from: (agent_id, provider, channel) plus who submitted it."""
+
+    agent_id: str
+    provider: str = "unknown"
+    channel: str | None = None
+    submitted_by: str | None = None
+    submitted_from: str | None = None
+
+
+@frozen
+class Evidence:
+    """One source's support for an entry: its origin or one corroborating source."""
+
+    entry_id: UUID
+    source: SourceRef
+    similarity: float
+    created_at: datetime
+    kind: str = "corroboration"  # "origin" | "corroboration" | "deduplication"
+
+
+@frozen
+class Relation:
+    from_id: UUID
+    to_id: UUID
+    relation_type: RelationType
+    weight: float = 1.0
+    created_at: datetime | None = None
+    source_context: Mapping[str, Any] = field(factory=dict)
+
+
+@frozen
+class Entry:
+    """A piece of knowledge. Values only: use cases produce changed copies with ``attrs.evolve``."""
+
+    id: UUID
+    content: str
+    content_hash: str
+    content_type: ContentType
+    knowledge_domain: str
+    tags: tuple[str, ...]
+    confidence: float
+    status: Status
+    source: SourceRef
+    access_scope: AccessScope
+    owner_id: str | None
+    created_at: datetime
+    updated_at: datetime
+    source_context: Mapping[str, Any] = field(factory=dict)
+    embedding: tuple[float, ...] | None = field(default=None, eq=False, repr=False)
+    access_count: int = 0
+    confirmed_at: datetime | None = None
+    decayed_at: datetime | None = None
+
+    @property
+    def is_active(self) -> bool:
+        return self.status is not Status.ARCHIVED
+
+
+__all__ = [
+    "ACTIVE_STATUSES",
+    "AccessScope",
+    "ContentType",
+    "Entry",
+    "Evidence",
+    "Outcome",
+    "Principal",
+    "Relation",
+    "RelationType",
+    "SourceRef",
+    "Status",
+    "Viewer",
+]

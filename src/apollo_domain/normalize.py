@@ -1,0 +1,180 @@
+"""Normalization of everything an agent submits (DESIGN §2)."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable
+
+from .errors import ValidationError
+from .model import AccessScope, ContentType, SourceRef
+
+MAX_CONTENT_CHARS = 100_000
+MAX_TAGS = 10
+MAX_AGENT_ID = 100
+MAX_PROVIDER = 50
+MAX_CHANNEL = 100
+MAX_SUBMITTER = 255
+DEFAULT_DOMAIN = "general"
+KNOWN_PROVIDERS = frozenset({"claude", "openai", "gemini", "human", "system"})
+UNKNOWN_PROVIDER = "unknown"
+
+_CONTENT_TYPE_ALIASES: dict[str, ContentType] = {
+    "reasoning": ContentType.CONCEPT,
+    "analysis": ContentType.CONCEPT,
+    "explanation": ContentType.CONCEPT,
+    "text": ContentType.OBSERVATION,
+    "general": ContentType.OBSERVATION,
+    "note": ContentType.OBSERVATION,
+    "summary": ContentType.OBSERVATION,
+    "rule": ContentType.PROCEDURE,
+    "step": ContentType.PROCEDURE,
+    "instruction": ContentType.PROCEDURE,
+    "link": ContentType.ASSOCIATION,
+    "relation": ContentType.ASSOCIATION,
+    "connection": ContentType.ASSOCIATION,
+    "inference": ContentType.ASSOCIATION,
+    "implication": ContentType.ASSOCIATION,
+}
+_TAG_ALIASES = {"c#": "csharp", ".net": "dotnet", "c++": "cplusplus", "node.js": "nodejs"}
+_WHITESPACE = re.compile(r"\s+")
+_TAG_DROP = re.compile(r"[^a-z0-9_ -]")
+_DASHES = re.compile(r"-+")
+
+
+def clean_content(content: object) -> str:
+    """NUL bytes removed, invalid surrogates dropped, stripped; empty or too long → error."""
+    if not isinstance(content, str):
+        raise ValidationError("content", "must be a string")
+    text = content.replace("\x00", "")
+    text = text.encode("utf-8", "ignore").decode("utf-8")  # lone surrogates cannot encode
+    text = text.strip()
+    if not text:
+        raise ValidationError("content", "must not be empty")
+    if len(text) > MAX_CONTENT_CHARS:
+        raise ValidationError(
+            "content", f"is {len(text)} characters; at most {MAX_CONTENT_CHARS} are allowed"
+        )
+    return text
+
+
+def content_hash(content: str) -> str:
+    """sha256 hex of the content lowercased with whitespace runs collapsed to one space."""
+    canonical = _WHITESPACE.sub(" ", content.lower()).strip()
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def normalize_content_type(value: object) -> ContentType:
+    """Strip a leading ``:``, ``/`` and whitespace → ``_``, lowercase, resolve aliases.
+
+    None or anything unknown is an observation.
+    """
+    if value is None:
+        return ContentType.OBSERVATION
+    if isinstance(value, ContentType):
+        return value
+    text = str(value).strip()
+    text = text.removeprefix(":")
+    text = _WHITESPACE.sub("_", text.replace("/", "_")).lower()
+    if text in ContentType.__members__.values():
+        return ContentType(text)
+    return _CONTENT_TYPE_ALIASES.get(text, ContentType.OBSERVATION)
+
+
+def normalize_tag(value: object) -> str | None:
+    """One tag: strip, lowercase, aliases, drop characters outside ``[a-z0-9_ -]``,
+    whitespace → ``-``, squeeze and trim dashes. None when nothing is left."""
+    text = str(value).strip().lower()
+    text = _TAG_ALIASES.get(text, text)
+    text = _TAG_DROP.sub("", text)
+    text = _WHITESPACE.sub("-", text.strip())
+    text = _DASHES.sub("-", text).strip("-")
+    return text or None
+
+
+def normalize_tags(values: Iterable[object] | None) -> tuple[str, ...]:
+    """Normalized, deduplicated in order, at most ten."""
+    if values is None:
+        return ()
+    if isinstance(values, str | bytes):
+        raise ValidationError("tags", "must be a list of strings, not a single string")
+    seen: dict[str, None] = {}
+    for value in values:
+        tag = normalize_tag(value)
+        if tag is not None:
+            seen.setdefault(tag, None)
+    return tuple(seen)[:MAX_TAGS]
+
+
+def normalize_domain(explicit: object, tags: tuple[str, ...]) -> str:
+    """The explicit domain, else the first tag, else ``general``; normalized like a tag."""
+    if explicit is not None and str(explicit).strip():
+        domain = normalize_tag(explicit)
+        if domain:
+            return domain
+    return tags[0] if tags else DEFAULT_DOMAIN
+
+
+def normalize_scope(value: object) -> AccessScope:
+    if value is None:
+        return AccessScope.GLOBAL
+    try:
+        return AccessScope(str(value).strip().lower().removeprefix(":"))
+    except ValueError:
+        allowed = ", ".join(s.value for s in AccessScope)
+        raise ValidationError("access_scope", f"must be one of {allowed}, got {value!r}") from None
+
+
+def truncate(value: object, limit: int) -> str | None:
+    if value is None:
+        return None
+    text = str(value).replace("\x00", "").strip()
+    return text[:limit] or None
+
+
+def derive_provider(agent_id: str, explicit: object = None) -> str:
+    """The explicit provider if given, else the agent id's first token when it is a known
+    provider (claude, openai, gemini, human, system), else ``unknown``."""
+    given = truncate(explicit, MAX_PROVIDER)
+    if given:
+        return given.lower()
+    first = re.split(r"[-_]", agent_id.strip().lower(), maxsplit=1)[0]
+    return first if first in KNOWN_PROVIDERS else UNKNOWN_PROVIDER
+
+
+def make_source(
+    agent_id: object,
+    provider: object = None,
+    channel: object = None,
+    submitted_by: object = None,
+    submitted_from: object = None,
+) -> SourceRef:
+    """A normalized source; over-long values are truncated, an empty agent id is an error."""
+    agent = truncate(agent_id, MAX_AGENT_ID)
+    if not agent:
+        raise ValidationError("agent_id", "must not be empty")
+    return SourceRef(
+        agent_id=agent,
+        provider=derive_provider(agent, provider),
+        channel=truncate(channel, MAX_CHANNEL),
+        submitted_by=truncate(submitted_by, MAX_SUBMITTER),
+        submitted_from=truncate(submitted_from, MAX_SUBMITTER),
+    )
+
+
+__all__ = [
+    "DEFAULT_DOMAIN",
+    "KNOWN_PROVIDERS",
+    "MAX_CONTENT_CHARS",
+    "MAX_TAGS",
+    "clean_content",
+    "content_hash",
+    "derive_provider",
+    "make_source",
+    "normalize_content_type",
+    "normalize_domain",
+    "normalize_scope",
+    "normalize_tag",
+    "normalize_tags",
+    "truncate",
+]

@@ -1,0 +1,418 @@
+"""Ports: the contracts between Apollo's use cases and the technologies behind them.
+
+Every I/O port is async. Each adapter (in-memory, PostgreSQL, ...) must satisfy the
+contract stated in these docstrings; ``tests/contract`` checks it once for all of them.
+
+Errors: adapters raise only :mod:`apollo_domain.errors` types. A lost connection or a
+missing table is :class:`StoreUnavailable`; a failed write that is not transient is
+:class:`PersistenceFailed`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
+from datetime import datetime
+from typing import Any, Protocol, runtime_checkable
+from uuid import UUID
+
+from attrs import frozen
+
+from .model import (
+    AccessScope,
+    ContentType,
+    Entry,
+    Evidence,
+    Relation,
+    RelationType,
+    Status,
+    Viewer,
+)
+
+# --------------------------------------------------------------------------- public ports
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Turns texts into vectors. All vectors of one store share ``model_id`` and ``dimension``.
+
+    ``embed`` returns one vector per text, in order, each of length ``dimension``.
+    Raises :class:`EmbeddingError` on failure.
+    """
+
+    model_id: str
+    dimension: int
+
+    async def embed(self, texts: Sequence[str]) -> list[Sequence[float]]: ...
+
+
+@runtime_checkable
+class ContradictionJudge(Protocol):
+    """Decides whether ``new`` contradicts ``existing`` (both plain texts)."""
+
+    async def contradicts(self, new: str, existing: str) -> bool: ...
+
+
+@runtime_checkable
+class Clock(Protocol):
+    """The source of every timestamp Apollo writes. ``now`` is timezone-aware UTC."""
+
+    def now(self) -> datetime: ...
+
+
+@runtime_checkable
+class GasLanguageModel(Protocol):
+    """The language model behind GAS (knowledge from LLM audit events).
+
+    - ``comprehend`` → ``[{content, content_type}]`` facts stated by the response.
+    - ``relate`` → ``[{relation_type, confidence}]`` from ``fact`` to ``candidate``.
+    - ``synthesize`` → ``[{content, content_type, source_indices}]`` over the facts.
+    - ``anticipate`` → questions the facts suggest will be asked next.
+    """
+
+    async def comprehend(
+        self, messages: Sequence[Mapping[str, Any]], response: str
+    ) -> list[Mapping[str, Any]]: ...
+
+    async def relate(self, fact: str, candidate: str) -> list[Mapping[str, Any]]: ...
+
+    async def synthesize(self, facts: Sequence[str]) -> list[Mapping[str, Any]]: ...
+
+    async def anticipate(self, facts: Sequence[str]) -> list[str]: ...
+
+
+# --------------------------------------------------------------------------- store values
+
+
+@frozen
+class SearchFilter:
+    """What a read may return. Every read applies ``viewer`` visibility (DESIGN §2).
+
+    ``access_scope`` restricts to entries of that scope. ``partition`` restricts to one
+    dedup partition (access scope, owner); for ``global`` the owner is ignored (all global
+    entries form one partition). None means any.
+    """
+
+    viewer: Viewer
+    statuses: frozenset[Status]
+    min_confidence: float | None = None
+    tags: tuple[str, ...] | None = None  # entries having ANY of these tags
+    knowledge_domain: str | None = None
+    content_type: ContentType | None = None
+    access_scope: AccessScope | None = None
+    partition: tuple[AccessScope, str | None] | None = None
+    exclude_ids: frozenset[UUID] = frozenset()
+
+
+@frozen
+class ScoredEntry:
+    entry: Entry
+    similarity: float
+
+
+@frozen
+class DecayOutcome:
+    decayed: int
+    archived: int
+
+
+@frozen
+class AgentDomainStats:
+    """Aggregate of one agent's active entries in one domain."""
+
+    agent_id: str
+    knowledge_domain: str
+    entry_count: int
+    average_confidence: float
+    last_active_at: datetime | None
+
+
+@frozen
+class ExpertiseRecord:
+    agent_id: str
+    knowledge_domain: str
+    entry_count: int
+    proficiency: float
+    last_active_at: datetime | None
+
+
+@frozen
+class StoreStats:
+    total: int
+    last_24h: int
+    average_confidence: float
+    by_status: Mapping[str, int]
+    by_content_type: Mapping[str, int]
+    total_relations: int
+
+
+@frozen
+class AccessLogRecord:
+    action: str  # "ingest" | "query" | "traverse" | ...
+    agent_id: str
+    entry_id: UUID | None
+    created_at: datetime
+    detail: Mapping[str, Any] = {}
+
+
+@frozen
+class OutboxItem:
+    id: int
+    kind: str  # "contradiction_scan"
+    payload: Mapping[str, Any]
+    attempts: int
+    created_at: datetime
+
+
+@frozen
+class CredibilityRecord:
+    agent_id: str
+    alpha: float = 1.0
+    beta: float = 1.0
+    label: str | None = None
+
+
+# --------------------------------------------------------------------------- repositories
+
+
+class EntryRepository(Protocol):
+    """Entries and their embeddings.
+
+    Reads never return an entry the filter's viewer may not see. Writes take effect only
+    when the enclosing unit of work commits.
+    """
+
+    async def add(self, entry: Entry) -> None:
+        """Insert a new entry (with ``entry.embedding`` when present).
+
+        Raises :class:`Conflict` when an active entry with the same
+        (content_hash, access_scope, owner_id) exists — the dedup uniqueness rule.
+        """
+
+    async def get(self, entry_id: UUID, *, with_embedding: bool = False) -> Entry | None:
+        """The entry regardless of visibility (callers check it), or None."""
+
+    async def get_many(self, entry_ids: Collection[UUID]) -> dict[UUID, Entry]:
+        """Entries by id (missing ids are absent from the result); no embeddings."""
+
+    async def find_by_hash(
+        self, content_hash: str, access_scope: AccessScope, owner_id: str | None
+    ) -> Entry | None:
+        """The non-archived entry of that dedup partition with that content hash, or None.
+
+        The partition is (access_scope, owner_id), except that every global entry belongs
+        to one partition whatever its owner (``owner_id`` is ignored for global)."""
+
+    async def nearest(
+        self, embedding: Sequence[float], flt: SearchFilter, limit: int
+    ) -> list[ScoredEntry]:
+        """Up to ``limit`` entries matching ``flt``, by cosine similarity, highest first.
+
+        Returns ``limit`` rows whenever that many entries match the filter, however
+        selective it is. Ties broken by id for determinism.
+        """
+
+    async def browse(self, flt: SearchFilter, limit: int) -> list[Entry]:
+        """Up to ``limit`` entries matching ``flt``, newest first (created_at, then id)."""
+
+    async def update(self, entry: Entry) -> None:
+        """Replace the mutable fields of an existing entry (status, confidence, tags,
+        source, owner, source_context, confirmed_at, updated_at). Raises NotFound."""
+
+    async def boost(
+        self, entry_ids: Sequence[UUID], amount: float, now: datetime, *, count_access: bool
+    ) -> dict[UUID, float]:
+        """Atomically ``confidence = LEAST(confidence + amount, 1.0)`` (and
+        ``access_count += 1`` when ``count_access``) for each id; returns new confidences.
+
+        Concurrent boosts are never lost (no read-modify-write)."""
+
+    async def decay(
+        self, now: datetime, factor_per_hour: float, archive_below: float
+    ) -> DecayOutcome:
+        """One set-based pass: each active entry's confidence times
+        ``factor_per_hour ** hours since its last decay (or creation)``, then archive active
+        entries below ``archive_below`` with ``source_context.archive_reason = 'decayed'``."""
+
+    async def scale_confidence(self, factor: float, now: datetime) -> int:
+        """Multiply the confidence of every non-archived entry; returns the count."""
+
+    async def archive_stale(self, cutoff: datetime, now: datetime) -> int:
+        """Archive non-archived entries with COALESCE(updated_at, created_at) < cutoff."""
+
+    async def candidates(self, limit: int) -> list[Entry]:
+        """Up to ``limit`` candidate entries with embeddings, oldest first (created_at, id)."""
+
+    async def agent_domain_stats(self) -> list[AgentDomainStats]:
+        """Per (source agent, domain): count and average confidence of active entries."""
+
+    async def stats(self, viewer: Viewer, now: datetime) -> StoreStats:
+        """Counts over the entries the viewer can see (total relations included)."""
+
+    async def by_agent(self, agent_id: str) -> list[Entry]:
+        """Every entry whose source agent is ``agent_id`` (any status)."""
+
+    async def delete(self, entry_ids: Collection[UUID]) -> int:
+        """Delete entries with their evidence and relations; returns the count deleted."""
+
+
+class RelationRepository(Protocol):
+    async def add(self, relation: Relation) -> bool:
+        """Persist a typed edge; False (and no change) if (from, to, type) exists.
+        Raises NotFound when an endpoint does not exist."""
+
+    async def outgoing(
+        self, entry_ids: Collection[UUID], types: Collection[RelationType] | None = None
+    ) -> list[Relation]:
+        """Edges leaving any of ``entry_ids``, optionally restricted to ``types``."""
+
+    async def exists(self, from_id: UUID, to_id: UUID, relation_type: RelationType) -> bool: ...
+
+    async def count(self) -> int: ...
+
+
+class EvidenceRepository(Protocol):
+    async def add(self, evidence: Evidence) -> bool:
+        """Record a source's evidence on an entry. False (and no change) when that exact
+        source (agent_id, provider, channel) is already recorded on the entry."""
+
+    async def for_entry(self, entry_id: UUID) -> list[Evidence]:
+        """Evidence on the entry in insertion order."""
+
+    async def for_entries(self, entry_ids: Collection[UUID]) -> dict[UUID, list[Evidence]]: ...
+
+
+class ExpertiseRepository(Protocol):
+    async def record_activity(self, agent_id: str, domain: str, now: datetime) -> None:
+        """entry_count + 1 and last_active_at = now for (agent, domain), creating the row."""
+
+    async def replace_all(self, records: Sequence[ExpertiseRecord]) -> None:
+        """Replace proficiency and counts with the aggregator's recomputation."""
+
+    async def for_domain(self, domain: str, min_proficiency: float) -> list[ExpertiseRecord]:
+        """Agents with proficiency ≥ min in the domain, highest proficiency first."""
+
+    async def all(self) -> list[ExpertiseRecord]: ...
+
+    async def for_agent(self, agent_id: str) -> list[ExpertiseRecord]: ...
+
+    async def forget_agent(self, agent_id: str) -> None: ...
+
+
+class AccessLog(Protocol):
+    async def record(self, records: Sequence[AccessLogRecord]) -> None: ...
+
+    async def count(self, action: str | None = None) -> int: ...
+
+
+class CredibilityRegistry(Protocol):
+    async def get(self, agent_id: str) -> CredibilityRecord:
+        """The agent's record; a new agent gets Beta(1, 1) with no label."""
+
+    async def save(self, record: CredibilityRecord) -> None: ...
+
+
+class Outbox(Protocol):
+    """Work queued in the same transaction as the change that caused it."""
+
+    async def enqueue(self, kind: str, payload: Mapping[str, Any], now: datetime) -> None: ...
+
+    async def claim(self, limit: int, now: datetime) -> list[OutboxItem]:
+        """Up to ``limit`` pending items, oldest first; claimed items are invisible to other
+        claimers until completed or released by the enclosing unit of work ending."""
+
+    async def complete(self, item_id: int) -> None: ...
+
+    async def fail(self, item_id: int, error: str, *, give_up: bool) -> None: ...
+
+    async def pending(self) -> int: ...
+
+
+class ProcessedKeys(Protocol):
+    """Idempotency keys (GAS request ids, message ids)."""
+
+    async def mark(self, key: str, now: datetime) -> bool:
+        """Record ``key``; True when it was new, False when already recorded."""
+
+    async def seen(self, key: str) -> bool: ...
+
+
+class IdentityDirectory(Protocol):
+    """Group membership of principals; identity itself is resolved at the edge."""
+
+    async def add_membership(self, principal_id: str, group: str) -> None: ...
+
+    async def remove_membership(self, principal_id: str, group: str) -> None: ...
+
+    async def groups_of(self, principal_id: str) -> frozenset[str]: ...
+
+    async def members_of(self, groups: Collection[str]) -> frozenset[str]:
+        """Every principal id belonging to at least one of ``groups``."""
+
+
+class UnitOfWork(Protocol):
+    """One transaction over every repository. Rolls back unless ``commit`` was awaited.
+
+    ``async with store.unit_of_work() as uow: ...; await uow.commit()``.
+    ``uow.savepoint()`` is an async context manager: an exception inside it rolls back
+    only the work done inside it, then propagates.
+    """
+
+    entries: EntryRepository
+    relations: RelationRepository
+    evidence: EvidenceRepository
+    expertise: ExpertiseRepository
+    access_log: AccessLog
+    credibility: CredibilityRegistry
+    outbox: Outbox
+    processed: ProcessedKeys
+
+    async def __aenter__(self) -> UnitOfWork: ...
+
+    async def __aexit__(self, *exc: object) -> None: ...
+
+    async def commit(self) -> None: ...
+
+    def savepoint(self) -> AbstractAsyncContextManager[None]: ...
+
+
+class Store(Protocol):
+    """A knowledge store: units of work plus the identity directory."""
+
+    directory: IdentityDirectory
+
+    def unit_of_work(self) -> UnitOfWork: ...
+
+    async def preflight(self, parts: Collection[str]) -> None:
+        """Raise :class:`StoreUnavailable` unless every named part ("entries", "evidence",
+        "expertise", "access_log", "relations", "outbox") can be written right now."""
+
+    async def close(self) -> None: ...
+
+
+__all__ = [
+    "AccessLog",
+    "AccessLogRecord",
+    "AgentDomainStats",
+    "Clock",
+    "ContradictionJudge",
+    "CredibilityRecord",
+    "CredibilityRegistry",
+    "DecayOutcome",
+    "Embedder",
+    "EntryRepository",
+    "EvidenceRepository",
+    "ExpertiseRecord",
+    "ExpertiseRepository",
+    "GasLanguageModel",
+    "IdentityDirectory",
+    "Outbox",
+    "OutboxItem",
+    "ProcessedKeys",
+    "RelationRepository",
+    "ScoredEntry",
+    "SearchFilter",
+    "Store",
+    "StoreStats",
+    "UnitOfWork",
+]

@@ -1,0 +1,184 @@
+"""What use cases return: plain frozen values, ready to serialize at any edge."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from attrs import field, frozen
+
+from .model import AccessScope, ContentType, Entry, Outcome, RelationType, Status
+
+
+@frozen
+class IngestResult:
+    outcome: Outcome
+    entry_id: UUID | None = None
+    status: Status | None = None
+    confidence: float | None = None
+    reason: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome is not Outcome.REJECTED
+
+
+@frozen
+class EntryView:
+    """An entry as a query shows it."""
+
+    id: UUID
+    content: str
+    content_type: ContentType
+    confidence: float
+    status: Status
+    similarity: float | None
+    tags: tuple[str, ...]
+    knowledge_domain: str
+    source_agent: str
+    access_scope: AccessScope
+    created_at: datetime
+
+    @classmethod
+    def of(
+        cls, entry: Entry, similarity: float | None = None, confidence: float | None = None
+    ) -> EntryView:
+        return cls(
+            id=entry.id,
+            content=entry.content,
+            content_type=entry.content_type,
+            confidence=entry.confidence if confidence is None else confidence,
+            status=entry.status,
+            similarity=similarity,
+            tags=entry.tags,
+            knowledge_domain=entry.knowledge_domain,
+            source_agent=entry.source.agent_id,
+            access_scope=entry.access_scope,
+            created_at=entry.created_at,
+        )
+
+
+@frozen
+class QueryResult:
+    mode: str  # "semantic" | "browse"
+    entries: tuple[EntryView, ...]
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+
+@frozen
+class RelatedEntry:
+    id: UUID
+    relation_type: RelationType
+    depth: int
+    activation: float
+    via: UUID
+    content: str
+    content_type: ContentType
+    confidence: float
+    status: Status
+
+
+@frozen
+class LifecycleResult:
+    entry_id: UUID
+    status: Status
+    changed: bool
+    confidence: float
+
+
+@frozen
+class MaintenanceResult:
+    action: str
+    affected: int
+    archived: int = 0
+
+
+@frozen
+class DomainExpertise:
+    knowledge_domain: str
+    entry_count: int
+    proficiency: float
+    average_confidence: float
+    last_active_at: datetime | None
+
+
+@frozen
+class AgentProfile:
+    agent_id: str
+    domains: tuple[DomainExpertise, ...]
+    total_entries: int
+    average_confidence: float
+    last_active_at: datetime | None
+
+
+@frozen
+class CorroborationReport:
+    scanned: int
+    promoted: int
+    bootstrapped: int
+
+
+@frozen
+class ContradictionReport:
+    processed: int
+    contradictions: int
+    failed: int
+
+
+@frozen
+class GasResult:
+    request_id: str
+    phases_completed: tuple[str, ...]
+    facts: int
+    entities: int
+    relations: int
+    synthesis: int
+    anticipations: int
+    deposited: Mapping[str, int] = field(factory=dict)
+    replayed: bool = False
+
+
+@frozen
+class ErasureResult:
+    agent_id: str
+    deleted: int
+    redacted: int
+
+
+@frozen
+class LinkResult:
+    from_entry_id: UUID
+    to_entry_id: UUID
+    relation_type: RelationType
+    created: bool
+
+
+@frozen
+class Dispatch:
+    """What a client-mode call returns: the action published, not a claimed mutation."""
+
+    action: str
+    payload: Mapping[str, Any]
+    message_id: str
+
+
+__all__ = [
+    "AgentProfile",
+    "ContradictionReport",
+    "CorroborationReport",
+    "Dispatch",
+    "DomainExpertise",
+    "EntryView",
+    "ErasureResult",
+    "GasResult",
+    "IngestResult",
+    "LifecycleResult",
+    "LinkResult",
+    "MaintenanceResult",
+    "QueryResult",
+    "RelatedEntry",
+]

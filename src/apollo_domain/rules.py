@@ -1,0 +1,104 @@
+"""Who may see what, which sources are independent, what may corroborate what (DESIGN §2)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from attrs import frozen
+
+from .model import AccessScope, ContentType, Entry, SourceRef, Viewer
+from .normalize import UNKNOWN_PROVIDER
+
+
+def is_visible(entry: Entry, viewer: Viewer) -> bool:
+    """global: everyone; private: only the owner; team: principals sharing a group with
+    the owner (the owner included). An unresolved principal sees only global entries."""
+    return scope_visible(entry.access_scope, entry.owner_id, viewer)
+
+
+def scope_visible(scope: AccessScope, owner_id: str | None, viewer: Viewer) -> bool:
+    if scope is AccessScope.GLOBAL:
+        return True
+    if viewer.principal_id is None or owner_id is None:
+        return False
+    if owner_id == viewer.principal_id:
+        return True
+    return scope is AccessScope.TEAM and owner_id in viewer.team_owners
+
+
+def independent(a: SourceRef, b: SourceRef) -> bool:
+    """Two sources are independent unless: same agent; or both providers known and equal;
+    or both channels non-empty and equal. Symmetric."""
+    if a.agent_id == b.agent_id:
+        return False
+    if UNKNOWN_PROVIDER not in (a.provider, b.provider) and a.provider == b.provider:
+        return False
+    return not (a.channel and b.channel and a.channel == b.channel)
+
+
+def independent_of_all(source: SourceRef, recorded: Iterable[SourceRef]) -> bool:
+    return all(independent(source, other) for other in recorded)
+
+
+@frozen
+class Corroborator:
+    """What corroboration needs to know about the evidence side."""
+
+    knowledge_domain: str
+    content_type: ContentType
+    access_scope: AccessScope
+    owner_id: str | None
+    source: SourceRef
+
+
+def same_partition_scope(
+    evidence_scope: AccessScope,
+    evidence_owner: str | None,
+    target: Entry,
+    owners_sharing_group: frozenset[str],
+) -> bool:
+    """Scope rules of corroboration: same scope; private → same resolved owner; team → the
+    owners share a group (``owners_sharing_group``: principals sharing a group with the
+    evidence owner); unresolved private/team owners never corroborate."""
+    if evidence_scope is not target.access_scope:
+        return False
+    if evidence_scope is AccessScope.GLOBAL:
+        return True
+    if evidence_owner is None or target.owner_id is None:
+        return False
+    if evidence_scope is AccessScope.PRIVATE:
+        return evidence_owner == target.owner_id
+    return target.owner_id == evidence_owner or target.owner_id in owners_sharing_group
+
+
+def may_corroborate(
+    evidence: Corroborator,
+    target: Entry,
+    similarity: float,
+    recorded_sources: Iterable[SourceRef],
+    *,
+    min_similarity: float,
+    owners_sharing_group: frozenset[str] = frozenset(),
+) -> bool:
+    """All the rules of DESIGN §2 "Corroboration": similarity ≥ threshold, same domain,
+    same content type, scope rules, and a source independent of every recorded one."""
+    return (
+        similarity >= min_similarity
+        and evidence.knowledge_domain == target.knowledge_domain
+        and evidence.content_type == target.content_type
+        and same_partition_scope(
+            evidence.access_scope, evidence.owner_id, target, owners_sharing_group
+        )
+        and independent_of_all(evidence.source, recorded_sources)
+    )
+
+
+__all__ = [
+    "Corroborator",
+    "independent",
+    "independent_of_all",
+    "is_visible",
+    "may_corroborate",
+    "same_partition_scope",
+    "scope_visible",
+]

@@ -1,0 +1,45 @@
+"""Use cases: application services over the ports. Async, I/O only through ports."""
+
+from .context import Caller, Deps, resolve_viewer
+from .curation import (
+    agent_profile,
+    aggregate_expertise,
+    archive_stale,
+    deprecate_entry,
+    domains_at_risk,
+    force_decay,
+    get_expertise,
+    resolve_dispute,
+    run_decay_cycle,
+)
+from .erasure import erase_agent
+from .gas import process_gas_event
+from .graph import link_entries, related_entries
+from .ingest import IngestRequest, ingest, prepare
+from .maintenance import check_corroboration, process_outbox
+from .query import query
+
+__all__ = [
+    "Caller",
+    "Deps",
+    "IngestRequest",
+    "agent_profile",
+    "aggregate_expertise",
+    "archive_stale",
+    "check_corroboration",
+    "deprecate_entry",
+    "domains_at_risk",
+    "erase_agent",
+    "force_decay",
+    "get_expertise",
+    "ingest",
+    "link_entries",
+    "prepare",
+    "process_gas_event",
+    "process_outbox",
+    "query",
+    "related_entries",
+    "resolve_dispute",
+    "resolve_viewer",
+    "run_decay_cycle",
+]

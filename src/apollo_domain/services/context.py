@@ -1,0 +1,100 @@
+"""What every use case needs: the ports, the policy, and who is calling."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+from attrs import frozen
+
+from ..errors import ValidationError
+from ..model import ACTIVE_STATUSES, Principal, Status, Viewer
+from ..normalize import MAX_AGENT_ID, truncate
+from ..policy import ConfidencePolicy
+from ..ports import Clock, ContradictionJudge, Embedder, GasLanguageModel, IdentityDirectory, Store
+
+UNKNOWN_AGENT = "unknown"
+INGEST_PARTS = ("entries", "evidence", "expertise", "access_log", "outbox")
+
+
+@frozen
+class Deps:
+    """The ports a use case talks to. Built once by the composition root."""
+
+    store: Store
+    embedder: Embedder
+    judge: ContradictionJudge
+    clock: Clock
+    policy: ConfidencePolicy
+    llm: GasLanguageModel | None = None
+
+
+@frozen
+class Caller:
+    """The agent on whose behalf a call runs (attribution) and the principal it acts as
+    (access). The agent id comes from the caller's own process; the principal is resolved
+    at the edge, never from a payload."""
+
+    agent_id: str
+    principal: Principal
+
+    @classmethod
+    def of(cls, agent_id: object, principal: Principal | None = None) -> Caller:
+        agent = truncate(agent_id, MAX_AGENT_ID) if agent_id is not None else None
+        return cls(agent or UNKNOWN_AGENT, principal or Principal(None))
+
+
+async def resolve_viewer(directory: IdentityDirectory, principal: Principal) -> Viewer:
+    """The principal's groups (given ∪ directory) and every principal sharing one of them."""
+    if principal.id is None:
+        return Viewer(None)
+    groups = set(principal.groups) | set(await directory.groups_of(principal.id))
+    if not groups:
+        return Viewer(principal.id)
+    owners = set(await directory.members_of(groups))
+    owners.add(principal.id)
+    return Viewer(principal.id, frozenset(owners))
+
+
+def unit_float(name: str, value: object) -> float:
+    if isinstance(value, bool):
+        raise ValidationError(name, "must be a number")
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise ValidationError(name, f"must be a number, got {value!r}") from None
+    if not math.isfinite(number) or not 0.0 <= number <= 1.0:
+        raise ValidationError(name, f"must be within [0, 1], got {value!r}")
+    return number
+
+
+def bounded_int(name: str, value: object, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValidationError(name, f"must be an integer, got {value!r}")
+    if not low <= value <= high:
+        raise ValidationError(name, f"must be between {low} and {high}, got {value}")
+    return value
+
+
+def parse_statuses(values: object, default: Iterable[Status]) -> frozenset[Status]:
+    if values is None:
+        return frozenset(default)
+    if isinstance(values, str | Status):
+        values = [values]
+    if not isinstance(values, Iterable):
+        raise ValidationError("status", "must be a status or a list of statuses")
+    parsed: set[Status] = set()
+    for value in values:
+        try:
+            parsed.add(Status(str(value).strip().lower().removeprefix(":")))
+        except ValueError:
+            allowed = ", ".join(s.value for s in Status)
+            raise ValidationError(
+                "status", f"unknown status {value!r}; expected {allowed}"
+            ) from None
+    if not parsed:
+        raise ValidationError("status", "must name at least one status")
+    return frozenset(parsed)
+
+
+ACTIVE = ACTIVE_STATUSES

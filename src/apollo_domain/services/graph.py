@@ -1,0 +1,132 @@
+"""Concept-graph traversal and manual curation of typed relations."""
+
+from __future__ import annotations
+
+import math
+from uuid import UUID
+
+from ..errors import NotFound, ValidationError
+from ..model import Entry, Relation, Viewer
+from ..ports import AccessLogRecord, UnitOfWork
+from ..results import LinkResult, RelatedEntry
+from ..rules import is_visible
+from ..traversal import activation_step, parse_relation_types, ranked, validate_depth
+from .context import UNKNOWN_AGENT, Caller, Deps, resolve_viewer
+
+
+def parse_id(name: str, value: object) -> UUID:
+    if isinstance(value, UUID):
+        return value
+    try:
+        return UUID(str(value))
+    except (TypeError, ValueError, AttributeError):
+        raise ValidationError(name, f"must be a UUID, got {value!r}") from None
+
+
+async def visible_entry(uow: UnitOfWork, entry_id: UUID, viewer: Viewer) -> Entry:
+    """The entry, or :class:`NotFound` when it does not exist or the viewer may not see it."""
+    entry = await uow.entries.get(entry_id)
+    if entry is None or not is_visible(entry, viewer):
+        raise NotFound(f"entry {entry_id} not found")
+    return entry
+
+
+async def related_entries(
+    deps: Deps,
+    caller: Caller,
+    entry_id: object,
+    *,
+    depth: object = 2,
+    relation_types: object = None,
+) -> list[RelatedEntry]:
+    """Spreading activation over outgoing relations from a visible root. Invisible and
+    archived entries are never returned nor traversed through. One ``traverse``
+    access-log row when the calling agent is known."""
+    root = parse_id("entry_id", entry_id)
+    max_depth = validate_depth(depth)
+    types = parse_relation_types(relation_types)  # type: ignore[arg-type]
+    audited = caller.agent_id != UNKNOWN_AGENT
+    store = deps.store
+    if audited:
+        await store.preflight(("access_log",))
+    viewer = await resolve_viewer(store.directory, caller.principal)
+    async with store.unit_of_work() as uow:
+        await visible_entry(uow, root, viewer)
+        seen: dict[UUID, Entry] = {}
+        best: dict = {}
+        frontier = {root: 1.0}
+        for level in range(1, max_depth + 1):
+            edges = await uow.relations.outgoing(list(frontier), types)
+            unknown = {e.to_id for e in edges} - seen.keys()
+            seen.update(await uow.entries.get_many(unknown))
+
+            def admissible(node: UUID) -> bool:
+                entry = seen.get(node)
+                return entry is not None and entry.is_active and is_visible(entry, viewer)
+
+            frontier = activation_step(root, frontier, edges, level, best, admissible, types)
+            if not frontier:
+                break
+        if audited:
+            await uow.access_log.record(
+                [
+                    AccessLogRecord(
+                        "traverse", caller.agent_id, root, deps.clock.now(), {"depth": max_depth}
+                    )
+                ]
+            )
+            await uow.commit()
+    return [
+        RelatedEntry(
+            id=a.entry_id,
+            relation_type=a.relation_type,
+            depth=a.depth,
+            activation=a.activation,
+            via=a.via,
+            content=seen[a.entry_id].content,
+            content_type=seen[a.entry_id].content_type,
+            confidence=seen[a.entry_id].confidence,
+            status=seen[a.entry_id].status,
+        )
+        for a in ranked(best)
+    ]
+
+
+async def link_entries(
+    deps: Deps,
+    caller: Caller,
+    from_entry_id: object,
+    to_entry_id: object,
+    relation_type: object,
+    weight: object = 1.0,
+) -> LinkResult:
+    """Manual curation: a typed relation between two entries the caller can see."""
+    source = parse_id("from_entry_id", from_entry_id)
+    target = parse_id("to_entry_id", to_entry_id)
+    types = parse_relation_types([relation_type]) if relation_type is not None else None
+    if not types:
+        raise ValidationError("relation_type", "is required")
+    (kind,) = types
+    if isinstance(weight, bool):
+        raise ValidationError("weight", "must be a number")
+    try:
+        w = float(weight)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise ValidationError("weight", f"must be a number, got {weight!r}") from None
+    if not math.isfinite(w) or not 0.0 < w <= 1.0:
+        raise ValidationError("weight", f"must be within (0, 1], got {weight!r}")
+    if source == target:
+        raise ValidationError("to_entry_id", "an entry cannot be linked to itself")
+    viewer = await resolve_viewer(deps.store.directory, caller.principal)
+    async with deps.store.unit_of_work() as uow:
+        await visible_entry(uow, source, viewer)
+        await visible_entry(uow, target, viewer)
+        now = deps.clock.now()
+        created = await uow.relations.add(
+            Relation(source, target, kind, w, now, {"linked_by": caller.agent_id})
+        )
+        await uow.commit()
+    return LinkResult(source, target, kind, created)
+
+
+__all__ = ["link_entries", "parse_id", "related_entries", "visible_entry"]

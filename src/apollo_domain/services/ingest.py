@@ -1,0 +1,329 @@
+"""Ingest (``store_knowledge``): DESIGN §4, the eight steps."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from attrs import frozen
+
+from .. import admission
+from ..credibility import SourceCredibility
+from ..errors import Conflict, ValidationError
+from ..model import (
+    AccessScope,
+    ContentType,
+    Entry,
+    Evidence,
+    Outcome,
+    SourceRef,
+    Status,
+    Viewer,
+)
+from ..normalize import (
+    clean_content,
+    content_hash,
+    make_source,
+    normalize_content_type,
+    normalize_domain,
+    normalize_scope,
+    normalize_tags,
+)
+from ..ports import AccessLogRecord, ScoredEntry, SearchFilter, UnitOfWork
+from ..results import IngestResult
+from ..rules import Corroborator, independent_of_all, may_corroborate
+from .context import ACTIVE, INGEST_PARTS, Caller, Deps, resolve_viewer, unit_float
+
+NEIGHBOURS = 5
+CONTRADICTION_SCAN = "contradiction_scan"
+_RESERVED_CONTEXT_KEYS = frozenset(
+    {"deprecation_reason", "dispute_resolution", "bootstrap", "gas", "archive_reason"}
+)
+
+
+@frozen
+class IngestRequest:
+    """A validated, normalized submission."""
+
+    content: str
+    content_hash: str
+    content_type: ContentType
+    knowledge_domain: str
+    tags: tuple[str, ...]
+    access_scope: AccessScope
+    source: SourceRef
+    owner_id: str | None
+    context: Mapping[str, Any]
+    initial_confidence: float | None = None
+
+    @property
+    def corroborator(self) -> Corroborator:
+        return Corroborator(
+            self.knowledge_domain, self.content_type, self.access_scope, self.owner_id, self.source
+        )
+
+
+def prepare(
+    caller: Caller,
+    *,
+    content: object,
+    content_type: object = None,
+    tags: object = None,
+    context: object = None,
+    source_provider: object = None,
+    source_channel: object = None,
+    knowledge_domain: object = None,
+    access_scope: object = "global",
+    submitted_by: object = None,
+    submitted_from: object = None,
+    initial_confidence: float | None = None,
+    system_context: Mapping[str, Any] | None = None,
+) -> IngestRequest:
+    """Step 1: validate and normalize; :class:`ValidationError` names the field."""
+    text = clean_content(content)
+    if tags is not None and not isinstance(tags, Sequence):
+        raise ValidationError("tags", "must be a list of strings")
+    normalized_tags = normalize_tags(tags)  # type: ignore[arg-type]
+    scope = normalize_scope(access_scope)
+    if scope is not AccessScope.GLOBAL and caller.principal.id is None:
+        raise ValidationError(
+            "access_scope", f"{scope.value} entries need a resolved principal to own them"
+        )
+    return IngestRequest(
+        content=text,
+        content_hash=content_hash(text),
+        content_type=normalize_content_type(content_type),
+        knowledge_domain=normalize_domain(knowledge_domain, normalized_tags),
+        tags=normalized_tags,
+        access_scope=scope,
+        source=make_source(
+            caller.agent_id, source_provider, source_channel, submitted_by, submitted_from
+        ),
+        owner_id=caller.principal.id,
+        context={**clean_context(context), **(system_context or {})},
+        initial_confidence=(
+            None
+            if initial_confidence is None
+            else unit_float("initial_confidence", initial_confidence)
+        ),
+    )
+
+
+def clean_context(context: object) -> dict[str, Any]:
+    """Caller context: a JSON object; Apollo's own keys may not be set by callers."""
+    if context is None:
+        return {}
+    if not isinstance(context, Mapping):
+        raise ValidationError("context", "must be a JSON object")
+    cleaned = {str(k): v for k, v in context.items() if str(k) not in _RESERVED_CONTEXT_KEYS}
+    try:
+        encoded = json.dumps(cleaned, allow_nan=False, default=str)
+    except (TypeError, ValueError) as exc:
+        raise ValidationError("context", f"must be JSON-serializable: {exc}") from None
+    return dict(json.loads(encoded.replace("\\u0000", "")))
+
+
+async def ingest(deps: Deps, caller: Caller, request: IngestRequest) -> IngestResult:
+    """Steps 2-8 of DESIGN §4 "Ingest"; nothing is written unless the whole ingest commits."""
+    store = deps.store
+    await store.preflight(INGEST_PARTS)  # step 2
+    viewer = await resolve_viewer(store.directory, caller.principal)
+
+    async with store.unit_of_work() as uow:  # read-only look: credibility and exact duplicate
+        credibility = await uow.credibility.get(request.source.agent_id)
+        duplicate = await _find_duplicate(uow, request)
+    cred = _credibility(credibility.alpha, credibility.beta, credibility.label)
+    floor = admission.check_credibility(deps.policy, cred)  # step 3
+    if not floor.admitted:
+        return IngestResult(Outcome.REJECTED, reason=f"{floor.reason}: {floor.detail}")
+
+    embedding = None
+    if duplicate is None:  # step 5, outside the transaction: embedding may be slow
+        (vector,) = await deps.embedder.embed([request.content])
+        embedding = tuple(float(x) for x in vector)
+
+    async with store.unit_of_work() as uow:
+        now = deps.clock.now()
+        duplicate = await _find_duplicate(uow, request)
+        if duplicate is not None:  # step 4
+            result = await _record_duplicate(deps, uow, request, duplicate, cred, now)
+        else:
+            assert embedding is not None
+            result = await _place(deps, uow, viewer, request, embedding, cred, now)
+        if result.outcome is not Outcome.REJECTED:
+            await uow.expertise.record_activity(
+                request.source.agent_id, request.knowledge_domain, now
+            )
+            await uow.access_log.record(
+                [
+                    AccessLogRecord(
+                        "ingest",
+                        request.source.agent_id,
+                        result.entry_id,
+                        now,
+                        {"outcome": result.outcome.value},
+                    )
+                ]
+            )
+            await uow.commit()
+        return result
+
+
+def _credibility(alpha: float, beta: float, label: str | None) -> float:
+    return SourceCredibility("", alpha, beta, label).credibility
+
+
+async def _find_duplicate(uow: UnitOfWork, request: IngestRequest) -> Entry | None:
+    return await uow.entries.find_by_hash(
+        request.content_hash, request.access_scope, request.owner_id
+    )
+
+
+async def _record_duplicate(
+    deps: Deps,
+    uow: UnitOfWork,
+    request: IngestRequest,
+    existing: Entry,
+    credibility: float,
+    now: Any,
+) -> IngestResult:
+    """Record a source's exact repeat against the existing entry; an independent source's
+    evidence corroborates it when it is confirmed (once per source)."""
+    recorded = [e.source for e in await uow.evidence.for_entry(existing.id)]
+    corroborates = existing.status is Status.CONFIRMED and independent_of_all(
+        request.source, recorded
+    )
+    added = await uow.evidence.add(
+        Evidence(
+            existing.id,
+            request.source,
+            1.0,
+            now,
+            "corroboration" if corroborates else "deduplication",
+        )
+    )
+    confidence = existing.confidence
+    if added and corroborates:
+        boosted = await uow.entries.boost(
+            [existing.id], deps.policy.corroboration_amount(credibility), now, count_access=False
+        )
+        confidence = boosted.get(existing.id, confidence)
+    return IngestResult(
+        Outcome.DEDUPLICATED,
+        existing.id,
+        existing.status,
+        confidence,
+        "corroborated by an independent source" if added and corroborates else "exact duplicate",
+    )
+
+
+async def _place(
+    deps: Deps,
+    uow: UnitOfWork,
+    viewer: Viewer,
+    request: IngestRequest,
+    embedding: tuple[float, ...],
+    credibility: float,
+    now: Any,
+) -> IngestResult:
+    policy = deps.policy
+    neighbours = await uow.entries.nearest(
+        embedding,
+        SearchFilter(viewer, ACTIVE, access_scope=request.access_scope),
+        NEIGHBOURS,
+    )
+    evidence = await uow.evidence.for_entries([n.entry.id for n in neighbours])
+    sharing = viewer.team_owners
+
+    # step 6: corroborate the best confirmed neighbour the rules allow
+    for scored in neighbours:
+        target = scored.entry
+        if target.status is not Status.CONFIRMED:
+            continue
+        sources = [e.source for e in evidence.get(target.id, ())]
+        if may_corroborate(
+            request.corroborator,
+            target,
+            scored.similarity,
+            sources,
+            min_similarity=policy.corroboration_similarity,
+            owners_sharing_group=sharing,
+        ):
+            return await _corroborate(deps, uow, request, scored, credibility, now)
+
+    max_similarity = neighbours[0].similarity if neighbours else None
+    repeats_own_source = any(
+        policy.is_near_duplicate(n.similarity)
+        and not independent_of_all(request.source, [e.source for e in evidence.get(n.entry.id, ())])
+        for n in neighbours
+    )
+    decision = admission.admit(  # steps 6 (near duplicate) and 7 (novelty)
+        policy, credibility, max_similarity, repeats_own_source=repeats_own_source
+    )
+    if not decision.admitted:
+        return IngestResult(Outcome.REJECTED, reason=f"{decision.reason}: {decision.detail}")
+
+    entry = Entry(  # step 8
+        id=uuid.uuid4(),
+        content=request.content,
+        content_hash=request.content_hash,
+        content_type=request.content_type,
+        knowledge_domain=request.knowledge_domain,
+        tags=request.tags,
+        confidence=(
+            policy.initial_confidence
+            if request.initial_confidence is None
+            else request.initial_confidence
+        ),
+        status=Status.CANDIDATE,
+        source=request.source,
+        access_scope=request.access_scope,
+        owner_id=request.owner_id,
+        created_at=now,
+        updated_at=now,
+        source_context=dict(request.context),
+        embedding=embedding,
+    )
+    try:
+        async with uow.savepoint():
+            await uow.entries.add(entry)
+    except Conflict:
+        # a concurrent writer committed the same content first: record against the winner
+        winner = await _find_duplicate(uow, request)
+        if winner is None:
+            raise Conflict(
+                "content-hash conflict, but the winning entry could not be read"
+            ) from None
+        return await _record_duplicate(deps, uow, request, winner, credibility, now)
+    await uow.evidence.add(Evidence(entry.id, request.source, 1.0, now, "origin"))
+    await uow.outbox.enqueue(CONTRADICTION_SCAN, {"entry_id": str(entry.id)}, now)
+    return IngestResult(Outcome.CREATED, entry.id, entry.status, entry.confidence, None)
+
+
+async def _corroborate(
+    deps: Deps,
+    uow: UnitOfWork,
+    request: IngestRequest,
+    scored: ScoredEntry,
+    credibility: float,
+    now: Any,
+) -> IngestResult:
+    target = scored.entry
+    added = await uow.evidence.add(
+        Evidence(target.id, request.source, scored.similarity, now, "corroboration")
+    )
+    confidence = target.confidence
+    if added:
+        boosted = await uow.entries.boost(
+            [target.id], deps.policy.corroboration_amount(credibility), now, count_access=False
+        )
+        confidence = boosted.get(target.id, confidence)
+    return IngestResult(
+        Outcome.CORROBORATED,
+        target.id,
+        target.status,
+        confidence,
+        f"similarity {scored.similarity:.3f} to a confirmed entry",
+    )

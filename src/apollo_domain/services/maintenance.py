@@ -1,0 +1,261 @@
+"""Periodic work: the corroboration checker and the contradiction scan (DESIGN §4)."""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+from ..credibility import SourceCredibility
+from ..lifecycle import confirm, dispute
+from ..model import Entry, Evidence, Principal, Relation, RelationType, SourceRef, Status
+from ..policy import ConfidencePolicy
+from ..ports import SearchFilter, UnitOfWork
+from ..results import ContradictionReport, CorroborationReport
+from ..rules import Corroborator, independent, may_corroborate
+from .context import ACTIVE, Deps, bounded_int, resolve_viewer
+from .ingest import CONTRADICTION_SCAN
+
+CHECKER_NEIGHBOURS = 5
+CONTRADICTION_NEIGHBOURS = 10
+CONTRADICTION_WEIGHT = 0.8
+WELL_ESTABLISHED_CONFIDENCE = 0.8
+WELL_ESTABLISHED_EVIDENCE = 2
+LOW_CREDIBILITY = 0.4
+MAX_OUTBOX_ATTEMPTS = 5
+
+
+def _as_corroborator(entry: Entry) -> Corroborator:
+    return Corroborator(
+        entry.knowledge_domain, entry.content_type, entry.access_scope, entry.owner_id, entry.source
+    )
+
+
+async def _credibility(uow: UnitOfWork, agent_id: str) -> float:
+    r = await uow.credibility.get(agent_id)
+    return SourceCredibility(r.agent_id, r.alpha, r.beta, r.label).credibility
+
+
+def allowed(
+    a: Entry,
+    b: Entry,
+    similarity: float,
+    evidence: dict[UUID, list[Evidence]],
+    sharing: frozenset[str],
+    policy: ConfidencePolicy,
+) -> bool:
+    """``a`` may corroborate ``b``: every rule of DESIGN §2, with ``a``'s own evidence
+    sources independent of ``b``'s source too."""
+    a_sources = [e.source for e in evidence.get(a.id, ())] or [a.source]
+    b_sources = [e.source for e in evidence.get(b.id, ())] or [b.source]
+    return may_corroborate(
+        _as_corroborator(a),
+        b,
+        similarity,
+        b_sources,
+        min_similarity=policy.corroboration_similarity,
+        owners_sharing_group=sharing,
+    ) and all(independent(s, b.source) for s in a_sources)
+
+
+def _paired_with(entry: Entry) -> str | None:
+    bootstrap = entry.source_context.get("bootstrap")
+    if isinstance(bootstrap, dict):
+        partner = bootstrap.get("paired_with")
+        return str(partner) if partner is not None else None
+    return None
+
+
+async def check_corroboration(deps: Deps, limit: object = 100) -> CorroborationReport:
+    """Promote candidates that a confirmed entry corroborates; with no confirmed match,
+    bootstrap ONE confirmation from a mutually corroborating, independently sourced candidate
+    pair (the older of the two). At most ``limit`` candidates per run. A promotion commits
+    only together with its persisted ``similar_to`` relation."""
+    bound = bounded_int("limit", limit, 1, 100_000)
+    policy = deps.policy
+    promoted = bootstrapped = 0
+    async with deps.store.unit_of_work() as uow:
+        candidates = await uow.entries.candidates(bound)
+        changed: set[UUID] = set()
+        for candidate in candidates:
+            if candidate.id in changed or candidate.embedding is None:
+                continue
+            viewer = await resolve_viewer(deps.store.directory, Principal(candidate.owner_id))
+            neighbours = await uow.entries.nearest(
+                candidate.embedding,
+                SearchFilter(
+                    viewer,
+                    frozenset({Status.CONFIRMED, Status.CANDIDATE}),
+                    access_scope=candidate.access_scope,
+                    exclude_ids=frozenset({candidate.id}),
+                ),
+                CHECKER_NEIGHBOURS,
+            )
+            neighbours = [n for n in neighbours if policy.corroborates(n.similarity)]
+            if not neighbours:
+                continue
+            evidence = await uow.evidence.for_entries(
+                [candidate.id, *(n.entry.id for n in neighbours)]
+            )
+            sharing = viewer.team_owners
+
+            match = next(
+                (
+                    n
+                    for n in neighbours
+                    if n.entry.status is Status.CONFIRMED
+                    and _paired_with(n.entry) != str(candidate.id)
+                    and allowed(n.entry, candidate, n.similarity, evidence, sharing, policy)
+                ),
+                None,
+            )
+            if match is not None:
+                if await _promote(deps, uow, candidate, match.entry, match.similarity, None):
+                    promoted += 1
+                    changed.add(candidate.id)
+                continue
+            pair = next(
+                (
+                    n
+                    for n in neighbours
+                    if n.entry.status is Status.CANDIDATE
+                    and n.entry.id not in changed
+                    and allowed(n.entry, candidate, n.similarity, evidence, sharing, policy)
+                    and allowed(candidate, n.entry, n.similarity, evidence, sharing, policy)
+                ),
+                None,
+            )
+            if pair is None:
+                continue
+            older, partner = sorted(
+                (candidate, pair.entry), key=lambda e: (e.created_at, str(e.id))
+            )
+            if await _promote(deps, uow, older, partner, pair.similarity, partner.id):
+                bootstrapped += 1
+                changed.update({older.id, partner.id})
+        await uow.commit()
+    return CorroborationReport(len(candidates), promoted, bootstrapped)
+
+
+async def _promote(
+    deps: Deps,
+    uow: UnitOfWork,
+    candidate: Entry,
+    by: Entry,
+    similarity: float,
+    bootstrap_partner: UUID | None,
+) -> bool:
+    """Confirm ``candidate`` on the strength of ``by``: status, confirmed_at, boost, evidence
+    and the ``similar_to`` relation, all or nothing (savepoint)."""
+    now = deps.clock.now()
+    credibility = await _credibility(uow, by.source.agent_id)
+    boosted = deps.policy.after_corroboration(candidate.confidence, credibility)
+    context: dict[str, Any] = {}
+    if bootstrap_partner is not None:
+        context["bootstrap"] = {"paired_with": str(bootstrap_partner)}
+    promoted = confirm(candidate, boosted, now, **context)
+    try:
+        async with uow.savepoint():
+            created = await uow.relations.add(
+                Relation(
+                    candidate.id,
+                    by.id,
+                    RelationType.SIMILAR_TO,
+                    similarity,
+                    now,
+                    {"corroboration": "bootstrap" if bootstrap_partner else "confirmed"},
+                )
+            )
+            if not created and not await uow.relations.exists(
+                candidate.id, by.id, RelationType.SIMILAR_TO
+            ):
+                raise RuntimeError("similar_to relation was not persisted")
+            await uow.entries.update(promoted)
+            await uow.evidence.add(
+                Evidence(candidate.id, by.source, similarity, now, "corroboration")
+            )
+    except Exception:
+        return False
+    return True
+
+
+def _independent_evidence_count(evidence: list[Evidence]) -> int:
+    counted: list[SourceRef] = []
+    for item in evidence:
+        if all(independent(item.source, other) for other in counted):
+            counted.append(item.source)
+    return len(counted)
+
+
+async def process_outbox(deps: Deps, limit: object = 50) -> ContradictionReport:
+    """Run queued contradiction scans. For each new entry, active visible neighbours above
+    the contradiction similarity in the same scope are judged; a contradiction writes
+    ``contradicts`` (new → existing, weight 0.8) and disputes both — unless the existing
+    entry is well established (confidence ≥ 0.8, ≥ 2 independent evidence) and the new
+    source's credibility is below 0.4: then only the new entry is disputed."""
+    bound = bounded_int("limit", limit, 1, 10_000)
+    processed = contradictions = failed = 0
+    async with deps.store.unit_of_work() as uow:
+        items = await uow.outbox.claim(bound, deps.clock.now())
+        for item in items:
+            try:
+                async with uow.savepoint():
+                    if item.kind == CONTRADICTION_SCAN:
+                        contradictions += await _scan(
+                            deps, uow, UUID(str(item.payload["entry_id"]))
+                        )
+                    await uow.outbox.complete(item.id)
+                processed += 1
+            except Exception as exc:
+                failed += 1
+                give_up = item.attempts + 1 >= MAX_OUTBOX_ATTEMPTS
+                await uow.outbox.fail(item.id, f"{type(exc).__name__}: {exc}", give_up=give_up)
+        await uow.commit()
+    return ContradictionReport(processed, contradictions, failed)
+
+
+async def _scan(deps: Deps, uow: UnitOfWork, entry_id: UUID) -> int:
+    entry = await uow.entries.get(entry_id, with_embedding=True)
+    if entry is None or not entry.is_active or entry.embedding is None:
+        return 0
+    viewer = await resolve_viewer(deps.store.directory, Principal(entry.owner_id))
+    neighbours = await uow.entries.nearest(
+        entry.embedding,
+        SearchFilter(
+            viewer, ACTIVE, access_scope=entry.access_scope, exclude_ids=frozenset({entry.id})
+        ),
+        CONTRADICTION_NEIGHBOURS,
+    )
+    found = 0
+    new_credibility = await _credibility(uow, entry.source.agent_id)
+    for scored in neighbours:
+        if scored.similarity <= deps.policy.contradiction_similarity:
+            break
+        existing = scored.entry
+        if (existing.created_at, str(existing.id)) > (entry.created_at, str(entry.id)):
+            continue  # a newer entry judges this one in its own scan
+        if not await deps.judge.contradicts(entry.content, existing.content):
+            continue
+        found += 1
+        now = deps.clock.now()
+        await uow.relations.add(
+            Relation(
+                entry.id,
+                existing.id,
+                RelationType.CONTRADICTS,
+                CONTRADICTION_WEIGHT,
+                now,
+                {"similarity": scored.similarity},
+            )
+        )
+        evidence = await uow.evidence.for_entry(existing.id)
+        protected = (
+            existing.confidence >= WELL_ESTABLISHED_CONFIDENCE
+            and _independent_evidence_count(evidence) >= WELL_ESTABLISHED_EVIDENCE
+            and new_credibility < LOW_CREDIBILITY
+        )
+        entry = dispute(entry, now)
+        if not protected:
+            await uow.entries.update(dispute(existing, now))
+    if found:
+        await uow.entries.update(entry)
+    return found
