@@ -125,8 +125,14 @@ def clean_context(context: object) -> dict[str, Any]:
     return dict(json.loads(encoded.replace("\\u0000", "")))
 
 
-async def ingest(deps: Deps, caller: Caller, request: IngestRequest) -> IngestResult:
-    """Steps 2-8 of DESIGN §4 "Ingest"; nothing is written unless the whole ingest commits."""
+async def ingest(
+    deps: Deps, caller: Caller, request: IngestRequest, *, idempotency_key: str | None = None
+) -> IngestResult:
+    """Steps 2-8 of DESIGN §4 "Ingest"; nothing is written unless the whole ingest commits.
+
+    ``idempotency_key`` (a message id) is recorded in the same transaction: a redelivered
+    message with the same key writes nothing and reports the entry it created before.
+    """
     store = deps.store
     await store.preflight(INGEST_PARTS)  # step 2
     viewer = await resolve_viewer(store.directory, caller.principal)
@@ -147,6 +153,10 @@ async def ingest(deps: Deps, caller: Caller, request: IngestRequest) -> IngestRe
     async with store.unit_of_work() as uow:
         now = deps.clock.now()
         duplicate = await _find_duplicate(uow, request)
+        if idempotency_key is not None and not await uow.processed.mark(
+            f"ingest:{idempotency_key}", now
+        ):
+            return _replayed(duplicate)
         if duplicate is not None:  # step 4
             result = await _record_duplicate(deps, uow, request, duplicate, cred, now)
         else:
@@ -169,6 +179,14 @@ async def ingest(deps: Deps, caller: Caller, request: IngestRequest) -> IngestRe
             )
             await uow.commit()
         return result
+
+
+def _replayed(entry: Entry | None) -> IngestResult:
+    if entry is None:
+        return IngestResult(Outcome.DEDUPLICATED, reason="already processed")
+    return IngestResult(
+        Outcome.DEDUPLICATED, entry.id, entry.status, entry.confidence, "already processed"
+    )
 
 
 def _credibility(alpha: float, beta: float, label: str | None) -> float:

@@ -1,0 +1,144 @@
+"""Settings, read from ``APOLLO_*`` environment variables and validated at start."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from attrs import evolve, field, frozen
+
+from apollo_domain.errors import ConfigurationError, ValidationError
+from apollo_domain.policy import ConfidencePolicy
+
+EMBEDDERS = ("hashing", "sentence-transformers", "openai")
+
+
+def _tokens(value: Mapping[str, str] | None) -> Mapping[str, str]:
+    return dict(value or {})
+
+
+@frozen
+class Settings:
+    """Every knob of Apollo. With nothing set, everything runs embedded: PostgreSQL +
+    pgvector from the wheel in ``data_dir``, the in-process bus, the hashing embedder."""
+
+    database_url: str | None = None
+    data_dir: Path = field(default=Path(".apollo"), converter=Path)
+    amqp_url: str | None = None
+    exchange: str = "legion.apollo"
+    queue_prefix: str = "legion.apollo"
+    audit_exchange: str = "llm.audit"
+    embedder: str = "hashing"
+    embedding_model: str | None = None
+    embedding_dimension: int = 384
+    embedding_url: str | None = None
+    llm_url: str | None = None
+    llm_model: str | None = None
+    llm_api_key: str | None = None
+    policy: ConfidencePolicy = field(factory=ConfidencePolicy)
+    http_host: str = "127.0.0.1"
+    http_port: int = 8765
+    api_tokens: Mapping[str, str] = field(factory=dict, converter=_tokens)
+    decay_interval: float = 3600.0
+    expertise_interval: float = 1800.0
+    corroboration_interval: float = 900.0
+    outbox_interval: float = 5.0
+    corroboration_batch: int = 100
+    prefetch: int = 16
+    max_redeliveries: int = 5
+    pool_max: int = 10
+    ef_search: int = 100
+    rpc_timeout: float = 10.0
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        """Read ``APOLLO_*`` variables; a bad value raises :class:`ConfigurationError`
+        naming the variable."""
+        env = os.environ if environ is None else environ
+        kwargs: dict[str, Any] = {}
+
+        def text(name: str, attr: str) -> None:
+            value = env.get(name)
+            if value is not None and value.strip():
+                kwargs[attr] = value.strip()
+
+        def number(name: str, attr: str, kind: type, low: float, high: float) -> None:
+            value = env.get(name)
+            if value is None or not value.strip():
+                return
+            try:
+                parsed = kind(value.strip())
+            except ValueError:
+                raise ConfigurationError(
+                    name, f"must be a {kind.__name__}, got {value!r}"
+                ) from None
+            if not low <= parsed <= high:
+                raise ConfigurationError(name, f"must be between {low} and {high}, got {parsed}")
+            kwargs[attr] = parsed
+
+        text("APOLLO_DATABASE_URL", "database_url")
+        text("APOLLO_DATA_DIR", "data_dir")
+        text("APOLLO_AMQP_URL", "amqp_url")
+        text("APOLLO_EXCHANGE", "exchange")
+        text("APOLLO_QUEUE_PREFIX", "queue_prefix")
+        text("APOLLO_AUDIT_EXCHANGE", "audit_exchange")
+        text("APOLLO_EMBEDDER", "embedder")
+        text("APOLLO_EMBEDDING_MODEL", "embedding_model")
+        text("APOLLO_EMBEDDING_URL", "embedding_url")
+        text("APOLLO_LLM_URL", "llm_url")
+        text("APOLLO_LLM_MODEL", "llm_model")
+        text("APOLLO_LLM_API_KEY", "llm_api_key")
+        text("APOLLO_HTTP_HOST", "http_host")
+        number("APOLLO_EMBEDDING_DIMENSION", "embedding_dimension", int, 1, 16_000)
+        number("APOLLO_HTTP_PORT", "http_port", int, 1, 65_535)
+        number("APOLLO_DECAY_INTERVAL", "decay_interval", float, 1, 7 * 86_400)
+        number("APOLLO_EXPERTISE_INTERVAL", "expertise_interval", float, 1, 7 * 86_400)
+        number("APOLLO_CORROBORATION_INTERVAL", "corroboration_interval", float, 1, 7 * 86_400)
+        number("APOLLO_OUTBOX_INTERVAL", "outbox_interval", float, 0.05, 3_600)
+        number("APOLLO_CORROBORATION_BATCH", "corroboration_batch", int, 1, 100_000)
+        number("APOLLO_PREFETCH", "prefetch", int, 1, 10_000)
+        number("APOLLO_MAX_REDELIVERIES", "max_redeliveries", int, 0, 1_000)
+        number("APOLLO_POOL_MAX", "pool_max", int, 1, 1_000)
+        number("APOLLO_EF_SEARCH", "ef_search", int, 1, 1_000)
+        number("APOLLO_RPC_TIMEOUT", "rpc_timeout", float, 0.1, 3_600)
+
+        if "embedder" in kwargs and kwargs["embedder"] not in EMBEDDERS:
+            raise ConfigurationError(
+                "APOLLO_EMBEDDER",
+                f"must be one of {', '.join(EMBEDDERS)}, got {kwargs['embedder']!r}",
+            )
+        tokens = env.get("APOLLO_API_TOKENS")
+        if tokens and tokens.strip():
+            kwargs["api_tokens"] = parse_tokens(tokens)
+        overrides: dict[str, str] = {}
+        prefix = "APOLLO_POLICY_"
+        for name, value in env.items():
+            if name.startswith(prefix):
+                overrides[name[len(prefix) :].lower()] = value
+        if overrides:
+            try:
+                kwargs["policy"] = ConfidencePolicy.from_overrides(**overrides)
+            except ValidationError as exc:
+                raise ConfigurationError(prefix + exc.field.upper(), exc.message) from None
+        return cls(**kwargs)
+
+    def replace(self, **changes: Any) -> Settings:
+        return evolve(self, **changes)
+
+
+def parse_tokens(value: str) -> dict[str, str]:
+    """``token=principal,token2=principal2`` → {token: principal}."""
+    tokens: dict[str, str] = {}
+    for pair in value.split(","):
+        pair = pair.strip()
+        if not pair:
+            continue
+        token, sep, principal = pair.partition("=")
+        if not sep or not token.strip() or not principal.strip():
+            raise ConfigurationError(
+                "APOLLO_API_TOKENS", "expected comma-separated token=principal pairs"
+            )
+        tokens[token.strip()] = principal.strip()
+    return tokens

@@ -1,0 +1,73 @@
+"""Store fixtures of the contract suite: every use-case test runs on every store adapter."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from apollo_adapters.clock import ManualClock
+from apollo_adapters.memory import InMemoryStore
+from apollo_app import Apollo
+from tests.support import FaultInjectingStore, KeyedEmbedder
+
+STORE_KINDS = ["memory", "postgres"]
+EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
+
+ApolloFactory = Callable[..., Awaitable[Apollo]]
+
+
+async def open_store(
+    kind: str, request: pytest.FixtureRequest, *, dimension: int, model_id: str
+) -> Any:
+    if kind == "memory":
+        return InMemoryStore()
+    server = request.getfixturevalue("postgres_server")
+    from tests.postgres_support import fresh_store
+
+    return await fresh_store(server, dimension=dimension, model_id=model_id)
+
+
+@pytest.fixture(params=STORE_KINDS)
+def store_kind(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+async def make_apollo(
+    store_kind: str, request: pytest.FixtureRequest
+) -> AsyncIterator[ApolloFactory]:
+    """``await make_apollo(embedder=..., clock=..., faulty=True, ...)`` → an Apollo over a
+    fresh store of the parametrized kind. Defaults: a 16-dim keyed embedder, a manual clock."""
+    opened: list[Any] = []
+
+    async def factory(
+        *,
+        embedder: Any = None,
+        clock: Any = None,
+        judge: Any = None,
+        llm: Any = None,
+        policy: Any = None,
+        faulty: bool = False,
+    ) -> Apollo:
+        embedder = embedder or KeyedEmbedder(16)
+        store = await open_store(
+            store_kind, request, dimension=embedder.dimension, model_id=embedder.model_id
+        )
+        opened.append(store)
+        if faulty:
+            store = FaultInjectingStore(store)
+        return Apollo.with_store(
+            store,
+            embedder=embedder,
+            clock=clock or ManualClock(EPOCH),
+            judge=judge,
+            llm=llm,
+            policy=policy,
+        )
+
+    yield factory
+    for store in opened:
+        await store.close()

@@ -1,0 +1,165 @@
+"""Query, retrieve, browse and visibility on every read path (DESIGN §2, §4)."""
+
+from __future__ import annotations
+
+import pytest
+
+from apollo_app import Principal, Status, StoreUnavailable, ValidationError
+from tests.support import KeyedEmbedder, at_cosine
+
+
+async def _seed(apollo, embedder: KeyedEmbedder):
+    base = embedder.basis(0)
+    embedder.set("query about kafka", base)
+    texts = {
+        "kafka partitions order messages": 0.9,
+        "kafka consumer groups share partitions": 0.8,
+        "kafka brokers replicate logs": 0.7,
+    }
+    ids = {}
+    for i, (text, cos) in enumerate(texts.items()):
+        embedder.set(text, at_cosine(base, cos, i + 1))
+        r = await apollo.client(f"agent-{i}").store_knowledge(content=text, tags=["kafka"])
+        ids[text] = r.entry_id
+    return ids
+
+
+async def test_semantic_query_ranks_boosts_and_logs(make_apollo):
+    embedder = KeyedEmbedder(16)
+    apollo = await make_apollo(embedder=embedder)
+    ids = await _seed(apollo, embedder)
+    result = await apollo.client("reader").query_knowledge(query="query about kafka", limit=2)
+    assert result.mode == "semantic"
+    assert [
+        ids["kafka partitions order messages"],
+        ids["kafka consumer groups share partitions"],
+    ] == [e.id for e in result.entries]
+    assert pytest.approx(0.9, abs=1e-5) == result.entries[0].similarity
+    assert [pytest.approx(e.confidence) for e in result.entries] == [0.52, 0.52]
+    top = await apollo.get_entry(result.entries[0].id)
+    assert top.access_count == 1
+    assert pytest.approx(0.52) == top.confidence
+    async with apollo.store.unit_of_work() as uow:
+        assert await uow.access_log.count("query") == 2
+
+
+async def test_retrieve_boosts_without_access_count_or_log(make_apollo):
+    embedder = KeyedEmbedder(16)
+    apollo = await make_apollo(embedder=embedder)
+    await _seed(apollo, embedder)
+    result = await apollo.client("reader").retrieve(query="query about kafka")
+    assert len(result.entries) == 3
+    entry = await apollo.get_entry(result.entries[0].id)
+    assert entry.access_count == 0
+    assert pytest.approx(0.52) == entry.confidence
+    async with apollo.store.unit_of_work() as uow:
+        assert await uow.access_log.count("query") == 0
+
+
+async def test_short_query_browses_newest_first_without_boost(make_apollo):
+    embedder = KeyedEmbedder(16)
+    clock_apollo = await make_apollo(embedder=embedder)
+    ids = await _seed(clock_apollo, embedder)
+    result = await clock_apollo.client("reader").query_knowledge(query="k")
+    assert result.mode == "browse"
+    assert set(ids.values()) == {e.id for e in result.entries}
+    assert all(e.confidence == 0.5 for e in result.entries)
+
+
+async def test_filters_apply(make_apollo):
+    embedder = KeyedEmbedder(16)
+    apollo = await make_apollo(embedder=embedder)
+    ids = await _seed(apollo, embedder)
+    reader = apollo.client("reader")
+    assert (
+        await reader.query_knowledge(query="query about kafka", min_confidence=0.6)
+    ).entries == ()
+    assert (await reader.query_knowledge(query="query about kafka", tags=["redis"])).entries == ()
+    assert (
+        len((await reader.query_knowledge(query="query about kafka", tags=["Kafka"])).entries) == 3
+    )
+    assert (
+        len(
+            (
+                await reader.query_knowledge(query="query about kafka", knowledge_domain="kafka")
+            ).entries
+        )
+        == 3
+    )
+    assert (
+        await reader.query_knowledge(query="query about kafka", status="confirmed")
+    ).entries == ()
+    await apollo.client("curator").deprecate_entry(
+        entry_id=ids["kafka partitions order messages"], reason="outdated"
+    )
+    found = await reader.query_knowledge(
+        query="query about kafka", status=["candidate", "archived"]
+    )
+    assert ids["kafka partitions order messages"] in {e.id for e in found.entries}
+    default = await reader.query_knowledge(query="query about kafka")
+    assert ids["kafka partitions order messages"] not in {e.id for e in default.entries}
+
+
+async def test_bad_query_arguments_name_the_field(make_apollo):
+    apollo = await make_apollo()
+    reader = apollo.client("reader")
+    for kwargs, field in [
+        ({"query": "text", "limit": 0}, "limit"),
+        ({"query": "text", "limit": "ten"}, "limit"),
+        ({"query": "text", "min_confidence": 1.5}, "min_confidence"),
+        ({"query": "text", "status": "bogus"}, "status"),
+        ({"query": None}, "query"),
+    ]:
+        with pytest.raises(ValidationError) as err:
+            await reader.query_knowledge(**kwargs)
+        assert field == err.value.field
+
+
+async def test_query_needs_the_access_log_before_embedding(make_apollo):
+    embedder = KeyedEmbedder(16)
+    apollo = await make_apollo(embedder=embedder, faulty=True)
+    apollo.store.faults.unavailable.add("access_log")
+    with pytest.raises(StoreUnavailable):
+        await apollo.client("reader").query_knowledge(query="anything at all")
+    assert embedder.calls == 0
+
+
+async def test_visibility_on_every_read_path(make_apollo):
+    """private: only the owner; team: principals sharing a group; anonymous: global only."""
+    embedder = KeyedEmbedder(16)
+    apollo = await make_apollo(embedder=embedder)
+    await apollo.directory.add_membership("alice", "netops")
+    await apollo.directory.add_membership("bob", "netops")
+    base = embedder.basis(0)
+    embedder.set("probe", base)
+    for i, text in enumerate(["global note", "team note", "private note"]):
+        embedder.set(text, at_cosine(base, 0.8 - i * 0.05, i + 1))
+    alice = apollo.client("agent-a", Principal("alice"))
+    g = await alice.store_knowledge(content="global note")
+    t = await alice.store_knowledge(content="team note", access_scope="team")
+    p = await alice.store_knowledge(content="private note", access_scope="private")
+    await alice.link_entries(
+        from_entry_id=g.entry_id, to_entry_id=t.entry_id, relation_type="extends"
+    )
+    await alice.link_entries(
+        from_entry_id=g.entry_id, to_entry_id=p.entry_id, relation_type="extends"
+    )
+
+    async def seen(principal):
+        client = apollo.client("reader", principal)
+        queried = {e.id for e in (await client.query_knowledge(query="probe")).entries}
+        browsed = {e.id for e in (await client.query_knowledge(query="")).entries}
+        related = {r.id for r in await client.related_entries(entry_id=g.entry_id)}
+        assert queried == browsed == related | {g.entry_id}
+        return queried
+
+    assert {g.entry_id, t.entry_id, p.entry_id} == await seen(Principal("alice"))
+    assert {g.entry_id, t.entry_id} == await seen(Principal("bob"))
+    assert {g.entry_id} == await seen(Principal("carol"))
+    assert {g.entry_id} == await seen(Principal(None))
+    with pytest.raises(Exception) as hidden:
+        await apollo.client("x", Principal("carol")).deprecate_entry(
+            entry_id=p.entry_id, reason="r"
+        )
+    assert "not found" in str(hidden.value)
+    assert (await apollo.get_entry(p.entry_id)).status == Status.CANDIDATE

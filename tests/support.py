@@ -1,0 +1,184 @@
+"""Test doubles shared by the suites: a keyed embedder, a fault-injecting store, a fake LLM."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Collection, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
+from typing import Any
+
+import numpy as np
+
+from apollo_domain.errors import PersistenceFailed, StoreUnavailable
+
+
+def unit(vector: Sequence[float]) -> list[float]:
+    norm = math.sqrt(sum(x * x for x in vector))
+    return [x / norm for x in vector]
+
+
+def at_cosine(base: Sequence[float], cosine: float, axis: int) -> list[float]:
+    """A unit vector whose cosine with unit ``base`` is exactly ``cosine``, tilted toward the
+    basis vector ``axis`` (which must be orthogonal to ``base``)."""
+    b = np.asarray(unit(base), dtype=np.float64)
+    e = np.zeros_like(b)
+    e[axis] = 1.0
+    e = e - (e @ b) * b
+    e = e / np.linalg.norm(e)
+    v = cosine * b + math.sqrt(max(0.0, 1.0 - cosine * cosine)) * e
+    return [float(x) for x in v]
+
+
+class KeyedEmbedder:
+    """Returns the vector registered for a text, else a deterministic pseudo-random unit
+    vector (nearly orthogonal to everything else in high dimension)."""
+
+    def __init__(self, dimension: int = 16, table: Mapping[str, Sequence[float]] | None = None):
+        self.dimension = dimension
+        self.model_id = f"keyed-test-{dimension}"
+        self.table: dict[str, list[float]] = {k: unit(v) for k, v in (table or {}).items()}
+        self.calls = 0
+
+    def set(self, text: str, vector: Sequence[float]) -> None:
+        self.table[text] = unit(vector)
+
+    def basis(self, axis: int) -> list[float]:
+        v = [0.0] * self.dimension
+        v[axis] = 1.0
+        return v
+
+    async def embed(self, texts: Sequence[str]) -> list[Sequence[float]]:
+        self.calls += 1
+        out: list[Sequence[float]] = []
+        for text in texts:
+            if text in self.table:
+                out.append(self.table[text])
+                continue
+            seed = int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big")
+            rng = np.random.default_rng(seed)
+            out.append(unit(rng.standard_normal(self.dimension).tolist()))
+        return out
+
+
+class _Proxy:
+    def __init__(self, inner: Any, part: str, faults: FaultPlan) -> None:
+        self._inner = inner
+        self._part = part
+        self._faults = faults
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._inner, name)
+        if not callable(attr):
+            return attr
+        key = f"{self._part}.{name}"
+
+        async def call(*args: Any, **kwargs: Any) -> Any:
+            self._faults.calls.append(key)
+            if key in self._faults.failing:
+                raise PersistenceFailed(f"injected failure in {key}")
+            return await attr(*args, **kwargs)
+
+        return call
+
+
+class FaultPlan:
+    def __init__(self) -> None:
+        self.failing: set[str] = set()
+        self.unavailable: set[str] = set()
+        self.calls: list[str] = []
+
+
+class _FaultyUnitOfWork:
+    PARTS = (
+        "entries",
+        "relations",
+        "evidence",
+        "expertise",
+        "access_log",
+        "credibility",
+        "outbox",
+        "processed",
+    )
+
+    def __init__(self, inner: Any, faults: FaultPlan) -> None:
+        self._inner = inner
+        self._faults = faults
+
+    async def __aenter__(self) -> _FaultyUnitOfWork:
+        await self._inner.__aenter__()
+        for part in self.PARTS:
+            setattr(self, part, _Proxy(getattr(self._inner, part), part, self._faults))
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self._inner.__aexit__(*exc)
+
+    async def commit(self) -> None:
+        if "commit" in self._faults.failing:
+            raise PersistenceFailed("injected failure in commit")
+        await self._inner.commit()
+
+    def savepoint(self) -> AbstractAsyncContextManager[None]:
+        return self._inner.savepoint()
+
+
+class FaultInjectingStore:
+    """Wraps any Store: named repository methods (``"evidence.add"``) raise
+    :class:`PersistenceFailed`, named parts fail preflight."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.faults = FaultPlan()
+        self.directory = inner.directory
+
+    def unit_of_work(self) -> _FaultyUnitOfWork:
+        return _FaultyUnitOfWork(self.inner.unit_of_work(), self.faults)
+
+    async def preflight(self, parts: Collection[str]) -> None:
+        for part in parts:
+            if part in self.faults.unavailable:
+                raise StoreUnavailable(f"{part} is unavailable")
+        await self.inner.preflight(parts)
+
+    async def close(self) -> None:
+        await self.inner.close()
+
+
+class ScriptedLLM:
+    """A deterministic GasLanguageModel: facts are the response's sentences."""
+
+    def __init__(
+        self,
+        relations: Mapping[tuple[str, str], Sequence[Mapping[str, Any]]] | None = None,
+        default_relation: Mapping[str, Any] | None = None,
+        synthesis: Sequence[Mapping[str, Any]] = (),
+    ) -> None:
+        self.relations = dict(relations or {})
+        self.default_relation = default_relation
+        self.synthesis = list(synthesis)
+        self.calls: list[str] = []
+
+    async def comprehend(
+        self, messages: Sequence[Mapping[str, Any]], response: str
+    ) -> list[Mapping[str, Any]]:
+        self.calls.append("comprehend")
+        return [
+            {"content": s.strip() + ".", "content_type": "fact"}
+            for s in response.split(".")
+            if s.strip()
+        ]
+
+    async def relate(self, fact: str, candidate: str) -> list[Mapping[str, Any]]:
+        self.calls.append("relate")
+        if (fact, candidate) in self.relations:
+            return list(self.relations[(fact, candidate)])
+        return [self.default_relation] if self.default_relation else []
+
+    async def synthesize(self, facts: Sequence[str]) -> list[Mapping[str, Any]]:
+        self.calls.append("synthesize")
+        return list(self.synthesis)
+
+    async def anticipate(self, facts: Sequence[str]) -> list[str]:
+        self.calls.append("anticipate")
+        return [f"What follows from: {facts[0]}?"] if facts else []
