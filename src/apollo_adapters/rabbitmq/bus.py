@@ -1,0 +1,613 @@
+"""``AiormqBus``: the message bus over RabbitMQ (aiormq).
+
+Publishes go through one channel in confirm mode, ``mandatory`` and persistent; each
+consumer gets its own channel so that its ``prefetch`` is a broker-enforced bound. A
+supervisor task reconnects after a lost connection and re-establishes every consumer.
+
+Retries and dead letters are published by the bus itself: a retry goes back to the queue it
+came from through the default exchange (no other queue bound to the same key sees it again)
+with an attempt counter; a dead letter goes to the dead-letter exchange with the reason. The
+bus stamps those copies with its own login as ``user_id`` and keeps the original identity,
+routing key and attempt counter in ``x-apollo-*`` headers, which it honours only on messages
+whose broker-verified ``user_id`` is its own login. Agents must therefore never share the
+service's login.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+from uuid import uuid4
+
+import aiormq
+from aiormq.abc import AbstractChannel, AbstractConnection, DeliveredMessage
+from attrs import evolve
+from pamqp import commands as spec
+from yarl import URL
+
+from apollo_domain.errors import RpcTimeout, TransportError, ValidationError
+from apollo_domain.messaging import (
+    DEAD_LETTER_QUEUE_HEADER,
+    DEAD_LETTER_REASON_HEADER,
+    DeadLetter,
+    Message,
+    MessageHandler,
+)
+
+from .topology import Topology, describe, translate_amqp_errors
+
+log = logging.getLogger(__name__)
+
+ATTEMPTS_HEADER = "x-apollo-attempts"
+ROUTING_KEY_HEADER = "x-apollo-routing-key"
+EXCHANGE_HEADER = "x-apollo-exchange"
+USER_ID_HEADER = "x-apollo-user-id"
+_BUS_HEADERS = frozenset({ATTEMPTS_HEADER, ROUTING_KEY_HEADER, EXCHANGE_HEADER, USER_ID_HEADER})
+_BROKER_HEADER_PREFIXES = ("x-death", "x-first-death-", "x-last-death-")
+
+PERSISTENT = 2
+TRANSIENT = 1
+
+
+def exponential_backoff(attempt: int) -> float:
+    """Seconds to wait before redelivering after the ``attempt``-th failed delivery."""
+    return min(0.2 * 2 ** (attempt - 1), 10.0)
+
+
+class _ConnectionLost(Exception):
+    """Internal: the operation failed because the connection went away."""
+
+
+class AiormqBus:
+    """:class:`apollo_domain.messaging.MessageBus` over RabbitMQ. Open with :meth:`connect`.
+
+    The ``user_id`` of a published message must equal the login in ``url``: RabbitMQ
+    refuses any other (:class:`TransportError`).
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        topology: Topology,
+        max_redeliveries: int,
+        retry_backoff: Callable[[int], float],
+        reconnect_timeout: float,
+        publish_attempts: int,
+        publish_timeout: float,
+        close_timeout: float,
+    ) -> None:
+        self._url = url
+        self.topology = topology
+        self.login: str = URL(url).user or "guest"
+        self._max_redeliveries = max_redeliveries
+        self._retry_backoff = retry_backoff
+        self._reconnect_timeout = reconnect_timeout
+        self._publish_attempts = publish_attempts
+        self._publish_timeout = publish_timeout
+        self._close_timeout = close_timeout
+
+        self._connection: AbstractConnection | None = None
+        self._publish_channel: AbstractChannel | None = None
+        self._channel_lock = asyncio.Lock()
+        self._generation = 0
+        self._changed = asyncio.Condition()
+        self._reply_queue = ""
+        self._pending: dict[str, asyncio.Future[Message]] = {}
+        self._consumers: list[_Consumer] = []
+        self._supervisor: asyncio.Task[None] | None = None
+        self._closing = False
+        self._closed = False
+
+    @classmethod
+    async def connect(
+        cls,
+        url: str,
+        *,
+        topology: Topology | None = None,
+        max_redeliveries: int = 5,
+        retry_backoff: Callable[[int], float] = exponential_backoff,
+        reconnect_timeout: float = 30.0,
+        publish_attempts: int = 3,
+        publish_timeout: float = 30.0,
+        close_timeout: float = 30.0,
+    ) -> AiormqBus:
+        """Connect, declare ``topology`` and return the bus.
+
+        ``max_redeliveries`` bounds retries (a message is delivered at most
+        ``1 + max_redeliveries`` times); ``retry_backoff(n)`` is the delay in seconds after
+        the n-th failed delivery. After a lost connection, a publish waits up to
+        ``reconnect_timeout`` seconds for the reconnect and is tried ``publish_attempts``
+        times in all. ``close`` waits ``close_timeout`` seconds for handlers in flight.
+        Raises :class:`TransportError` when the broker cannot be reached.
+        """
+        bus = cls(
+            url,
+            topology=topology or Topology(),
+            max_redeliveries=max_redeliveries,
+            retry_backoff=retry_backoff,
+            reconnect_timeout=reconnect_timeout,
+            publish_attempts=publish_attempts,
+            publish_timeout=publish_timeout,
+            close_timeout=close_timeout,
+        )
+        await bus._open()
+        bus._supervisor = asyncio.get_running_loop().create_task(bus._supervise())
+        return bus
+
+    # ----------------------------------------------------------------- connection lifecycle
+
+    async def _open(self) -> None:
+        where = URL(self._url).with_password(None).with_user(None)
+        with translate_amqp_errors(f"connecting to {where}"):
+            connection = await aiormq.connect(self._url)
+        try:
+            with translate_amqp_errors("opening channels"):
+                channel = await connection.channel()
+                await self.topology.declare(channel)
+                replies = await connection.channel(publisher_confirms=False)
+                declared = await replies.queue_declare("", exclusive=True, auto_delete=True)
+                await replies.basic_consume(declared.queue or "", self._on_reply, no_ack=True)
+            for consumer in self._consumers:
+                await consumer.start(connection)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                await connection.close()
+            raise
+        async with self._changed:
+            self._connection = connection
+            self._publish_channel = channel
+            self._reply_queue = declared.queue or ""
+            self._generation += 1
+            self._changed.notify_all()
+
+    async def _supervise(self) -> None:
+        """Reconnect whenever the connection is lost, until the bus closes."""
+        while not self._closed:
+            connection = self._connection
+            if connection is not None:
+                await asyncio.wait({connection.closing})
+            if self._closed:
+                return
+            log.warning("connection to RabbitMQ lost; reconnecting")
+            delay = 0.1
+            while not self._closed:
+                try:
+                    await self._open()
+                except TransportError as e:
+                    log.warning("reconnect failed (%s); retrying in %.1fs", e, delay)
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, 5.0)
+                else:
+                    log.info("reconnected to RabbitMQ")
+                    break
+
+    async def _live_connection(self, after_generation: int = 0) -> tuple[AbstractConnection, int]:
+        """The open connection (newer than ``after_generation``), waiting for a reconnect."""
+        if self._closed:
+            raise TransportError("the bus is closed")
+
+        def usable() -> bool:
+            return self._closed or (
+                self._generation > after_generation
+                and self._connection is not None
+                and not self._connection.is_closed
+            )
+
+        try:
+            async with asyncio.timeout(self._reconnect_timeout), self._changed:
+                await self._changed.wait_for(usable)
+        except TimeoutError as e:
+            raise TransportError(f"RabbitMQ unreachable for {self._reconnect_timeout:g}s") from e
+        if self._closed or self._connection is None:
+            raise TransportError("the bus is closed")
+        return self._connection, self._generation
+
+    async def _channel(self, after_generation: int = 0) -> tuple[AbstractChannel, int]:
+        connection, generation = await self._live_connection(after_generation)
+        async with self._channel_lock:
+            channel = self._publish_channel
+            if channel is None or channel.is_closed:
+                try:
+                    channel = await connection.channel()
+                except Exception as e:
+                    raise _ConnectionLost(describe(e)) from e
+                self._publish_channel = channel
+            return channel, generation
+
+    # ---------------------------------------------------------------------------- publish
+
+    async def publish(self, message: Message, *, exchange: str | None = None) -> None:
+        message = _stamped(message)
+        await self._publish(
+            self.topology.exchange if exchange is None else exchange,
+            message.routing_key,
+            message.body,
+            _properties(message, delivery_mode=PERSISTENT),
+            mandatory=True,
+        )
+
+    async def _publish(
+        self,
+        exchange: str,
+        routing_key: str,
+        body: bytes,
+        properties: spec.Basic.Properties,
+        *,
+        mandatory: bool,
+    ) -> None:
+        generation = 0
+        lost: BaseException | None = None
+        for _ in range(self._publish_attempts):
+            try:
+                channel, generation = await self._channel(generation)
+                await self._publish_once(
+                    channel, exchange, routing_key, body, properties, mandatory=mandatory
+                )
+                return
+            except _ConnectionLost as e:
+                lost = e
+                log.warning("publish interrupted by a lost connection; retrying")
+        raise TransportError(
+            f"publish to {exchange!r} failed after {self._publish_attempts} attempts: {lost}"
+        ) from lost
+
+    async def _publish_once(
+        self,
+        channel: AbstractChannel,
+        exchange: str,
+        routing_key: str,
+        body: bytes,
+        properties: spec.Basic.Properties,
+        *,
+        mandatory: bool,
+    ) -> None:
+        target = f"exchange {exchange!r} with routing key {routing_key!r}"
+        try:
+            async with asyncio.timeout(self._publish_timeout):
+                confirmation = await channel.basic_publish(
+                    body,
+                    exchange=exchange,
+                    routing_key=routing_key,
+                    properties=properties,
+                    mandatory=mandatory,
+                )
+        except aiormq.PublishError as e:
+            raise TransportError(f"unroutable: no queue bound to {target}") from e
+        except aiormq.DeliveryError as e:
+            raise TransportError(f"the broker refused the message for {target}") from e
+        except aiormq.AMQPChannelError as e:
+            if _connection_gone(channel):
+                raise _ConnectionLost(describe(e)) from e
+            raise TransportError(f"the broker refused to publish to {target}: {e}") from e
+        except TimeoutError as e:
+            raise TransportError(f"publish to {target} not confirmed in time") from e
+        except asyncio.CancelledError as e:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise
+            raise _ConnectionLost("channel closed during publish") from e
+        except (aiormq.AMQPError, aiormq.ChannelInvalidStateError, OSError, RuntimeError) as e:
+            raise _ConnectionLost(describe(e)) from e
+        if not isinstance(confirmation, spec.Basic.Ack):
+            raise TransportError(f"publish to {target} not confirmed: {confirmation!r}")
+
+    # ---------------------------------------------------------------------------- consume
+
+    async def consume(
+        self, queue: str, handler: MessageHandler, *, prefetch: int = 10
+    ) -> _Consumer:
+        if self._closing:
+            raise TransportError("the bus is closed")
+        if prefetch < 1:
+            raise ValidationError("prefetch", "must be at least 1")
+        consumer = _Consumer(self, queue, handler, prefetch)
+        connection, _ = await self._live_connection()
+        await consumer.start(connection)
+        self._consumers.append(consumer)
+        return consumer
+
+    def _message_of(self, raw: DeliveredMessage) -> tuple[Message, int]:
+        """The port's message for a delivery, and its failed attempts so far."""
+        properties = raw.header.properties
+        headers: dict[str, Any] = dict(properties.headers or {})
+        own = properties.user_id is not None and properties.user_id == self.login
+        user_id = properties.user_id
+        routing_key = raw.routing_key or ""
+        attempts = 0
+        if own:
+            if USER_ID_HEADER in headers:
+                user_id = _text(headers[USER_ID_HEADER]) or None
+            if ROUTING_KEY_HEADER in headers:
+                routing_key = _text(headers[ROUTING_KEY_HEADER])
+            attempts = int(headers.get(ATTEMPTS_HEADER, 0))
+        deaths = headers.get("x-death")
+        if DEAD_LETTER_REASON_HEADER not in headers and isinstance(deaths, list) and deaths:
+            first = deaths[0]
+            headers[DEAD_LETTER_REASON_HEADER] = _text(first.get("reason", "dead-lettered"))
+            headers[DEAD_LETTER_QUEUE_HEADER] = _text(first.get("queue", ""))
+        visible = {
+            name: value
+            for name, value in headers.items()
+            if name not in _BUS_HEADERS and not name.startswith(_BROKER_HEADER_PREFIXES)
+        }
+        message = Message(
+            routing_key=routing_key,
+            body=raw.body,
+            message_id=properties.message_id or "",
+            headers=visible,
+            user_id=user_id,
+            reply_to=properties.reply_to,
+            correlation_id=properties.correlation_id,
+            redelivered=bool(raw.redelivered) or attempts > 0,
+            delivery_count=attempts + 1,
+        )
+        return message, attempts
+
+    async def _requeue(self, queue: str, message: Message, attempts: int) -> None:
+        """Put ``message`` back on ``queue`` after ``attempts`` failed deliveries."""
+        headers = {
+            **message.headers,
+            ATTEMPTS_HEADER: attempts,
+            ROUTING_KEY_HEADER: message.routing_key,
+            USER_ID_HEADER: message.user_id or "",
+        }
+        copy = evolve(message, headers=headers, user_id=self.login)
+        await self._publish("", queue, message.body, _properties(copy, PERSISTENT), mandatory=True)
+
+    async def _dead_letter(self, queue: str, message: Message, reason: str) -> None:
+        headers = {
+            **message.headers,
+            DEAD_LETTER_REASON_HEADER: reason,
+            DEAD_LETTER_QUEUE_HEADER: queue,
+            ROUTING_KEY_HEADER: message.routing_key,
+            USER_ID_HEADER: message.user_id or "",
+        }
+        copy = evolve(message, headers=headers, user_id=self.login)
+        await self._publish(
+            self.topology.dead_letter_exchange,
+            message.routing_key,
+            message.body,
+            _properties(copy, PERSISTENT),
+            mandatory=True,
+        )
+
+    # -------------------------------------------------------------------------------- RPC
+
+    async def request(self, message: Message, *, timeout: float) -> Message:  # noqa: ASYNC109
+        if self._closing:
+            raise TransportError("the bus is closed")
+        correlation_id = message.correlation_id or uuid4().hex
+        future: asyncio.Future[Message] = asyncio.get_running_loop().create_future()
+        self._pending[correlation_id] = future
+        try:
+            async with asyncio.timeout(timeout):
+                await self._live_connection()
+                outgoing = evolve(
+                    message, reply_to=self._reply_queue, correlation_id=correlation_id
+                )
+                await self.publish(outgoing)
+                return await future
+        except TimeoutError as e:
+            if isinstance(e, TransportError):
+                raise
+            raise RpcTimeout(f"no reply to {message.routing_key!r} within {timeout:g}s") from e
+        finally:
+            self._pending.pop(correlation_id, None)
+
+    async def _on_reply(self, raw: DeliveredMessage) -> None:
+        message, _ = self._message_of(raw)
+        future = self._pending.get(message.correlation_id or "")
+        if future is not None and not future.done():
+            future.set_result(message)
+
+    async def reply(self, request: Message, body: bytes) -> None:
+        if not request.reply_to:
+            raise ValidationError("reply_to", "the request has no reply_to")
+        response = Message(
+            routing_key=request.reply_to,
+            body=body,
+            message_id=uuid4().hex,
+            correlation_id=request.correlation_id,
+        )
+        await self._publish(
+            "", request.reply_to, body, _properties(response, TRANSIENT), mandatory=False
+        )
+
+    # ------------------------------------------------------------------------ dead letters
+
+    async def drain_dead_letters(self, limit: int = 100) -> list[DeadLetter]:
+        channel, _ = await self._channel()
+        letters: list[DeadLetter] = []
+        with translate_amqp_errors("reading dead letters"):
+            while len(letters) < limit:
+                raw = await channel.basic_get(self.topology.dead_letter_queue)
+                if not isinstance(raw.delivery, spec.Basic.GetOk):
+                    break
+                message, _ = self._message_of(raw)
+                letters.append(
+                    DeadLetter(
+                        message=message,
+                        reason=str(message.headers.get(DEAD_LETTER_REASON_HEADER, "")),
+                        queue=str(message.headers.get(DEAD_LETTER_QUEUE_HEADER, "")),
+                    )
+                )
+                await channel.basic_ack(raw.delivery_tag or 0)
+        return letters
+
+    # ------------------------------------------------------------------------------ close
+
+    async def close(self) -> None:
+        if self._closing:
+            return
+        self._closing = True
+        await asyncio.gather(*(consumer.cancel() for consumer in list(self._consumers)))
+        for future in self._pending.values():
+            if not future.done():
+                future.set_exception(TransportError("the bus is closed"))
+        self._closed = True
+        if self._supervisor is not None:
+            self._supervisor.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._supervisor
+        if self._connection is not None:
+            with contextlib.suppress(Exception):
+                await self._connection.close()
+        async with self._changed:
+            self._changed.notify_all()
+
+
+class _Consumer:
+    """One consumer on its own channel; a :class:`Subscription`."""
+
+    def __init__(self, bus: AiormqBus, queue: str, handler: MessageHandler, prefetch: int) -> None:
+        self.queue = queue
+        self._bus = bus
+        self._handler = handler
+        self._prefetch = prefetch
+        self._channel: AbstractChannel | None = None
+        self._tag = ""
+        self._in_flight: set[asyncio.Task[None]] = set()
+        self._cancelled = False
+
+    async def start(self, connection: AbstractConnection) -> None:
+        with translate_amqp_errors(f"consuming from {self.queue!r}"):
+            channel = await connection.channel(publisher_confirms=False)
+            try:
+                await channel.basic_qos(prefetch_count=self._prefetch)
+                ok = await channel.basic_consume(self.queue, partial(self._on_message, channel))
+            except BaseException:
+                with contextlib.suppress(Exception):
+                    await channel.close()
+                raise
+        self._channel, self._tag = channel, ok.consumer_tag or ""
+
+    async def _on_message(self, channel: AbstractChannel, raw: DeliveredMessage) -> None:
+        if self._cancelled:
+            return  # left unacked: back to the queue when the channel closes
+        message, _ = self._bus._message_of(raw)
+        delivery = _Delivery(self._bus, self.queue, channel, raw, message)
+        # The handler runs in a task of its own, not aiormq's: a lost channel must not
+        # cancel a handler halfway through its work.
+        task = asyncio.get_running_loop().create_task(self._handle(delivery))
+        self._in_flight.add(task)
+        task.add_done_callback(self._in_flight.discard)
+
+    async def _handle(self, delivery: _Delivery) -> None:
+        try:
+            await self._handler(delivery)
+        except Exception as e:
+            log.exception("handler for %r failed", self.queue)
+            reason = describe(e)
+        else:
+            reason = "not settled by the handler"
+        if delivery.settled:
+            return
+        try:
+            await delivery.retry(reason)
+        except TransportError as e:
+            log.warning("could not settle a delivery from %r (%s); it returns later", self.queue, e)
+
+    async def cancel(self) -> None:
+        if self._cancelled:
+            return
+        self._cancelled = True
+        with contextlib.suppress(ValueError):
+            self._bus._consumers.remove(self)
+        channel = self._channel
+        if channel is not None and not channel.is_closed:
+            with contextlib.suppress(Exception):
+                await channel.basic_cancel(self._tag)
+        if self._in_flight:
+            _, late = await asyncio.wait(set(self._in_flight), timeout=self._bus._close_timeout)
+            for task in late:
+                task.cancel()
+        if channel is not None:
+            with contextlib.suppress(Exception):
+                await channel.close()
+
+
+class _Delivery:
+    def __init__(
+        self,
+        bus: AiormqBus,
+        queue: str,
+        channel: AbstractChannel,
+        raw: DeliveredMessage,
+        message: Message,
+    ) -> None:
+        self.message = message
+        self.settled = False
+        self._bus = bus
+        self._queue = queue
+        self._channel = channel
+        self._tag = raw.delivery_tag or 0
+
+    async def ack(self) -> None:
+        if self._settle():
+            await self._ack()
+
+    async def reject(self, reason: str) -> None:
+        if self._settle():
+            await self._dead_letter(reason)
+
+    async def retry(self, reason: str) -> None:
+        if not self._settle():
+            return
+        failed = self.message.delivery_count
+        if failed > self._bus._max_redeliveries:
+            await self._dead_letter(f"gave up after {failed} attempts: {reason}")
+            return
+        await asyncio.sleep(self._bus._retry_backoff(failed))
+        await self._bus._requeue(self._queue, self.message, failed)
+        await self._ack()
+
+    def _settle(self) -> bool:
+        first = not self.settled
+        self.settled = True
+        return first
+
+    async def _ack(self) -> None:
+        with translate_amqp_errors(f"acknowledging a message from {self._queue!r}"):
+            await self._channel.basic_ack(self._tag)
+
+    async def _dead_letter(self, reason: str) -> None:
+        try:
+            await self._bus._dead_letter(self._queue, self.message, reason)
+        except TransportError:
+            # Let the broker dead-letter it (without the reason) rather than keep it.
+            with contextlib.suppress(Exception):
+                await self._channel.basic_reject(self._tag, requeue=False)
+            raise
+        await self._ack()
+
+
+def _stamped(message: Message) -> Message:
+    return message if message.message_id else evolve(message, message_id=uuid4().hex)
+
+
+def _properties(message: Message, delivery_mode: int) -> spec.Basic.Properties:
+    return spec.Basic.Properties(
+        delivery_mode=delivery_mode,
+        message_id=message.message_id or uuid4().hex,
+        headers=dict(message.headers) or None,
+        user_id=message.user_id,
+        reply_to=message.reply_to,
+        correlation_id=message.correlation_id,
+    )
+
+
+def _connection_gone(channel: AbstractChannel) -> bool:
+    connection = getattr(channel, "connection", None)
+    return connection is None or connection.is_closed
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+__all__ = ["AiormqBus", "exponential_backoff"]

@@ -1,0 +1,189 @@
+"""Apollo's topology and the bus's reconnects, against a real RabbitMQ broker."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+from uuid import uuid4
+
+import aiormq
+import pytest
+from yarl import URL
+
+from apollo_adapters.rabbitmq import AiormqBus, Topology
+from apollo_domain.errors import TransportError
+from apollo_domain.messaging import Delivery, Message
+from tests.rabbitmq_support import (
+    TestBroker,
+    amqp_test_url,
+    close_connection_named,
+    delete_topology,
+    list_bindings,
+    release_test_broker,
+    start_test_broker,
+)
+
+pytestmark = pytest.mark.rabbitmq
+
+PATIENCE = 20.0
+
+
+@pytest.fixture(scope="session")
+def rabbitmq_url() -> Iterator[str]:
+    url = amqp_test_url()
+    yield url
+    release_test_broker()
+
+
+@pytest.fixture
+async def topology(rabbitmq_url: str) -> AsyncIterator[Topology]:
+    """The production names inside this run's own vhost, else uniquely prefixed names."""
+    broker: TestBroker = start_test_broker()
+    chosen = Topology() if broker.vhost is not None else broker.topology()
+    yield chosen
+    await delete_topology(rabbitmq_url, chosen)
+
+
+async def snapshot(channel: aiormq.abc.AbstractChannel, topology: Topology) -> dict[str, int]:
+    """Passive declares: every exchange must exist; each queue's message count."""
+    for exchange in topology.exchanges:
+        await channel.exchange_declare(exchange.name, exchange_type=exchange.type, passive=True)
+    counts = {}
+    for queue in topology.queues:
+        declared = await channel.queue_declare(queue.name, passive=True)
+        counts[queue.name] = declared.message_count or 0
+    return counts
+
+
+def bindings_of(vhost: str, topology: Topology) -> set[tuple[str, str, str]] | None:
+    listed = list_bindings(vhost)
+    if listed is None:
+        return None
+    names = {queue.name for queue in topology.queues}
+    return {binding for binding in listed if binding[1] in names}
+
+
+async def test_declaring_twice_changes_nothing_and_keeps_every_binding(
+    rabbitmq_url: str, topology: Topology
+) -> None:
+    expected = {(b.exchange, b.queue, b.routing_key) for b in topology.bindings}
+    vhost = start_test_broker().vhost
+    async with aiormq.connect(rabbitmq_url) as connection:
+        channel = await connection.channel()
+        await topology.declare(channel)
+        await channel.basic_publish(
+            b"kept",
+            exchange=topology.exchange,
+            routing_key=topology.ingest_queue,
+            properties=aiormq.spec.Basic.Properties(delivery_mode=2),
+        )
+        before = await snapshot(channel, topology)
+        bound_before = bindings_of(vhost, topology) if vhost else None
+
+        await topology.declare(channel)
+
+        after = await snapshot(channel, topology)
+        bound_after = bindings_of(vhost, topology) if vhost else None
+        routed = await channel.basic_publish(
+            b"audit",
+            exchange=topology.audit_exchange,
+            routing_key=topology.audit_routing_key,
+            mandatory=True,
+        )
+
+    assert before == after
+    assert after[topology.ingest_queue] == 1
+    assert isinstance(routed, aiormq.spec.Basic.Ack)
+    if vhost is not None:
+        assert bound_before == bound_after == expected
+
+
+async def test_production_bindings_are_the_documented_ones() -> None:
+    """The default names, exchanges and routing keys of the RabbitMQ topology."""
+    topology = Topology()
+
+    assert {(b.exchange, b.queue, b.routing_key) for b in topology.bindings} == {
+        ("legion.apollo", "legion.apollo.ingest", "legion.apollo.ingest"),
+        ("legion.apollo", "legion.apollo.query", "legion.apollo.query"),
+        ("legion.apollo", "legion.apollo.writeback.store", "legion.apollo.writeback.store"),
+        (
+            "legion.apollo",
+            "legion.apollo.writeback.vectorize",
+            "legion.apollo.writeback.vectorize",
+        ),
+        ("llm.audit", "legion.apollo.gas", "llm.audit.complete"),
+        ("legion.apollo.dlx", "legion.apollo.dead", ""),
+    }
+    assert {(e.name, e.type) for e in topology.exchanges} == {
+        ("legion.apollo", "direct"),
+        ("llm.audit", "topic"),
+        ("legion.apollo.dlx", "fanout"),
+    }
+    assert {q.name for q in topology.queues if q.dead_letter_exchange} == {
+        "legion.apollo.ingest",
+        "legion.apollo.query",
+        "legion.apollo.writeback.store",
+        "legion.apollo.writeback.vectorize",
+        "legion.apollo.gas",
+    }
+
+
+async def test_a_conflicting_existing_queue_is_a_transport_error(
+    rabbitmq_url: str, topology: Topology
+) -> None:
+    """A queue declared earlier without the dead-letter exchange cannot be taken over."""
+    async with aiormq.connect(rabbitmq_url) as connection:
+        channel = await connection.channel()
+        await channel.queue_declare(topology.ingest_queue, durable=True)
+        with pytest.raises(TransportError, match="PRECONDITION_FAILED"):
+            await topology.declare(await connection.channel())
+
+
+async def test_an_unreachable_broker_is_a_transport_error() -> None:
+    with pytest.raises(TransportError):
+        await AiormqBus.connect("amqp://guest:guest@127.0.0.1:1/")
+
+
+async def test_wrong_credentials_are_a_transport_error(rabbitmq_url: str) -> None:
+    url = str(URL(rabbitmq_url).with_user("apollo-nobody").with_password("wrong"))
+    with pytest.raises(TransportError):
+        await AiormqBus.connect(url)
+
+
+async def test_publish_and_consume_continue_after_the_connection_is_dropped(
+    rabbitmq_url: str, topology: Topology
+) -> None:
+    name = f"apollo-test-{uuid4().hex[:8]}"
+    bus = await AiormqBus.connect(
+        str(URL(rabbitmq_url).update_query(name=name)),
+        topology=topology,
+        reconnect_timeout=PATIENCE,
+    )
+    received: asyncio.Queue[bytes] = asyncio.Queue()
+
+    async def collect(delivery: Delivery) -> None:
+        await received.put(delivery.message.body)
+        await delivery.ack()
+
+    async def answer(delivery: Delivery) -> None:
+        await bus.reply(delivery.message, b"pong")
+        await delivery.ack()
+
+    try:
+        await bus.consume(topology.ingest_queue, collect)
+        await bus.consume(topology.query_queue, answer)
+        await bus.publish(Message(topology.ingest_queue, b"before"))
+        async with asyncio.timeout(PATIENCE):
+            assert await received.get() == b"before"
+
+        if not close_connection_named(name):
+            # Without rabbitmqctl: cut the connection from the client side.
+            await bus._connection.close(ConnectionResetError("connection dropped"))  # type: ignore[union-attr]
+
+        await bus.publish(Message(topology.ingest_queue, b"after"))
+        async with asyncio.timeout(PATIENCE):
+            assert await received.get() == b"after"
+        reply = await bus.request(Message(topology.query_queue, b"ping"), timeout=PATIENCE)
+        assert reply.body == b"pong"
+    finally:
+        await bus.close()
