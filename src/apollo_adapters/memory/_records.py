@@ -1,0 +1,189 @@
+"""Tables of the smaller repositories: expertise, access log, credibility, outbox, keys."""
+
+from __future__ import annotations
+
+import heapq
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
+from functools import partial
+from typing import Any
+
+from attrs import evolve, frozen
+
+from apollo_domain.ports import (
+    AccessLogRecord,
+    CredibilityRecord,
+    ExpertiseRecord,
+    OutboxItem,
+)
+
+from ._entries import Undo, micros
+
+
+class ExpertiseTable:
+    def __init__(self) -> None:
+        self.rows: dict[tuple[str, str], ExpertiseRecord] = {}
+
+    def _put(self, key: tuple[str, str], record: ExpertiseRecord, undo: Undo) -> None:
+        old = self.rows.get(key)
+        self.rows[key] = record
+        if old is None:
+            undo.append(lambda: self.rows.pop(key))
+        else:
+            undo.append(lambda: self.rows.__setitem__(key, old))
+
+    def record_activity(self, agent_id: str, domain: str, now: datetime, undo: Undo) -> None:
+        key = (agent_id, domain)
+        old = self.rows.get(key)
+        if old is None:
+            record = ExpertiseRecord(agent_id, domain, 1, 0.0, now)
+        else:
+            record = evolve(old, entry_count=old.entry_count + 1, last_active_at=now)
+        self._put(key, record, undo)
+
+    def replace_all(self, records: Sequence[ExpertiseRecord], undo: Undo) -> None:
+        old = self.rows
+        self.rows = {(r.agent_id, r.knowledge_domain): r for r in records}
+        undo.append(lambda: setattr(self, "rows", old))
+
+    def forget_agent(self, agent_id: str, undo: Undo) -> None:
+        for key in [key for key in self.rows if key[0] == agent_id]:
+            record = self.rows.pop(key)
+            undo.append(partial(self.rows.__setitem__, key, record))
+
+    def ordered(
+        self, predicate: Callable[[ExpertiseRecord], bool] | None = None
+    ) -> list[ExpertiseRecord]:
+        records = [r for r in self.rows.values() if predicate is None or predicate(r)]
+        records.sort(key=lambda r: (r.agent_id, r.knowledge_domain))
+        return records
+
+
+class AccessLogTable:
+    def __init__(self) -> None:
+        self.rows: list[AccessLogRecord] = []
+        self.counts: Counter[str] = Counter()
+
+    def record(self, records: Sequence[AccessLogRecord], undo: Undo) -> None:
+        records = list(records)
+        if not records:
+            return
+        for record in records:
+            micros(record.created_at, "created_at")
+        self.rows.extend(records)
+        actions = Counter(record.action for record in records)
+        self.counts.update(actions)
+
+        def remove() -> None:
+            del self.rows[-len(records) :]
+            self.counts.subtract(actions)
+
+        undo.append(remove)
+
+    def count(self, action: str | None) -> int:
+        return len(self.rows) if action is None else self.counts[action]
+
+
+class CredibilityTable:
+    def __init__(self) -> None:
+        self.rows: dict[str, CredibilityRecord] = {}
+
+    def get(self, agent_id: str) -> CredibilityRecord:
+        return self.rows.get(agent_id) or CredibilityRecord(agent_id)
+
+    def save(self, record: CredibilityRecord, undo: Undo) -> None:
+        old = self.rows.get(record.agent_id)
+        self.rows[record.agent_id] = record
+        if old is None:
+            undo.append(lambda: self.rows.pop(record.agent_id))
+        else:
+            undo.append(lambda: self.rows.__setitem__(record.agent_id, old))
+
+
+@frozen
+class _Queued:
+    kind: str
+    payload: Mapping[str, Any]
+    created_at: datetime
+    created_us: int
+    attempts: int = 0
+    dead: bool = False
+    error: str | None = None
+
+
+class OutboxTable:
+    """Queued work. Item ids come from a sequence that, like a database sequence, never
+    rolls back. Units of work are serialized, so a claim is exclusive for the claiming
+    unit of work's lifetime by construction."""
+
+    def __init__(self) -> None:
+        self.items: dict[int, _Queued] = {}
+        self._sequence = 0
+
+    def _set(self, item_id: int, item: _Queued | None, undo: Undo) -> None:
+        old = self.items.get(item_id)
+        if item is None:
+            del self.items[item_id]
+        else:
+            self.items[item_id] = item
+
+        def restore() -> None:
+            if old is None:
+                self.items.pop(item_id, None)
+            else:
+                self.items[item_id] = old
+
+        undo.append(restore)
+
+    def enqueue(self, kind: str, payload: Mapping[str, Any], now: datetime, undo: Undo) -> None:
+        created_us = micros(now, "now")
+        self._sequence += 1
+        self._set(self._sequence, _Queued(kind, dict(payload), now, created_us), undo)
+
+    def claim(self, limit: int) -> list[OutboxItem]:
+        if limit <= 0:
+            return []
+        oldest = heapq.nsmallest(
+            limit,
+            ((item.created_us, item_id) for item_id, item in self.items.items() if not item.dead),
+        )
+        return [
+            OutboxItem(
+                id=item_id,
+                kind=(item := self.items[item_id]).kind,
+                payload=item.payload,
+                attempts=item.attempts,
+                created_at=item.created_at,
+            )
+            for _, item_id in oldest
+        ]
+
+    def complete(self, item_id: int, undo: Undo) -> None:
+        """Remove a finished item; an unknown id changes nothing."""
+        if item_id in self.items:
+            self._set(item_id, None, undo)
+
+    def fail(self, item_id: int, error: str, give_up: bool, undo: Undo) -> None:
+        """Count a failed attempt (dead when ``give_up``); an unknown id changes nothing."""
+        item = self.items.get(item_id)
+        if item is None:
+            return
+        failed = evolve(item, attempts=item.attempts + 1, error=error, dead=give_up)
+        self._set(item_id, failed, undo)
+
+    def pending(self) -> int:
+        return sum(1 for item in self.items.values() if not item.dead)
+
+
+class ProcessedTable:
+    def __init__(self) -> None:
+        self.keys: dict[str, datetime] = {}
+
+    def mark(self, key: str, now: datetime, undo: Undo) -> bool:
+        if key in self.keys:
+            return False
+        micros(now, "now")
+        self.keys[key] = now
+        undo.append(lambda: self.keys.pop(key))
+        return True

@@ -1,0 +1,809 @@
+"""The in-memory store: undo-log rollback, savepoints, matrix growth, vectorised filters
+checked against a plain Python reference, set-based decay and archiving, and the clocks."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import math
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any, TypeVar
+from uuid import UUID
+
+import attrs
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from apollo_adapters.clock import ManualClock, SystemClock
+from apollo_adapters.memory import InMemoryStore, InMemoryUnitOfWork
+from apollo_domain.errors import (
+    Conflict,
+    NotFound,
+    PersistenceFailed,
+    StoreUnavailable,
+    ValidationError,
+)
+from apollo_domain.model import (
+    ACTIVE_STATUSES,
+    AccessScope,
+    ContentType,
+    Entry,
+    Evidence,
+    Relation,
+    RelationType,
+    SourceRef,
+    Status,
+    Viewer,
+)
+from apollo_domain.ports import (
+    AccessLogRecord,
+    CredibilityRecord,
+    ExpertiseRecord,
+    SearchFilter,
+)
+from apollo_domain.rules import is_visible
+
+T0 = datetime(2025, 1, 1, tzinfo=UTC)
+EVERY_STATUS = frozenset(Status)
+T = TypeVar("T")
+
+
+def make_entry(
+    content: str = "BGP uses TCP port 179",
+    *,
+    embedding: Sequence[float] | None = (1.0, 0.0, 0.0),
+    created_at: datetime = T0,
+    **fields: Any,
+) -> Entry:
+    values: dict[str, Any] = {
+        "id": uuid.uuid4(),
+        "content": content,
+        "content_hash": hashlib.sha256(content.encode()).hexdigest(),
+        "content_type": ContentType.FACT,
+        "knowledge_domain": "networking",
+        "tags": ("networking",),
+        "confidence": 0.5,
+        "status": Status.CANDIDATE,
+        "source": SourceRef("claude-1", "claude"),
+        "access_scope": AccessScope.GLOBAL,
+        "owner_id": None,
+        "created_at": created_at,
+        "updated_at": created_at,
+        "embedding": None if embedding is None else tuple(embedding),
+    }
+    values.update(fields)
+    return Entry(**values)
+
+
+def everything(viewer: Viewer | None = None) -> SearchFilter:
+    return SearchFilter(viewer=viewer or Viewer.anonymous(), statuses=EVERY_STATUS)
+
+
+async def read(store: InMemoryStore, work: Callable[[InMemoryUnitOfWork], Awaitable[T]]) -> T:
+    async with store.unit_of_work() as uow:
+        return await work(uow)
+
+
+async def seeded(*entries: Entry) -> InMemoryStore:
+    store = InMemoryStore()
+    async with store.unit_of_work() as uow:
+        for entry in entries:
+            await uow.entries.add(entry)
+        await uow.commit()
+    return store
+
+
+async def snapshot(store: InMemoryStore, ids: Sequence[UUID]) -> dict[str, Any]:
+    """Everything observable through the ports about ``ids`` and the whole store."""
+
+    async def take(uow: InMemoryUnitOfWork) -> dict[str, Any]:
+        entries = {i: await uow.entries.get(i, with_embedding=True) for i in ids}
+        return {
+            "entries": {
+                i: None if e is None else (attrs.asdict(e, recurse=False), e.embedding)
+                for i, e in entries.items()
+            },
+            "by_hash": [
+                await uow.entries.find_by_hash(e.content_hash, e.access_scope, e.owner_id)
+                for e in entries.values()
+                if e is not None
+            ],
+            "browse": await uow.entries.browse(everything(), 1000),
+            "nearest": await uow.entries.nearest((1.0, 0.5, 0.25), everything(), 1000),
+            "candidates": await uow.entries.candidates(1000),
+            "agents": await uow.entries.agent_domain_stats(),
+            "stats": await uow.entries.stats(Viewer("alice", frozenset({"bob"})), T0),
+            "evidence": await uow.evidence.for_entries(ids),
+            "relations": await uow.relations.outgoing(ids),
+            "relation_count": await uow.relations.count(),
+            "expertise": await uow.expertise.all(),
+            "log": (await uow.access_log.count(), await uow.access_log.count("ingest")),
+            "credibility": await uow.credibility.get("claude-1"),
+            "outbox": (await uow.outbox.pending(), await uow.outbox.claim(100, T0)),
+            "processed": await uow.processed.seen("message-1"),
+        }
+
+    return await read(store, take)
+
+
+async def populated() -> tuple[InMemoryStore, list[UUID]]:
+    """A store with a little of everything, committed."""
+    first = make_entry("first", embedding=(1.0, 0.0, 0.0))
+    second = make_entry("second", embedding=(0.0, 1.0, 0.0), created_at=T0 + timedelta(hours=1))
+    third = make_entry("third", embedding=None, access_scope=AccessScope.PRIVATE, owner_id="bob")
+    store = await seeded(first, second, third)
+    async with store.unit_of_work() as uow:
+        await uow.evidence.add(Evidence(first.id, first.source, 1.0, T0, "origin"))
+        await uow.relations.add(Relation(first.id, second.id, RelationType.SIMILAR_TO, 0.9, T0))
+        await uow.expertise.record_activity("claude-1", "networking", T0)
+        await uow.access_log.record([AccessLogRecord("ingest", "claude-1", first.id, T0)])
+        await uow.credibility.save(CredibilityRecord("claude-1", 3.0, 1.0))
+        await uow.outbox.enqueue("contradiction_scan", {"entry_id": str(first.id)}, T0)
+        await uow.commit()
+    return store, [first.id, second.id, third.id]
+
+
+async def mutate_everything(uow: InMemoryUnitOfWork, ids: Sequence[UUID]) -> None:
+    """One call of every mutating repository method."""
+    first, second, third = ids
+    later = T0 + timedelta(days=3)
+    fresh = make_entry("fresh", embedding=(0.0, 0.0, 1.0), created_at=later)
+    await uow.entries.add(fresh)
+    current = await uow.entries.get(second)
+    assert current is not None
+    await uow.entries.update(
+        attrs.evolve(
+            current,
+            status=Status.CONFIRMED,
+            tags=("changed",),
+            owner_id="alice",
+            access_scope=AccessScope.TEAM,
+            source_context={"x": 1},
+            confirmed_at=later,
+        )
+    )
+    await uow.entries.boost([first, third], 0.2, later, count_access=True)
+    await uow.entries.decay(later, 0.9, 0.3)
+    await uow.entries.scale_confidence(0.5, later)
+    await uow.entries.archive_stale(later, later)
+    await uow.evidence.add(Evidence(fresh.id, SourceRef("openai-2", "openai"), 0.95, later))
+    await uow.relations.add(Relation(fresh.id, first, RelationType.SUPPORTS_BY))
+    await uow.expertise.record_activity("openai-2", "physics", later)
+    await uow.expertise.replace_all([ExpertiseRecord("gemini-3", "math", 4, 0.8, later)])
+    await uow.expertise.forget_agent("gemini-3")
+    await uow.access_log.record([AccessLogRecord("query", "openai-2", first, later)])
+    await uow.credibility.save(CredibilityRecord("claude-1", 1.0, 9.0, "troll"))
+    (item,) = await uow.outbox.claim(10, later)
+    await uow.outbox.fail(item.id, "boom", give_up=True)
+    await uow.outbox.enqueue("contradiction_scan", {}, later)
+    await uow.processed.mark("message-1", later)
+    await uow.entries.delete([first, third])
+
+
+async def test_leaving_without_commit_rolls_back_every_repository() -> None:
+    """Every mutation of every repository is undone when the block ends uncommitted."""
+    store, ids = await populated()
+    before = await snapshot(store, ids)
+    async with store.unit_of_work() as uow:
+        await mutate_everything(uow, ids)
+    assert before == await snapshot(store, ids)
+
+
+async def test_an_exception_rolls_back_and_propagates() -> None:
+    store, ids = await populated()
+    before = await snapshot(store, ids)
+    with pytest.raises(RuntimeError, match="crash"):
+        async with store.unit_of_work() as uow:
+            await mutate_everything(uow, ids)
+            raise RuntimeError("crash")
+    assert before == await snapshot(store, ids)
+
+
+async def test_commit_keeps_every_change() -> None:
+    store, ids = await populated()
+    before = await snapshot(store, ids)
+    async with store.unit_of_work() as uow:
+        await mutate_everything(uow, ids)
+        await uow.commit()
+    after = await snapshot(store, ids)
+    assert before != after
+    assert after["entries"][ids[0]] is None
+    assert after["processed"] is True
+    assert (after["outbox"][0], after["log"][0], after["log"][1]) == (1, 2, 1)
+
+
+async def test_savepoint_rolls_back_only_its_own_work() -> None:
+    """The work before the savepoint stays; the work inside is undone; the error propagates."""
+    kept, dropped = make_entry("kept"), make_entry("dropped")
+    store = InMemoryStore()
+    async with store.unit_of_work() as uow:
+        await uow.entries.add(kept)
+        with pytest.raises(Conflict):
+            async with uow.savepoint():
+                await uow.entries.add(dropped)
+                await uow.processed.mark("k", T0)
+                await uow.entries.add(make_entry("kept"))  # same partition and hash
+        async with uow.savepoint():
+            await uow.processed.mark("other", T0)
+        await uow.commit()
+
+    async def check(uow: InMemoryUnitOfWork) -> tuple[Any, ...]:
+        return (
+            await uow.entries.get(kept.id) is not None,
+            await uow.entries.get(dropped.id),
+            await uow.processed.seen("k"),
+            await uow.processed.seen("other"),
+        )
+
+    assert await read(store, check) == (True, None, False, True)
+
+
+async def test_nested_savepoints_unwind_to_their_own_mark() -> None:
+    store = InMemoryStore()
+    async with store.unit_of_work() as uow:
+        await uow.processed.mark("outer", T0)
+        async with uow.savepoint():
+            await uow.processed.mark("middle", T0)
+            with pytest.raises(KeyError):
+                async with uow.savepoint():
+                    await uow.processed.mark("inner", T0)
+                    raise KeyError("inner")
+        await uow.commit()
+
+    async def seen(uow: InMemoryUnitOfWork) -> list[bool]:
+        return [await uow.processed.seen(k) for k in ("outer", "middle", "inner")]
+
+    assert await read(store, seen) == [True, True, False]
+
+
+async def test_a_committed_unit_of_work_cannot_be_reused() -> None:
+    store = InMemoryStore()
+    uow = store.unit_of_work()
+    async with uow:
+        await uow.processed.mark("k", T0)
+        await uow.commit()
+        with pytest.raises(PersistenceFailed):
+            await uow.processed.mark("again", T0)
+        with pytest.raises(PersistenceFailed):
+            await uow.commit()
+    with pytest.raises(PersistenceFailed):
+        async with uow:
+            pass
+    assert await read(store, lambda u: u.processed.seen("k"))
+    assert not await read(store, lambda u: u.processed.seen("again"))
+
+
+async def test_units_of_work_are_serialized() -> None:
+    """A second unit of work does not start before the first one ends."""
+    store = InMemoryStore()
+    events: list[str] = []
+    first_in = asyncio.Event()
+
+    async def first() -> None:
+        async with store.unit_of_work():
+            events.append("first in")
+            first_in.set()
+            for _ in range(5):
+                await asyncio.sleep(0)
+            events.append("first out")
+
+    async def second() -> None:
+        await first_in.wait()
+        async with store.unit_of_work():
+            events.append("second in")
+
+    await asyncio.gather(first(), second())
+    assert events == ["first in", "first out", "second in"]
+
+
+async def test_unavailable_parts_fail_preflight_and_calls() -> None:
+    store = InMemoryStore(unavailable=["access_log"])
+    await store.preflight(["entries", "evidence"])
+    with pytest.raises(StoreUnavailable, match="access_log"):
+        await store.preflight(["entries", "access_log"])
+    async with store.unit_of_work() as uow:
+        with pytest.raises(StoreUnavailable):
+            await uow.access_log.record([AccessLogRecord("ingest", "a", None, T0)])
+    store.set_unavailable([])
+    await store.preflight(["access_log"])
+    with pytest.raises(ValidationError):
+        store.set_unavailable(["no_such_part"])
+    await store.close()
+    with pytest.raises(StoreUnavailable):
+        await store.preflight(["entries"])
+
+
+async def test_directory_memberships_are_idempotent() -> None:
+    store = InMemoryStore()
+    directory = store.directory
+    for _ in range(2):
+        await directory.add_membership("alice", "red")
+    await directory.add_membership("bob", "red")
+    await directory.add_membership("carol", "blue")
+    await directory.remove_membership("bob", "red")
+    await directory.remove_membership("bob", "red")
+    assert frozenset({"red"}) == await directory.groups_of("alice")
+    assert frozenset({"alice", "carol"}) == await directory.members_of(["red", "blue"])
+    assert frozenset() == await directory.groups_of("nobody")
+
+
+# ---------------------------------------------------------------------- entries
+
+
+async def test_matrix_grows_past_its_initial_capacity() -> None:
+    """Rows beyond the first capacity keep their vectors; a rolled-back add frees its row."""
+    store = InMemoryStore(capacity=2)
+    entries = [
+        make_entry(f"e{i}", embedding=(math.cos(i / 10), math.sin(i / 10), 0.0)) for i in range(40)
+    ]
+    async with store.unit_of_work() as uow:
+        for entry in entries:
+            await uow.entries.add(entry)
+        await uow.commit()
+    async with store.unit_of_work() as uow:
+        await uow.entries.add(make_entry("gone", embedding=(0.0, 0.0, 1.0)))
+    query = (math.cos(3.32), math.sin(3.32), 0.0)
+    found = await read(store, lambda u: u.entries.nearest(query, everything(), 3))
+    assert [s.entry.id for s in found] == [entries[33].id, entries[34].id, entries[32].id]
+    assert found[0].similarity == pytest.approx(math.cos(0.02), abs=1e-6)
+    stored = await read(store, lambda u: u.entries.get(entries[39].id, with_embedding=True))
+    assert stored is not None and stored.embedding is not None
+    assert stored.embedding == pytest.approx(entries[39].embedding, abs=1e-6)
+
+
+async def test_nearest_breaks_ties_by_id_and_fills_the_limit() -> None:
+    same = [make_entry(f"same {i}", embedding=(2.0, 0.0)) for i in range(6)]
+    other = [make_entry(f"other {i}", embedding=(0.0, 1.0)) for i in range(3)]
+    store = await seeded(*same, *other)
+    found = await read(store, lambda u: u.entries.nearest((1.0, 0.0), everything(), 4))
+    assert sorted(str(e.id) for e in same)[:4] == [str(s.entry.id) for s in found]
+    found = await read(store, lambda u: u.entries.nearest((1.0, 0.0), everything(), 100))
+    assert len(found) == 9
+
+
+async def test_add_rejects_an_active_duplicate_of_the_same_partition() -> None:
+    original = make_entry("text")
+    store = await seeded(original)
+    async with store.unit_of_work() as uow:
+        with pytest.raises(Conflict):
+            await uow.entries.add(make_entry("text"))
+        with pytest.raises(Conflict):
+            await uow.entries.add(original)
+        await uow.entries.add(make_entry("text", access_scope=AccessScope.PRIVATE, owner_id="a"))
+        await uow.entries.add(make_entry("text", access_scope=AccessScope.PRIVATE, owner_id="b"))
+        await uow.entries.update(attrs.evolve(original, status=Status.ARCHIVED))
+        assert (
+            await uow.entries.find_by_hash(original.content_hash, AccessScope.GLOBAL, None) is None
+        )
+        replacement = make_entry("text")
+        await uow.entries.add(replacement)
+        with pytest.raises(Conflict):
+            await uow.entries.update(original)  # reviving it would duplicate the replacement
+        found = await uow.entries.find_by_hash(original.content_hash, AccessScope.GLOBAL, None)
+        assert found is not None and replacement.id == found.id
+
+
+async def test_update_writes_only_the_mutable_fields() -> None:
+    original = make_entry("text")
+    store = await seeded(original)
+    later = T0 + timedelta(hours=5)
+    changed = attrs.evolve(
+        original,
+        content="other text",
+        content_type=ContentType.CONCEPT,
+        access_count=99,
+        status=Status.CONFIRMED,
+        confidence=0.8,
+        tags=("a", "b"),
+        knowledge_domain="a",
+        source=SourceRef("human-1", "human", "chat", "u", "host"),
+        owner_id="alice",
+        access_scope=AccessScope.TEAM,
+        source_context={"k": "v"},
+        confirmed_at=later,
+        updated_at=later,
+        decayed_at=later,
+    )
+    async with store.unit_of_work() as uow:
+        await uow.entries.update(changed)
+        with pytest.raises(NotFound):
+            await uow.entries.update(make_entry("missing"))
+        await uow.commit()
+    stored = await read(store, lambda u: u.entries.get(original.id))
+    expected = attrs.evolve(
+        changed, content="text", content_type=ContentType.FACT, access_count=0, embedding=None
+    )
+    assert attrs.asdict(expected) == attrs.asdict(stored)  # type: ignore[arg-type]
+
+
+async def test_boost_caps_at_one_and_counts_access() -> None:
+    high, low = make_entry("high", confidence=0.95), make_entry("low", confidence=0.2)
+    store = await seeded(high, low)
+    later = T0 + timedelta(minutes=1)
+    async with store.unit_of_work() as uow:
+        result = await uow.entries.boost(
+            [high.id, low.id, low.id, uuid.uuid4()], 0.1, later, count_access=True
+        )
+        await uow.entries.boost([low.id], 0.1, later, count_access=False)
+        await uow.commit()
+    assert {high.id: 1.0, low.id: pytest.approx(0.3)} == result
+    stored = await read(store, lambda u: u.entries.get_many([high.id, low.id]))
+    assert (stored[high.id].access_count, stored[low.id].access_count) == (1, 1)
+    assert stored[low.id].confidence == pytest.approx(0.4)
+    assert later == stored[low.id].updated_at
+
+
+async def test_decay_is_set_based_exact_and_idempotent_at_one_instant() -> None:
+    fresh = make_entry("fresh", confidence=0.5)
+    weak = make_entry("weak", confidence=0.11)
+    decayed_before = make_entry(
+        "decayed before", confidence=0.5, decayed_at=T0 + timedelta(hours=6)
+    )
+    future = make_entry("future", confidence=0.5, created_at=T0 + timedelta(days=9))
+    archived = make_entry("archived", confidence=0.5, status=Status.ARCHIVED)
+    store = await seeded(fresh, weak, decayed_before, future, archived)
+    now = T0 + timedelta(hours=10)
+    async with store.unit_of_work() as uow:
+        outcome = await uow.entries.decay(now, 0.9, 0.1)
+        again = await uow.entries.decay(now, 0.9, 0.1)
+        await uow.commit()
+    assert (outcome.decayed, outcome.archived) == (4, 1)
+    assert (again.decayed, again.archived) == (3, 0)
+    stored = await read(
+        store,
+        lambda u: u.entries.get_many(
+            [e.id for e in (fresh, weak, decayed_before, future, archived)]
+        ),
+    )
+    assert stored[fresh.id].confidence == pytest.approx(0.5 * 0.9**10)
+    assert stored[decayed_before.id].confidence == pytest.approx(0.5 * 0.9**4)
+    assert stored[future.id].confidence == 0.5
+    assert (stored[archived.id].confidence, stored[archived.id].decayed_at) == (0.5, None)
+    assert {fresh.id, weak.id, decayed_before.id, future.id} == {
+        i for i, e in stored.items() if e.decayed_at == now
+    }
+    assert stored[fresh.id].updated_at == T0
+    gone = stored[weak.id]
+    assert (Status.ARCHIVED, now, "decayed") == (
+        gone.status,
+        gone.updated_at,
+        gone.source_context["archive_reason"],
+    )
+    assert (
+        await read(
+            store, lambda u: u.entries.find_by_hash(weak.content_hash, AccessScope.GLOBAL, None)
+        )
+        is None
+    )
+    async with store.unit_of_work() as uow:
+        await uow.entries.add(make_entry("weak"))  # its partition is free again
+        await uow.commit()
+
+
+async def test_decay_then_update_then_rollback_restores_the_decayed_values() -> None:
+    """Lazily rebuilt rows stay exact across an update and a rollback after a decay."""
+    entry = make_entry("x", confidence=0.5)
+    store = await seeded(entry)
+    now = T0 + timedelta(hours=2)
+    async with store.unit_of_work() as uow:
+        await uow.entries.decay(now, 0.5, 0.01)
+        await uow.commit()
+    decayed = await read(store, lambda u: u.entries.get(entry.id))
+    assert decayed is not None and decayed.confidence == pytest.approx(0.125)
+    async with store.unit_of_work() as uow:
+        await uow.entries.update(attrs.evolve(decayed, confidence=0.9, status=Status.CONFIRMED))
+        await uow.entries.scale_confidence(0.5, now)
+        await uow.entries.archive_stale(now + timedelta(seconds=1), now)
+    assert attrs.asdict(decayed) == attrs.asdict(
+        await read(store, lambda u: u.entries.get(entry.id))
+    )  # type: ignore[arg-type]
+
+
+async def test_scale_confidence_and_archive_stale() -> None:
+    old = make_entry("old", confidence=0.8)
+    touched = make_entry("touched", confidence=0.8, updated_at=T0 + timedelta(days=10))
+    archived = make_entry("archived", confidence=0.8, status=Status.ARCHIVED)
+    store = await seeded(old, touched, archived)
+    now = T0 + timedelta(days=20)
+    async with store.unit_of_work() as uow:
+        assert await uow.entries.scale_confidence(0.5, now) == 2
+        assert await uow.entries.archive_stale(T0 + timedelta(days=5), now) == 1
+        await uow.commit()
+    stored = await read(store, lambda u: u.entries.get_many([old.id, touched.id, archived.id]))
+    assert [stored[i].confidence for i in (old.id, touched.id, archived.id)] == [0.4, 0.4, 0.8]
+    assert (Status.ARCHIVED, now, "stale") == (
+        stored[old.id].status,
+        stored[old.id].updated_at,
+        stored[old.id].source_context["archive_reason"],
+    )
+    assert (Status.CANDIDATE, T0 + timedelta(days=10)) == (
+        stored[touched.id].status,
+        stored[touched.id].updated_at,
+    )
+
+
+async def test_delete_removes_evidence_and_relations() -> None:
+    a, b, c = make_entry("a"), make_entry("b"), make_entry("c")
+    store = await seeded(a, b, c)
+    async with store.unit_of_work() as uow:
+        await uow.evidence.add(Evidence(a.id, a.source, 1.0, T0, "origin"))
+        assert not await uow.evidence.add(Evidence(a.id, a.source, 0.5, T0))
+        await uow.relations.add(Relation(a.id, b.id, RelationType.CAUSES))
+        await uow.relations.add(Relation(c.id, a.id, RelationType.CAUSES))
+        await uow.relations.add(Relation(b.id, c.id, RelationType.CAUSES))
+        assert not await uow.relations.add(Relation(b.id, c.id, RelationType.CAUSES, 0.2))
+        with pytest.raises(NotFound):
+            await uow.relations.add(Relation(b.id, uuid.uuid4(), RelationType.CAUSES))
+        assert await uow.entries.delete([a.id, a.id, uuid.uuid4()]) == 1
+        assert await uow.evidence.for_entry(a.id) == []
+        assert await uow.relations.count() == 1
+        assert [(b.id, c.id)] == [
+            (r.from_id, r.to_id) for r in await uow.relations.outgoing([a.id, b.id, c.id])
+        ]
+        with pytest.raises(NotFound):
+            await uow.evidence.add(Evidence(a.id, a.source, 1.0, T0))
+
+
+async def test_outbox_claims_oldest_and_buries_the_dead() -> None:
+    store = InMemoryStore()
+    async with store.unit_of_work() as uow:
+        await uow.outbox.enqueue("scan", {"n": 2}, T0 + timedelta(seconds=2))
+        await uow.outbox.enqueue("scan", {"n": 1}, T0 + timedelta(seconds=1))
+        await uow.outbox.enqueue("scan", {"n": 3}, T0 + timedelta(seconds=3))
+        claimed = await uow.outbox.claim(2, T0)
+        assert [item.payload for item in claimed] == [{"n": 1}, {"n": 2}]
+        await uow.outbox.complete(claimed[0].id)
+        await uow.outbox.fail(claimed[1].id, "boom", give_up=False)
+        assert [i.attempts for i in await uow.outbox.claim(5, T0)] == [1, 0]
+        await uow.outbox.fail(claimed[1].id, "boom", give_up=True)
+        assert await uow.outbox.pending() == 1
+        await uow.commit()
+
+
+async def test_expertise_for_domain_orders_by_proficiency_then_agent() -> None:
+    store = InMemoryStore()
+    async with store.unit_of_work() as uow:
+        await uow.expertise.replace_all(
+            [
+                ExpertiseRecord("b", "net", 3, 0.5, T0),
+                ExpertiseRecord("a", "net", 3, 0.5, T0),
+                ExpertiseRecord("c", "net", 9, 0.9, T0),
+                ExpertiseRecord("d", "net", 1, 0.1, T0),
+                ExpertiseRecord("a", "math", 1, 0.9, T0),
+            ]
+        )
+        await uow.expertise.record_activity("a", "net", T0 + timedelta(hours=1))
+        found = await uow.expertise.for_domain("net", 0.5)
+        assert [r.agent_id for r in found] == ["c", "a", "b"]
+        assert (4, 0.5, T0 + timedelta(hours=1)) == (
+            found[1].entry_count,
+            found[1].proficiency,
+            found[1].last_active_at,
+        )
+
+
+async def test_stats_and_agent_domain_stats() -> None:
+    mine = make_entry("mine", access_scope=AccessScope.PRIVATE, owner_id="alice", confidence=0.9)
+    theirs = make_entry("theirs", access_scope=AccessScope.PRIVATE, owner_id="bob")
+    team = make_entry("team", access_scope=AccessScope.TEAM, owner_id="bob", confidence=0.3)
+    old = make_entry(
+        "old", status=Status.ARCHIVED, created_at=T0 - timedelta(days=3), knowledge_domain="x"
+    )
+    store = await seeded(mine, theirs, team, old)
+    async with store.unit_of_work() as uow:
+        await uow.relations.add(Relation(mine.id, theirs.id, RelationType.CAUSES))
+        await uow.relations.add(Relation(mine.id, old.id, RelationType.CAUSES))
+        stats = await uow.entries.stats(Viewer("alice", frozenset({"bob"})), T0)
+        by_agent = await uow.entries.agent_domain_stats()
+    assert (stats.total, stats.last_24h) == (3, 2)
+    assert stats.average_confidence == pytest.approx(0.6)
+    assert dict(stats.by_status) == {
+        "candidate": 2,
+        "confirmed": 0,
+        "disputed": 0,
+        "archived": 1,
+        "active": 2,
+    }
+    assert stats.by_content_type["fact"] == 3 and stats.by_content_type["concept"] == 0
+    assert stats.total_relations == 1
+    ((agent, domain, count, average, last),) = [attrs.astuple(s) for s in by_agent]
+    assert (agent, domain, count, last) == ("claude-1", "networking", 3, T0)
+    assert average == pytest.approx((0.9 + 0.5 + 0.3) / 3)
+
+
+# ------------------------------------------------------------ filters vs a reference
+
+DIM = 6
+OWNERS = ["alice", "bob", "carol"]
+TAGS = ["a", "b", "c", "d"]
+DOMAINS = ["net", "math"]
+
+
+@st.composite
+def stored_entries(draw: st.DrawFn) -> list[Entry]:
+    count = draw(st.integers(0, 25))
+    entries = []
+    for i in range(count):
+        scope = draw(st.sampled_from(AccessScope))
+        axis = draw(st.none() | st.integers(0, DIM - 1))
+        embedding = None
+        if axis is not None:
+            scale = draw(st.floats(0.1, 10))
+            embedding = tuple(scale if k == axis else 0.0 for k in range(DIM))
+        created = T0 + timedelta(minutes=draw(st.integers(0, 5)))
+        entries.append(
+            make_entry(
+                f"entry {i}",
+                embedding=embedding,
+                created_at=created,
+                access_scope=scope,
+                owner_id=draw(st.none() | st.sampled_from(OWNERS)),
+                status=draw(st.sampled_from(Status)),
+                tags=tuple(draw(st.lists(st.sampled_from(TAGS), max_size=3, unique=True))),
+                knowledge_domain=draw(st.sampled_from(DOMAINS)),
+                content_type=draw(st.sampled_from([ContentType.FACT, ContentType.CONCEPT])),
+                confidence=draw(st.floats(0, 1)),
+            )
+        )
+    return entries
+
+
+@st.composite
+def filters(draw: st.DrawFn, ids: list[UUID]) -> SearchFilter:
+    principal = draw(st.none() | st.sampled_from(OWNERS))
+    viewer = Viewer(principal, frozenset(draw(st.lists(st.sampled_from([*OWNERS, "zed"])))))
+    return SearchFilter(
+        viewer=viewer,
+        statuses=frozenset(draw(st.sets(st.sampled_from(Status)))),
+        min_confidence=draw(st.none() | st.floats(0, 1)),
+        tags=draw(st.none() | st.lists(st.sampled_from([*TAGS, "zzz"]), max_size=2).map(tuple)),
+        knowledge_domain=draw(st.none() | st.sampled_from([*DOMAINS, "nowhere"])),
+        content_type=draw(st.none() | st.sampled_from([ContentType.FACT, ContentType.CONCEPT])),
+        partition=draw(
+            st.none() | st.tuples(st.sampled_from(AccessScope), st.none() | st.sampled_from(OWNERS))
+        ),
+        exclude_ids=frozenset(draw(st.lists(st.sampled_from(ids))) if ids else ()),
+    )
+
+
+def reference_match(entry: Entry, flt: SearchFilter) -> bool:
+    return (
+        entry.status in flt.statuses
+        and (flt.min_confidence is None or entry.confidence >= flt.min_confidence)
+        and (flt.tags is None or bool(set(entry.tags) & set(flt.tags)))
+        and (flt.knowledge_domain is None or entry.knowledge_domain == flt.knowledge_domain)
+        and (flt.content_type is None or entry.content_type == flt.content_type)
+        and (flt.partition is None or flt.partition == (entry.access_scope, entry.owner_id))
+        and entry.id not in flt.exclude_ids
+        and is_visible(entry, flt.viewer)
+    )
+
+
+def without_deleted(entries: list[Entry], deleted: set[UUID]) -> list[Entry]:
+    return [e for e in entries if e.id not in deleted]
+
+
+async def load(entries: list[Entry], deleted: set[UUID]) -> InMemoryStore:
+    store = InMemoryStore(capacity=4)
+    async with store.unit_of_work() as uow:
+        for entry in entries:
+            try:
+                async with uow.savepoint():
+                    await uow.entries.add(entry)
+            except Conflict:
+                deleted.add(entry.id)  # a duplicate in its partition: never stored
+        await uow.entries.delete(deleted)
+        await uow.commit()
+    return store
+
+
+@settings(max_examples=150, deadline=None)
+@given(data=st.data(), entries=stored_entries(), limit=st.integers(1, 30))
+def test_nearest_and_browse_match_a_python_reference(
+    data: st.DataObject, entries: list[Entry], limit: int
+) -> None:
+    """Vectorised filters, visibility, ranking and ordering equal a row-by-row reference."""
+    ids = [e.id for e in entries]
+    deleted = set(data.draw(st.lists(st.sampled_from(ids))) if ids else ())
+    flt = data.draw(filters(ids))
+    query = data.draw(st.permutations(range(1, DIM + 1)))
+    query = [q * data.draw(st.sampled_from([1, -1])) for q in query]
+
+    async def run() -> tuple[list[Any], list[Any]]:
+        store = await load(entries, deleted)
+        async with store.unit_of_work() as uow:
+            return (
+                await uow.entries.nearest(query, flt, limit),
+                await uow.entries.browse(flt, limit),
+            )
+
+    nearest, browsed = asyncio.run(run())
+    matching = [e for e in without_deleted(entries, deleted) if reference_match(e, flt)]
+    norm = math.sqrt(sum(q * q for q in query))
+
+    def axis(entry: Entry) -> int:
+        assert entry.embedding is not None
+        return max(range(DIM), key=lambda k: entry.embedding[k])  # type: ignore[index]
+
+    ranked = sorted(
+        (e for e in matching if e.embedding is not None),
+        key=lambda e: (-query[axis(e)], str(e.id)),
+    )[:limit]
+    assert [e.id for e in ranked] == [s.entry.id for s in nearest]
+    assert [query[axis(e)] / norm for e in ranked] == pytest.approx(
+        [s.similarity for s in nearest], abs=1e-6
+    )
+    newest = sorted(matching, key=lambda e: (e.created_at, str(e.id)), reverse=True)[:limit]
+    assert [e.id for e in newest] == [e.id for e in browsed]
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    entries=stored_entries(),
+    hours=st.integers(-5, 100),
+    factor=st.floats(0.5, 1.0),
+    below=st.floats(0, 0.5),
+)
+def test_decay_matches_a_python_reference(
+    entries: list[Entry], hours: int, factor: float, below: float
+) -> None:
+    now = T0 + timedelta(hours=hours)
+
+    async def run() -> tuple[Any, dict[UUID, Entry]]:
+        store = await load(entries, set())
+        async with store.unit_of_work() as uow:
+            outcome = await uow.entries.decay(now, factor, below)
+            stored = await uow.entries.get_many([e.id for e in entries])
+            await uow.commit()
+        return outcome, stored
+
+    outcome, stored = asyncio.run(run())
+    active = [e for e in entries if e.id in stored and e.is_active]
+    archived = 0
+    for entry in active:
+        elapsed = max(0.0, (now - entry.created_at) / timedelta(hours=1))
+        expected = entry.confidence * factor**elapsed
+        got = stored[entry.id]
+        assert got.confidence == pytest.approx(expected, rel=1e-12, abs=1e-300)
+        assert now == got.decayed_at
+        if got.confidence < below:
+            archived += 1
+            assert (Status.ARCHIVED, now) == (got.status, got.updated_at)
+            assert got.source_context["archive_reason"] == "decayed"
+        else:
+            assert (entry.status, entry.updated_at) == (got.status, got.updated_at)
+    assert (len(active), archived) == (outcome.decayed, outcome.archived)
+    for entry_id, got in stored.items():
+        original = next(e for e in entries if e.id == entry_id)
+        if not original.is_active:
+            assert attrs.asdict(attrs.evolve(original, embedding=None)) == attrs.asdict(got)
+
+
+def test_active_statuses_are_the_non_archived_ones() -> None:
+    assert EVERY_STATUS - {Status.ARCHIVED} == ACTIVE_STATUSES
+
+
+# ---------------------------------------------------------------------- clocks
+
+
+def test_manual_clock_moves_only_when_told() -> None:
+    clock = ManualClock(T0)
+    assert T0 == clock.now() == clock.now()
+    assert T0 + timedelta(hours=2) == clock.advance(hours=2) == clock.now()
+    clock.set(T0 - timedelta(days=1))
+    assert T0 - timedelta(days=1) == clock.now()
+    with pytest.raises(ValidationError):
+        clock.set(datetime(2025, 1, 1))
+    with pytest.raises(ValidationError):
+        ManualClock(datetime(2025, 1, 1))
+    with pytest.raises(ValidationError):
+        clock.advance(seconds=-1)
+    assert ManualClock().now().tzinfo == UTC
+
+
+def test_system_clock_is_aware_utc() -> None:
+    now = SystemClock().now()
+    assert timedelta(0) == now.utcoffset()
