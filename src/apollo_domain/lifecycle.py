@@ -49,8 +49,8 @@ def deprecate(entry: Entry, reason: str, now: datetime) -> Entry:
 
 def validate_decay_factor(factor: object) -> float:
     """force_decay's factor: a finite number with 0 ≤ factor ≤ 1."""
-    if isinstance(factor, bool):
-        raise ValidationError("factor", "must be a number")
+    if isinstance(factor, bool | str):
+        raise ValidationError("factor", f"must be a number, got {factor!r}")
     try:
         value = float(factor)  # type: ignore[arg-type]
     except (TypeError, ValueError):
@@ -62,8 +62,8 @@ def validate_decay_factor(factor: object) -> float:
 
 def validate_stale_days(days: object) -> float:
     """archive_stale's days: a finite number ≥ 0."""
-    if isinstance(days, bool):
-        raise ValidationError("days", "must be a number")
+    if isinstance(days, bool | str):
+        raise ValidationError("days", f"must be a number, got {days!r}")
     try:
         value = float(days)  # type: ignore[arg-type]
     except (TypeError, ValueError):

@@ -84,7 +84,9 @@ def normalize_content_type(value: object) -> ContentType:
 def normalize_tag(value: object) -> str | None:
     """One tag: strip, lowercase, aliases, drop characters outside ``[a-z0-9_ -]``,
     whitespace → ``-``, squeeze and trim dashes. None when nothing is left."""
-    text = str(value).strip().lower()
+    if value is None:
+        return None
+    text = _WHITESPACE.sub(" ", str(value)).strip().lower()
     text = _TAG_ALIASES.get(text, text)
     text = _TAG_DROP.sub("", text)
     text = _WHITESPACE.sub("-", text.strip())
@@ -129,7 +131,7 @@ def truncate(value: object, limit: int) -> str | None:
     if value is None:
         return None
     text = str(value).replace("\x00", "").strip()
-    return text[:limit] or None
+    return text[:limit].rstrip() or None
 
 
 def derive_provider(agent_id: str, explicit: object = None) -> str:

@@ -86,7 +86,8 @@ def evaluate_writeback(
     if not tools:
         return WritebackDecision(False, "no research tool call")
     embedding = _get(response, "embedding")
-    route = STORE_ROUTE if embedding else VECTORIZE_ROUTE
+    has_embedding = embedding is not None and len(embedding) > 0
+    route = STORE_ROUTE if has_embedding else VECTORIZE_ROUTE
     return WritebackDecision(True, "research-backed response", tools, route)
 
 

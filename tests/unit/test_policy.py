@@ -1,0 +1,245 @@
+"""The confidence policy (DESIGN §3): defaults, overrides, and the invariants of every rule."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from attrs import fields
+from hypothesis import given
+from hypothesis import strategies as st
+
+from apollo_domain.errors import ValidationError
+from apollo_domain.policy import DEFAULT_POLICY, ConfidencePolicy, meets_write_gate
+from tests.strategies import confidences, credibilities, hours, similarities, unit_floats
+
+DESIGN_DEFAULTS = {
+    "initial_confidence": 0.5,
+    "retrieval_boost": 0.02,
+    "corroboration_boost": 0.3,
+    "corroboration_similarity": 0.9,
+    "decay_factor_per_hour": 0.998,
+    "archive_below": 0.1,
+    "write_gate_confidence": 0.6,
+    "write_gate_novelty": 0.3,
+    "near_duplicate_similarity": 0.95,
+    "credibility_floor": 0.05,
+    "admission_novelty_threshold": 0.02,
+    "contradiction_similarity": 0.7,
+    "relation_confidence_gate": 0.7,
+    "synthesis_confidence_cap": 0.7,
+}
+
+policies = st.builds(
+    ConfidencePolicy,
+    retrieval_boost=unit_floats,
+    corroboration_boost=unit_floats,
+    decay_factor_per_hour=unit_floats,
+    synthesis_confidence_cap=unit_floats,
+)
+
+
+def in_unit(value: float) -> bool:
+    return 0.0 <= value <= 1.0
+
+
+# -- defaults and overrides -------------------------------------------------------------
+
+
+def test_defaults_are_the_design_table() -> None:
+    """Every setting of ConfidencePolicy, and only those, with the default DESIGN §3 gives."""
+    actual = {a.name: getattr(ConfidencePolicy(), a.name) for a in fields(ConfidencePolicy)}
+    assert DESIGN_DEFAULTS == actual
+
+
+def test_overrides_replace_only_the_named_settings() -> None:
+    """from_overrides changes the settings it names and keeps every other default."""
+    policy = ConfidencePolicy.from_overrides(retrieval_boost=0.05, archive_below=0)
+    expected = {**DESIGN_DEFAULTS, "retrieval_boost": 0.05, "archive_below": 0.0}
+    assert expected == {a.name: getattr(policy, a.name) for a in fields(ConfidencePolicy)}
+
+
+def test_overrides_reject_an_unknown_setting_by_name() -> None:
+    """An unknown setting name is a ValidationError whose field is that name."""
+    with pytest.raises(ValidationError) as raised:
+        ConfidencePolicy.from_overrides(retrieval_bost=0.05)
+    assert "retrieval_bost" == raised.value.field
+
+
+@pytest.mark.parametrize("value", [-0.01, 1.01, math.nan, math.inf, -math.inf, "lots", None])
+@pytest.mark.parametrize("name", sorted(DESIGN_DEFAULTS))
+def test_overrides_reject_out_of_range_values_naming_the_setting(name: str, value: object) -> None:
+    """A value outside [0, 1] (or not a number) is a ValidationError naming the setting."""
+    with pytest.raises(ValidationError) as raised:
+        ConfidencePolicy.from_overrides(**{name: value})
+    assert name == raised.value.field
+
+
+@pytest.mark.parametrize("value", [0, 0.0, 1, 1.0])
+def test_overrides_accept_the_closed_unit_interval(value: float) -> None:
+    """Both ends of [0, 1] are valid settings."""
+    assert float(value) == ConfidencePolicy.from_overrides(archive_below=value).archive_below
+
+
+# -- every function stays within [0, 1] -------------------------------------------------
+
+
+@given(policies, confidences)
+def test_retrieval_stays_in_unit_interval_and_never_decreases(
+    policy: ConfidencePolicy, confidence: float
+) -> None:
+    """after_retrieval maps [0, 1] into [0, 1] and never lowers a confidence."""
+    boosted = policy.after_retrieval(confidence)
+    assert in_unit(boosted)
+    assert boosted >= confidence
+
+
+@given(confidences)
+def test_retrieval_adds_the_boost_capped_at_one(confidence: float) -> None:
+    """after_retrieval(c) == min(c + 0.02, 1.0) with the default policy."""
+    assert min(confidence + 0.02, 1.0) == DEFAULT_POLICY.after_retrieval(confidence)
+
+
+@given(policies, confidences, credibilities)
+def test_corroboration_stays_in_unit_interval_and_never_decreases(
+    policy: ConfidencePolicy, confidence: float, credibility: float
+) -> None:
+    """after_corroboration maps [0, 1]² into [0, 1] and never lowers a confidence."""
+    boosted = policy.after_corroboration(confidence, credibility)
+    assert in_unit(boosted)
+    assert boosted >= confidence
+
+
+@given(confidences, credibilities)
+def test_corroboration_is_weighted_by_source_credibility(
+    confidence: float, credibility: float
+) -> None:
+    """after_corroboration(c, k) == min(c + 0.3 · min(1, 2k), 1.0)."""
+    expected = min(confidence + 0.3 * min(1.0, 2.0 * credibility), 1.0)
+    assert expected == pytest.approx(DEFAULT_POLICY.after_corroboration(confidence, credibility))
+
+
+@given(credibilities, credibilities)
+def test_corroboration_boost_grows_with_credibility(low: float, high: float) -> None:
+    """A more credible source never boosts less than a less credible one."""
+    low, high = sorted((low, high))
+    assert DEFAULT_POLICY.after_corroboration(0.4, low) <= DEFAULT_POLICY.after_corroboration(
+        0.4, high
+    )
+
+
+@given(policies, confidences, hours)
+def test_decay_stays_in_unit_interval_and_never_increases(
+    policy: ConfidencePolicy, confidence: float, elapsed: float
+) -> None:
+    """decayed maps [0, 1] into [0, 1] and never raises a confidence."""
+    decayed = policy.decayed(confidence, elapsed)
+    assert in_unit(decayed)
+    assert decayed <= confidence
+
+
+@given(policies, confidences, hours, hours)
+def test_decay_composes_over_consecutive_intervals(
+    policy: ConfidencePolicy, confidence: float, h1: float, h2: float
+) -> None:
+    """Decaying over h1 and then over h2 equals decaying once over h1 + h2 (within 1e-9)."""
+    stepwise = policy.decayed(policy.decayed(confidence, h1), h2)
+    assert policy.decayed(confidence, h1 + h2) == pytest.approx(stepwise, abs=1e-9)
+
+
+@given(confidences, hours)
+def test_decay_is_the_hourly_factor_to_the_elapsed_hours(confidence: float, elapsed: float) -> None:
+    """decayed(c, h) == c · 0.998^h with the default policy."""
+    assert confidence * 0.998**elapsed == pytest.approx(
+        DEFAULT_POLICY.decayed(confidence, elapsed), abs=1e-12
+    )
+
+
+@given(confidences)
+def test_no_elapsed_time_is_no_decay(confidence: float) -> None:
+    """Zero hours leave a confidence unchanged."""
+    assert confidence == DEFAULT_POLICY.decayed(confidence, 0.0)
+
+
+@given(policies, st.lists(confidences, max_size=6))
+def test_synthesis_confidence_is_in_unit_interval_and_capped(
+    policy: ConfidencePolicy, sources: list[float]
+) -> None:
+    """A synthesis never starts above the cap, nor outside [0, 1]."""
+    synthesized = policy.synthesis_confidence(sources)
+    assert in_unit(synthesized)
+    assert synthesized <= policy.synthesis_confidence_cap
+
+
+@given(st.lists(st.floats(min_value=0.01, max_value=1.0), min_size=1, max_size=6))
+def test_synthesis_confidence_is_the_capped_geometric_mean(sources: list[float]) -> None:
+    """min(geometric mean of the sources, 0.7)."""
+    geometric = math.prod(sources) ** (1.0 / len(sources))
+    assert min(geometric, 0.7) == pytest.approx(DEFAULT_POLICY.synthesis_confidence(sources))
+
+
+def test_synthesis_without_sources_starts_at_one_half() -> None:
+    """With no source confidences the geometric mean is replaced by 0.5."""
+    assert 0.5 == DEFAULT_POLICY.synthesis_confidence([])
+
+
+@given(similarities)
+def test_novelty_is_one_minus_similarity(similarity: float) -> None:
+    """novelty(s) == 1 − s, within [0, 1]."""
+    novelty = ConfidencePolicy.novelty(similarity)
+    assert in_unit(novelty)
+    assert 1.0 - similarity == novelty
+
+
+def test_novelty_without_a_neighbour_is_one() -> None:
+    """Nothing stored yet: everything is new."""
+    assert 1.0 == ConfidencePolicy.novelty(None)
+
+
+@given(st.floats(min_value=-10.0, max_value=10.0))
+def test_novelty_is_in_unit_interval_for_any_cosine(similarity: float) -> None:
+    """Cosines outside [0, 1] (negative, rounding above 1) still give a novelty in [0, 1]."""
+    assert in_unit(ConfidencePolicy.novelty(similarity))
+
+
+# -- gates ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("confidence", "novelty", "expected"),
+    [
+        (0.6, 0.9, False),
+        (0.9, 0.3, False),
+        (0.6, 0.3, False),
+        (0.6000001, 0.3000001, True),
+        (1.0, 1.0, True),
+        (0.0, 0.0, False),
+    ],
+)
+def test_write_gate_is_strict_at_its_boundaries(
+    confidence: float, novelty: float, expected: bool
+) -> None:
+    """meets_write_gate(c, n) is c > 0.6 and n > 0.3: the boundaries themselves fail."""
+    assert expected == meets_write_gate(confidence, novelty)
+
+
+@given(confidences, unit_floats)
+def test_write_gate_shortcut_matches_the_definition(confidence: float, novelty: float) -> None:
+    """The module-level gate is exactly c > 0.6 and n > 0.3."""
+    assert (confidence > 0.6 and novelty > 0.3) == meets_write_gate(confidence, novelty)
+
+
+@pytest.mark.parametrize(
+    ("similarity", "expected"), [(0.9, True), (0.8999999, False), (1.0, True), (0.0, False)]
+)
+def test_corroboration_similarity_is_inclusive(similarity: float, expected: bool) -> None:
+    """cosine ≥ 0.9 corroborates; just below does not."""
+    assert expected == DEFAULT_POLICY.corroborates(similarity)
+
+
+@pytest.mark.parametrize(
+    ("confidence", "expected"), [(0.0999999, True), (0.1, False), (0.5, False)]
+)
+def test_archive_below_is_strict(confidence: float, expected: bool) -> None:
+    """Decay archives confidences strictly below 0.1."""
+    assert expected == DEFAULT_POLICY.should_archive(confidence)

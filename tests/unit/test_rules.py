@@ -1,0 +1,362 @@
+"""Visibility, source independence and corroboration rules (DESIGN §2)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from attrs import evolve
+from hypothesis import given
+from hypothesis import strategies as st
+
+from apollo_domain.model import (
+    AccessScope,
+    ContentType,
+    Entry,
+    Principal,
+    SourceRef,
+    Status,
+    Viewer,
+)
+from apollo_domain.rules import (
+    Corroborator,
+    independent,
+    independent_of_all,
+    is_visible,
+    may_corroborate,
+)
+from tests.strategies import (
+    anonymous_viewers,
+    content_types,
+    entries,
+    knowledge_domains,
+    make_entry,
+    owner_ids,
+    principal_ids,
+    scopes,
+    similarities,
+    source_lists,
+    sources,
+    viewers,
+)
+
+# -- visibility -------------------------------------------------------------------------
+
+
+@given(entries(scope=st.just(AccessScope.GLOBAL)), viewers)
+def test_global_entries_are_visible_to_everyone(entry: Entry, viewer: Viewer) -> None:
+    """A global entry is visible to any viewer, anonymous ones included."""
+    assert is_visible(entry, viewer)
+
+
+@given(entries(scope=st.just(AccessScope.PRIVATE)), viewers)
+def test_private_entries_are_visible_only_to_their_owner(entry: Entry, viewer: Viewer) -> None:
+    """Private: visible exactly when the viewer is resolved and is the owner."""
+    expected = viewer.principal_id is not None and viewer.principal_id == entry.owner_id
+    assert expected == is_visible(entry, viewer)
+
+
+@given(entries(scope=st.just(AccessScope.TEAM)), viewers)
+def test_team_entries_are_visible_to_the_owner_and_team_members(
+    entry: Entry, viewer: Viewer
+) -> None:
+    """Team: visible to a resolved viewer that is the owner or shares a group with the owner."""
+    expected = (
+        viewer.principal_id is not None
+        and entry.owner_id is not None
+        and (viewer.principal_id == entry.owner_id or entry.owner_id in viewer.team_owners)
+    )
+    assert expected == is_visible(entry, viewer)
+
+
+@given(entries(), anonymous_viewers)
+def test_anonymous_viewers_see_only_global_entries(entry: Entry, viewer: Viewer) -> None:
+    """An unresolved principal sees global entries and nothing else."""
+    assert (entry.access_scope is AccessScope.GLOBAL) == is_visible(entry, viewer)
+
+
+def test_team_membership_does_not_open_private_entries() -> None:
+    """Sharing a group with the owner shows team entries, never private ones."""
+    viewer = Viewer("bob", frozenset({"alice", "bob"}))
+    private = make_entry(access_scope=AccessScope.PRIVATE, owner_id="alice")
+    team = make_entry(access_scope=AccessScope.TEAM, owner_id="alice")
+    assert (False, True) == (is_visible(private, viewer), is_visible(team, viewer))
+
+
+@pytest.mark.parametrize(
+    ("groups", "expected"),
+    [
+        (None, frozenset()),
+        ("ops", frozenset({"ops"})),
+        (["ops", "dev", "ops"], frozenset({"ops", "dev"})),
+    ],
+)
+def test_principal_groups_become_a_frozenset(groups: object, expected: frozenset[str]) -> None:
+    """Groups given as None, one name or any iterable are held as a frozenset of names."""
+    assert expected == Principal("alice", groups).groups
+
+
+def test_anonymous_principal_and_viewer_are_unresolved() -> None:
+    """The anonymous principal and viewer carry no id, no groups and no team."""
+    expected = (Principal(None), Viewer(None, frozenset()))
+    assert expected == (Principal.anonymous(), Viewer.anonymous())
+
+
+@pytest.mark.parametrize("status", list(Status))
+def test_only_archived_entries_are_inactive(status: Status) -> None:
+    """Active statuses are candidate, confirmed and disputed."""
+    expected = status is not Status.ARCHIVED
+    assert (expected, expected) == (status.is_active, make_entry(status=status).is_active)
+
+
+# -- independence -----------------------------------------------------------------------
+
+
+@given(sources, sources)
+def test_independence_is_symmetric(a: SourceRef, b: SourceRef) -> None:
+    """independent(a, b) == independent(b, a)."""
+    assert independent(a, b) == independent(b, a)
+
+
+@given(sources, sources)
+def test_independence_is_irreflexive_on_agent(a: SourceRef, b: SourceRef) -> None:
+    """Two sources with the same agent id are never independent, whatever else differs."""
+    assert not independent(a, evolve(b, agent_id=a.agent_id))
+
+
+@given(sources, sources)
+def test_independence_is_exactly_the_three_rules(a: SourceRef, b: SourceRef) -> None:
+    """Independent unless same agent, or both providers known and equal, or both channels
+    non-empty and equal."""
+    dependent = (
+        a.agent_id == b.agent_id
+        or ("unknown" not in (a.provider, b.provider) and a.provider == b.provider)
+        or (bool(a.channel) and bool(b.channel) and a.channel == b.channel)
+    )
+    assert (not dependent) == independent(a, b)
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "expected"),
+    [
+        (SourceRef("agent-1", "claude"), SourceRef("agent-1", "openai", "x"), False),
+        (SourceRef("claude-a", "claude"), SourceRef("claude-b", "claude"), False),
+        (SourceRef("a", "openai", "slack"), SourceRef("b", "gemini", "slack"), False),
+        (SourceRef("a", "unknown"), SourceRef("b", "unknown"), True),
+        (SourceRef("a", "unknown"), SourceRef("b", "claude"), True),
+        (SourceRef("a", "claude", ""), SourceRef("b", "openai", ""), True),
+        (SourceRef("a", "claude", None), SourceRef("b", "openai", "slack"), True),
+        (SourceRef("a", "claude", "slack"), SourceRef("b", "openai", "email"), True),
+    ],
+    ids=[
+        "same-agent",
+        "same-known-provider",
+        "same-channel",
+        "both-unknown-providers",
+        "one-unknown-provider",
+        "empty-channels",
+        "one-channel-missing",
+        "all-different",
+    ],
+)
+def test_independence_examples(a: SourceRef, b: SourceRef, expected: bool) -> None:
+    """The three non-independence rules, and unknown providers never making sources dependent."""
+    assert expected == independent(a, b)
+
+
+@given(sources, source_lists)
+def test_independent_of_all_means_of_each(source: SourceRef, recorded: list[SourceRef]) -> None:
+    """A source is independent of a record exactly when it is independent of each entry in it."""
+    assert all(independent(source, r) for r in recorded) == independent_of_all(source, recorded)
+
+
+# -- corroboration ----------------------------------------------------------------------
+
+THRESHOLD = 0.9
+
+
+def corroborator_for(target: Entry, **overrides: Any) -> Corroborator:
+    """Evidence matching the target in everything, from an independent source."""
+    base = Corroborator(
+        knowledge_domain=target.knowledge_domain,
+        content_type=target.content_type,
+        access_scope=target.access_scope,
+        owner_id=target.owner_id,
+        source=SourceRef("gemini-checker", "gemini", "email"),
+    )
+    return evolve(base, **overrides)
+
+
+corroborators = st.builds(
+    Corroborator,
+    knowledge_domain=knowledge_domains,
+    content_type=content_types,
+    access_scope=scopes,
+    owner_id=owner_ids,
+    source=sources,
+)
+
+
+@given(
+    corroborators,
+    entries(),
+    similarities,
+    source_lists,
+    st.frozensets(principal_ids),
+)
+def test_corroboration_never_crosses_partitions(
+    evidence: Corroborator,
+    target: Entry,
+    similarity: float,
+    recorded: list[SourceRef],
+    sharing: frozenset[str],
+) -> None:
+    """Whenever corroboration is allowed, every rule of DESIGN §2 holds."""
+    allowed = may_corroborate(
+        evidence,
+        target,
+        similarity,
+        recorded,
+        min_similarity=THRESHOLD,
+        owners_sharing_group=sharing,
+    )
+    if allowed:
+        assert similarity >= THRESHOLD
+        assert evidence.knowledge_domain == target.knowledge_domain
+        assert evidence.content_type == target.content_type
+        assert evidence.access_scope == target.access_scope
+        assert independent_of_all(evidence.source, recorded)
+        if target.access_scope is not AccessScope.GLOBAL:
+            assert evidence.owner_id is not None
+            assert target.owner_id is not None
+        if target.access_scope is AccessScope.PRIVATE:
+            assert evidence.owner_id == target.owner_id
+        if target.access_scope is AccessScope.TEAM:
+            assert target.owner_id == evidence.owner_id or target.owner_id in sharing
+
+
+@given(entries(scope=st.just(AccessScope.GLOBAL)), st.floats(min_value=THRESHOLD, max_value=1.0))
+def test_matching_global_evidence_corroborates(target: Entry, similarity: float) -> None:
+    """Same domain, type and scope, similar enough, independent source: corroborates."""
+    evidence = corroborator_for(target)
+    recorded = [SourceRef("claude-origin", "claude", "slack")]
+    assert may_corroborate(evidence, target, similarity, recorded, min_similarity=THRESHOLD)
+
+
+def corroborates(
+    evidence: Corroborator,
+    target: Entry,
+    similarity: float = 0.95,
+    recorded: list[SourceRef] | None = None,
+    owners_sharing_group: frozenset[str] = frozenset(),
+) -> bool:
+    """may_corroborate with the target's own source recorded as its origin by default."""
+    return may_corroborate(
+        evidence,
+        target,
+        similarity,
+        [target.source] if recorded is None else recorded,
+        min_similarity=THRESHOLD,
+        owners_sharing_group=owners_sharing_group,
+    )
+
+
+TARGET = make_entry(source=SourceRef("claude-origin", "claude", "slack"))
+
+
+@pytest.mark.parametrize(
+    ("evidence", "target", "kwargs", "expected"),
+    [
+        (corroborator_for(TARGET), TARGET, {}, True),
+        (corroborator_for(TARGET), TARGET, {"similarity": 0.9}, True),
+        (corroborator_for(TARGET), TARGET, {"similarity": 0.8999}, False),
+        (corroborator_for(TARGET, knowledge_domain="python"), TARGET, {}, False),
+        (corroborator_for(TARGET, content_type=ContentType.CONCEPT), TARGET, {}, False),
+        (corroborator_for(TARGET, access_scope=AccessScope.TEAM), TARGET, {}, False),
+        (
+            corroborator_for(TARGET, source=SourceRef("claude-other", "claude", "email")),
+            TARGET,
+            {},
+            False,
+        ),
+        (
+            corroborator_for(TARGET, source=SourceRef("someone", "unknown", "slack")),
+            TARGET,
+            {},
+            False,
+        ),
+        (
+            corroborator_for(TARGET),
+            TARGET,
+            {"recorded": [TARGET.source, SourceRef("gemini-x", "gemini")]},
+            False,
+        ),
+    ],
+    ids=[
+        "all-rules-hold",
+        "similarity-at-threshold",
+        "similarity-below-threshold",
+        "other-domain",
+        "other-content-type",
+        "other-scope",
+        "same-provider-as-origin",
+        "same-channel-as-origin",
+        "dependent-on-a-later-corroborator",
+    ],
+)
+def test_corroboration_rules(
+    evidence: Corroborator, target: Entry, kwargs: dict[str, Any], expected: bool
+) -> None:
+    """Each corroboration rule, one at a time."""
+    assert expected == corroborates(evidence, target, **kwargs)
+
+
+PRIVATE = evolve(TARGET, access_scope=AccessScope.PRIVATE, owner_id="alice")
+TEAM = evolve(TARGET, access_scope=AccessScope.TEAM, owner_id="alice")
+
+
+@pytest.mark.parametrize(
+    ("evidence", "target", "kwargs", "expected"),
+    [
+        (corroborator_for(PRIVATE, owner_id="alice"), PRIVATE, {}, True),
+        (corroborator_for(PRIVATE, owner_id="bob"), PRIVATE, {}, False),
+        (
+            corroborator_for(PRIVATE, owner_id="bob"),
+            PRIVATE,
+            {"owners_sharing_group": frozenset({"alice"})},
+            False,
+        ),
+        (corroborator_for(PRIVATE, owner_id=None), PRIVATE, {}, False),
+        (corroborator_for(PRIVATE, owner_id=None), evolve(PRIVATE, owner_id=None), {}, False),
+        (corroborator_for(TEAM, owner_id="alice"), TEAM, {}, True),
+        (
+            corroborator_for(TEAM, owner_id="bob"),
+            TEAM,
+            {"owners_sharing_group": frozenset({"alice"})},
+            True,
+        ),
+        (corroborator_for(TEAM, owner_id="bob"), TEAM, {}, False),
+        (
+            corroborator_for(TEAM, owner_id=None),
+            evolve(TEAM, owner_id=None),
+            {"owners_sharing_group": frozenset({"alice"})},
+            False,
+        ),
+    ],
+    ids=[
+        "private-same-owner",
+        "private-other-owner",
+        "private-other-owner-sharing-a-group",
+        "private-unresolved-evidence-owner",
+        "private-both-unresolved",
+        "team-same-owner",
+        "team-owners-share-a-group",
+        "team-owners-share-no-group",
+        "team-unresolved-owners",
+    ],
+)
+def test_corroboration_scope_rules(
+    evidence: Corroborator, target: Entry, kwargs: dict[str, Any], expected: bool
+) -> None:
+    """Private needs the same resolved owner; team needs a shared group; unresolved never."""
+    assert expected == corroborates(evidence, target, **kwargs)
