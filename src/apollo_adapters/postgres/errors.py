@@ -1,0 +1,37 @@
+"""psycopg exceptions translated to Apollo's errors, once, at the adapter's edge."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import psycopg
+from psycopg import errors as pg_errors
+
+from apollo_domain.errors import (
+    ApolloError,
+    Conflict,
+    PersistenceFailed,
+    StoreUnavailable,
+)
+
+
+def translate(exc: psycopg.Error) -> ApolloError:
+    """The Apollo error for a psycopg (or psycopg_pool) exception."""
+    if isinstance(exc, pg_errors.UniqueViolation):
+        return Conflict(f"uniqueness rule broken: {exc.diag.constraint_name or exc}")
+    if isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError):
+        return StoreUnavailable(f"PostgreSQL is unavailable: {exc}")
+    if isinstance(exc, pg_errors.UndefinedTable | pg_errors.UndefinedColumn):
+        return StoreUnavailable(f"PostgreSQL schema is missing a part: {exc}")
+    return PersistenceFailed(f"PostgreSQL failed: {exc}")
+
+
+@contextmanager
+def translated() -> Iterator[None]:
+    try:
+        yield
+    except psycopg.Error as exc:
+        raise translate(exc) from exc
+    except OSError as exc:
+        raise StoreUnavailable(f"PostgreSQL is unreachable: {exc}") from exc

@@ -1,0 +1,112 @@
+"""Versioned schema migrations, applied under an advisory lock.
+
+Migrations are the ``NNNN_name.sql`` files of the ``migrations`` package folder, applied
+in version order, each in its own transaction, and recorded in
+``apollo_schema_migrations``. ``{dimension}`` in a file is the embedding dimension,
+rendered with :mod:`psycopg.sql`.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from importlib import resources
+from typing import Any
+
+import psycopg
+from attrs import frozen
+from psycopg import sql
+from psycopg_pool import AsyncConnectionPool
+
+from apollo_domain.errors import ConfigurationError
+
+from .errors import translated
+
+# Any constant shared by every Apollo process; advisory locks are per database.
+MIGRATION_LOCK_KEY = 0x41504F4C4C4F  # "APOLLO"
+MAX_DIMENSION = 2000  # the largest vector an HNSW index accepts
+
+_FILE_NAME = re.compile(r"^(\d{4})_(\w+)\.sql$")
+
+
+@frozen
+class Migration:
+    version: int
+    name: str
+    text: str
+
+    def render(self, dimension: int) -> sql.Composed:
+        return sql.SQL(self.text).format(dimension=sql.Literal(dimension))
+
+
+def migrations() -> list[Migration]:
+    """Every migration shipped with the package, in version order."""
+    found = []
+    for item in resources.files(__package__).joinpath("migrations").iterdir():
+        match = _FILE_NAME.match(item.name)
+        if match:
+            found.append(Migration(int(match[1]), match[2], item.read_text(encoding="utf-8")))
+    return sorted(found, key=lambda m: m.version)
+
+
+async def migrate(
+    conninfo_or_pool: str | AsyncConnectionPool[Any], *, dimension: int, model_id: str
+) -> list[int]:
+    """Apply the pending migrations; returns the versions applied by this call.
+
+    Safe to run from several processes at once: they serialise on an advisory lock and
+    the later ones find nothing left to do. The first run records ``model_id`` and
+    ``dimension`` in ``apollo_store_meta``.
+    """
+    check_dimension(dimension)
+    with translated():
+        if isinstance(conninfo_or_pool, AsyncConnectionPool):
+            async with conninfo_or_pool.connection() as conn:
+                autocommit = conn.autocommit
+                await conn.set_autocommit(True)
+                try:
+                    return await _migrate(conn, dimension, model_id)
+                finally:
+                    await conn.set_autocommit(autocommit)
+        async with await psycopg.AsyncConnection.connect(conninfo_or_pool, autocommit=True) as conn:
+            return await _migrate(conn, dimension, model_id)
+
+
+def check_dimension(dimension: int) -> None:
+    if not isinstance(dimension, int) or not 0 < dimension <= MAX_DIMENSION:
+        raise ConfigurationError(
+            "dimension", f"must be an integer between 1 and {MAX_DIMENSION}, got {dimension!r}"
+        )
+
+
+async def _migrate(conn: psycopg.AsyncConnection[Any], dimension: int, model_id: str) -> list[int]:
+    await conn.execute("SELECT pg_advisory_lock(%s)", (MIGRATION_LOCK_KEY,))
+    try:
+        await conn.execute(
+            "CREATE TABLE IF NOT EXISTS apollo_schema_migrations ("
+            " version integer PRIMARY KEY, name text NOT NULL,"
+            " applied_at timestamptz NOT NULL)"
+        )
+        cur = await conn.execute("SELECT version FROM apollo_schema_migrations")
+        done = {row[0] for row in await cur.fetchall()}
+        applied = []
+        for migration in migrations():
+            if migration.version in done:
+                continue
+            async with conn.transaction():
+                await conn.execute(migration.render(dimension))
+                await conn.execute(
+                    "INSERT INTO apollo_schema_migrations (version, name, applied_at)"
+                    " VALUES (%s, %s, %s)",
+                    (migration.version, migration.name, datetime.now(UTC)),
+                )
+            applied.append(migration.version)
+        await conn.execute(
+            "INSERT INTO apollo_store_meta (id, embedding_model_id, embedding_dimension)"
+            " VALUES (1, %s, %s) ON CONFLICT (id) DO NOTHING",
+            (model_id, dimension),
+        )
+        return applied
+    finally:
+        if not conn.closed:
+            await conn.execute("SELECT pg_advisory_unlock(%s)", (MIGRATION_LOCK_KEY,))

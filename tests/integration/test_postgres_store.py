@@ -1,0 +1,553 @@
+"""The PostgreSQL store against a real server: migrations, atomicity, filtered vector
+search, maintenance statements, error translation and reconnection."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import os
+import sys
+import tempfile
+import uuid
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import attrs
+import psycopg
+import pytest
+
+from apollo_adapters.postgres import EmbeddedPostgres, PostgresStore, migrate
+from apollo_adapters.postgres.schema import migrations
+from apollo_domain.errors import (
+    ConfigurationError,
+    Conflict,
+    NotFound,
+    PersistenceFailed,
+    StoreUnavailable,
+)
+from apollo_domain.model import (
+    ACTIVE_STATUSES,
+    AccessScope,
+    ContentType,
+    Entry,
+    Evidence,
+    Relation,
+    RelationType,
+    SourceRef,
+    Status,
+    Viewer,
+)
+from apollo_domain.ports import (
+    AccessLogRecord,
+    CredibilityRecord,
+    ExpertiseRecord,
+    SearchFilter,
+)
+from tests.postgres_support import (
+    DisposablePostgresStore,
+    PostgresTestServer,
+    fresh_store,
+    hashing_model_id,
+)
+
+pytestmark = pytest.mark.postgres
+
+NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+SRC = Path(__file__).resolve().parents[2] / "src"
+
+
+def unit(*components: float, dimension: int = 8) -> tuple[float, ...]:
+    padded = list(components) + [0.0] * (dimension - len(components))
+    norm = math.sqrt(sum(x * x for x in padded))
+    return tuple(x / norm for x in padded)
+
+
+def entry(
+    content: str = "water boils at 100 C",
+    *,
+    embedding: Sequence[float] | None = (1.0,),
+    created_at: datetime = NOW,
+    **changes: Any,
+) -> Entry:
+    base = Entry(
+        id=uuid.uuid4(),
+        content=content,
+        content_hash=f"hash-{content}",
+        content_type=ContentType.FACT,
+        knowledge_domain="physics",
+        tags=("science",),
+        confidence=0.5,
+        status=Status.CANDIDATE,
+        source=SourceRef("agent-a", "openai", "chat"),
+        access_scope=AccessScope.GLOBAL,
+        owner_id=None,
+        created_at=created_at,
+        updated_at=created_at,
+        source_context={"origin": "test"},
+        embedding=None if embedding is None else unit(*embedding),
+    )
+    return attrs.evolve(base, **changes)
+
+
+async def add(store: PostgresStore, *entries: Entry) -> None:
+    async with store.unit_of_work() as uow:
+        for e in entries:
+            await uow.entries.add(e)
+        await uow.commit()
+
+
+async def get(store: PostgresStore, entry_id: uuid.UUID) -> Entry | None:
+    async with store.unit_of_work() as uow:
+        return await uow.entries.get(entry_id)
+
+
+async def sql_rows(conninfo: str, query: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+    async with await psycopg.AsyncConnection.connect(conninfo, autocommit=True) as conn:
+        cur = await conn.execute(query, params)  # type: ignore[arg-type]
+        return await cur.fetchall() if cur.description else []
+
+
+# --------------------------------------------------------------------------- migrations
+
+
+_MIGRATE_SCRIPT = """
+import asyncio, json, sys
+from apollo_adapters.postgres import migrate
+print(json.dumps(asyncio.run(migrate(sys.argv[1], dimension=8, model_id="m"))))
+"""
+
+
+async def test_two_processes_and_two_tasks_migrating_at_once_apply_each_version_once(
+    postgres_server: PostgresTestServer,
+) -> None:
+    """Concurrent migrations serialise on the advisory lock: one schema, one row per version."""
+    database = await postgres_server.create_database()
+    conninfo = postgres_server.conninfo(database)
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    processes = [
+        await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-c",
+            _MIGRATE_SCRIPT,
+            conninfo,
+            env=env,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        for _ in range(2)
+    ]
+    tasks = [migrate(conninfo, dimension=8, model_id="m") for _ in range(2)]
+    applied_in_tasks, *outputs = await asyncio.gather(
+        asyncio.gather(*tasks), *(p.communicate() for p in processes)
+    )
+    assert [p.returncode for p in processes] == [0, 0], [o[1].decode() for o in outputs]
+
+    versions = [m.version for m in migrations()]
+    applied = [*applied_in_tasks, *(json.loads(o[0]) for o in outputs)]
+    assert sorted(v for run in applied for v in run) == versions
+    rows = await sql_rows(conninfo, "SELECT version FROM apollo_schema_migrations ORDER BY 1")
+    assert [r[0] for r in rows] == versions
+    meta = await sql_rows(conninfo, "SELECT embedding_dimension FROM apollo_store_meta")
+    assert meta == [(8,)]
+    await postgres_server.drop_database(database)
+
+
+async def test_migrating_an_up_to_date_database_applies_nothing(
+    pg_store: DisposablePostgresStore,
+) -> None:
+    assert await migrate(pg_store.conninfo, dimension=8, model_id=hashing_model_id(8)) == []
+
+
+@pytest.mark.parametrize(
+    ("model_id", "dimension"), [("another-model", 8), (hashing_model_id(8), 16)]
+)
+async def test_a_store_built_for_another_embedder_refuses_to_open(
+    pg_store: DisposablePostgresStore, model_id: str, dimension: int
+) -> None:
+    with pytest.raises(ConfigurationError, match="configured embedder"):
+        await PostgresStore.open(pg_store.conninfo, embedder_model_id=model_id, dimension=dimension)
+
+
+# --------------------------------------------------------------------------- atomicity
+
+
+async def test_fifty_concurrent_boosts_on_separate_connections_are_never_lost(
+    pg_store: DisposablePostgresStore,
+) -> None:
+    capped, uncapped = entry("capped"), entry("uncapped")
+    await add(pg_store, capped, uncapped)
+
+    async def boost_once() -> None:
+        async with pg_store.unit_of_work() as uow:
+            await uow.entries.boost([capped.id], 0.02, NOW, count_access=True)
+            await uow.entries.boost([uncapped.id], 0.001, NOW, count_access=True)
+            await uow.commit()
+
+    await asyncio.gather(*(boost_once() for _ in range(50)))
+
+    async with pg_store.unit_of_work() as uow:
+        found = await uow.entries.get_many([capped.id, uncapped.id])
+    assert found[capped.id].confidence == min(0.5 + 50 * 0.02, 1.0)
+    assert found[uncapped.id].confidence == pytest.approx(0.5 + 50 * 0.001)
+    assert [found[capped.id].access_count, found[uncapped.id].access_count] == [50, 50]
+
+
+async def test_leaving_a_unit_of_work_without_commit_rolls_back_every_repository(
+    pg_store: DisposablePostgresStore,
+) -> None:
+    kept = entry("kept")
+    await add(pg_store, kept)
+    with pytest.raises(RuntimeError, match="boom"):
+        async with pg_store.unit_of_work() as uow:
+            e = entry("discarded")
+            await uow.entries.add(e)
+            await uow.entries.boost([kept.id], 0.3, NOW, count_access=True)
+            await uow.evidence.add(Evidence(kept.id, SourceRef("agent-b"), 0.9, NOW))
+            await uow.relations.add(Relation(kept.id, e.id, RelationType.SUPPORTS_BY))
+            await uow.expertise.record_activity("agent-b", "physics", NOW)
+            await uow.access_log.record([AccessLogRecord("query", "agent-b", kept.id, NOW)])
+            await uow.credibility.save(CredibilityRecord("agent-b", 3.0, 1.0))
+            await uow.outbox.enqueue("contradiction_scan", {"id": str(e.id)}, NOW)
+            assert await uow.processed.mark("request-1", NOW)
+            raise RuntimeError("boom")
+    async with pg_store.unit_of_work() as uow:
+        assert (await uow.entries.get(kept.id)) == kept
+        assert await uow.entries.get_many([e.id]) == {}
+        assert await uow.evidence.for_entry(kept.id) == []
+        assert await uow.relations.count() == 0
+        assert await uow.expertise.all() == []
+        assert await uow.access_log.count() == 0
+        assert await uow.credibility.get("agent-b") == CredibilityRecord("agent-b")
+        assert await uow.outbox.pending() == 0
+        assert not await uow.processed.seen("request-1")
+
+
+async def test_a_finished_unit_of_work_cannot_be_used_again(
+    pg_store: DisposablePostgresStore,
+) -> None:
+    async with pg_store.unit_of_work() as uow:
+        await uow.commit()
+        with pytest.raises(RuntimeError):
+            await uow.entries.get(uuid.uuid4())
+
+
+async def test_a_dedup_conflict_inside_a_savepoint_rolls_back_only_the_savepoint(
+    pg_store: DisposablePostgresStore,
+) -> None:
+    original = entry("original")
+    await add(pg_store, original)
+    inside, after = entry("inside"), entry("after")
+    duplicate = entry("original")
+    async with pg_store.unit_of_work() as uow:
+        with pytest.raises(Conflict):
+            async with uow.savepoint():
+                await uow.entries.add(inside)
+                await uow.entries.add(duplicate)
+        await uow.entries.add(after)
+        await uow.commit()
+    async with pg_store.unit_of_work() as uow:
+        found = await uow.entries.get_many([original.id, inside.id, after.id, duplicate.id])
+    assert set(found) == {original.id, after.id}
+
+
+async def test_dedup_partitions_are_per_owner_except_that_global_is_one(
+    pg_store: DisposablePostgresStore,
+) -> None:
+    """Archived entries and other owners' private entries never conflict; every global
+    entry shares one partition whoever owns it."""
+    archived = entry("same", status=Status.ARCHIVED)
+    mine = entry("same", access_scope=AccessScope.PRIVATE, owner_id="p1")
+    theirs = entry("same", access_scope=AccessScope.PRIVATE, owner_id="p2")
+    shared = entry("same", owner_id="p1")
+    await add(pg_store, archived, mine, theirs, shared)
+    async with pg_store.unit_of_work() as uow:
+        with pytest.raises(Conflict):
+            await uow.entries.add(entry("same", access_scope=AccessScope.PRIVATE, owner_id="p1"))
+        with pytest.raises(Conflict):
+            await uow.entries.add(entry("same", owner_id="p2"))
+        assert await uow.entries.find_by_hash("hash-same", AccessScope.PRIVATE, "p1") == mine
+        assert await uow.entries.find_by_hash("hash-same", AccessScope.GLOBAL, "p9") == shared
+        assert await uow.entries.find_by_hash("hash-same", AccessScope.TEAM, "p1") is None
+        everyone = Viewer("p1", frozenset({"p2"}))
+        in_global = SearchFilter(everyone, frozenset(Status), partition=(AccessScope.GLOBAL, "x"))
+        private = SearchFilter(everyone, frozenset(Status), access_scope=AccessScope.PRIVATE)
+        assert {e.id for e in await uow.entries.browse(in_global, 10)} == {archived.id, shared.id}
+        assert [e.id for e in await uow.entries.browse(private, 10)] == [mine.id]
+
+
+# --------------------------------------------------------------------------- search
+
+
+_OTHERS = (
+    "INSERT INTO entries (id, content, content_hash, content_type, knowledge_domain,"
+    " confidence, status, source_agent, source_provider, access_scope, owner_id,"
+    " embedding, created_at, updated_at)"
+    " SELECT gen_random_uuid(), 'other ' || g, 'h' || g, 'fact', %(domain)s, 0.5, 'confirmed',"
+    " 'agent-x', 'p', %(scope)s, CASE WHEN %(scope)s = 'private' THEN 'someone-' || mod(g, 50) END,"
+    " (SELECT array_agg(CASE WHEN d = %(axis)s THEN 1.0 ELSE random() * 0.2 END + g * 0)"
+    "  FROM generate_series(1, %(dimension)s) AS d)::real[]::vector, %(now)s, %(now)s"
+    " FROM generate_series(1, %(count)s) AS g"
+)
+
+
+async def test_a_query_filtered_to_ten_private_entries_among_20000_returns_all_ten(
+    postgres_server: PostgresTestServer,
+) -> None:
+    """A selective filter never starves the result: the planner's exact plan, the HNSW
+    iterative scan past 10,000 nearer invisible entries, and the exact fallback when the
+    scan budget runs out all return the ten."""
+    dimension = 16
+    store = await fresh_store(postgres_server, dimension=dimension)
+    try:
+        # Bulk load without the HNSW index, then build it once: far faster than 20,000
+        # index insertions.
+        [(index,)] = await sql_rows(
+            store.conninfo, "SELECT pg_get_indexdef('entries_embedding_hnsw'::regclass)"
+        )
+        await sql_rows(store.conninfo, "DROP INDEX entries_embedding_hnsw")
+        common = {"dimension": dimension, "now": NOW, "count": 10_000}
+        near = {"scope": "private", "domain": "physics", "axis": 1}
+        far = {"scope": "global", "domain": "filler", "axis": 3}
+        await sql_rows(store.conninfo, _OTHERS, {**common, **near})
+        await sql_rows(store.conninfo, _OTHERS, {**common, **far})
+        await sql_rows(store.conninfo, index)
+        await sql_rows(store.conninfo, "ANALYZE entries")
+        mine = [
+            entry(
+                f"mine {i}",
+                access_scope=AccessScope.PRIVATE,
+                owner_id="me",
+                embedding=unit(0.5, 1.0, 0.0, 0.05 * i, dimension=dimension),
+            )
+            for i in range(10)
+        ]
+        await add(store, *mine)
+        query = unit(1.0, dimension=dimension)
+        only_mine = SearchFilter(Viewer("me"), ACTIVE_STATUSES, knowledge_domain="physics")
+        all_visible = SearchFilter(Viewer("me"), ACTIVE_STATUSES)
+        expected = {e.id for e in mine}
+
+        async with store.unit_of_work() as uow:
+            selective = await uow.entries.nearest(query, only_mine, 10)
+            iterative = await uow.entries.nearest(query, all_visible, 10)
+        assert {s.entry.id for s in selective} == expected
+        assert {s.entry.id for s in iterative} == expected
+        assert [s.similarity for s in iterative] == sorted(
+            (s.similarity for s in iterative), reverse=True
+        )
+
+        small_budget = await PostgresStore.open(
+            store.conninfo,
+            embedder_model_id=hashing_model_id(dimension),
+            dimension=dimension,
+            max_scan_tuples=50,
+        )
+        try:
+            async with small_budget.unit_of_work() as uow:
+                found = await uow.entries.nearest(query, all_visible, 10)
+            assert {s.entry.id for s in found} == expected
+        finally:
+            await small_budget.close()
+    finally:
+        await store.close()
+
+
+async def test_nearest_orders_by_similarity_then_id_and_applies_the_filter(
+    pg_store: DisposablePostgresStore,
+) -> None:
+    ties = sorted(
+        (entry(f"tie {i}", embedding=unit(1.0, 1.0)) for i in range(3)), key=lambda e: str(e.id)
+    )
+    best = entry("best", embedding=unit(1.0, 0.0))
+    archived = entry("archived", embedding=unit(1.0), status=Status.ARCHIVED)
+    other_team = entry("team", embedding=unit(1.0), access_scope=AccessScope.TEAM, owner_id="t")
+    no_vector = entry("none", embedding=None)
+    await add(pg_store, *ties, best, archived, other_team, no_vector)
+    flt = SearchFilter(Viewer("me"), ACTIVE_STATUSES)
+    async with pg_store.unit_of_work() as uow:
+        found = await uow.entries.nearest(unit(1.0), flt, 3)
+        teammate = await uow.entries.nearest(
+            unit(1.0), attrs.evolve(flt, viewer=Viewer("me", frozenset({"t"}))), 10
+        )
+    assert [s.entry.id for s in found] == [best.id, ties[0].id, ties[1].id]
+    assert found[0].similarity == pytest.approx(1.0)
+    assert found[1].similarity == pytest.approx(math.sqrt(0.5), rel=1e-6)
+    assert other_team.id in {s.entry.id for s in teammate}
+    assert len(teammate) == 5
+
+
+# --------------------------------------------------------------------------- maintenance
+
+
+async def test_decay_is_one_pass_and_idempotent_at_the_same_instant(
+    pg_store: DisposablePostgresStore,
+) -> None:
+    fresh = entry("fresh", confidence=0.8, created_at=NOW - timedelta(hours=2))
+    fading = entry("fading", confidence=0.3, created_at=NOW - timedelta(hours=10))
+    await add(pg_store, fresh, fading)
+    async with pg_store.unit_of_work() as uow:
+        first = await uow.entries.decay(NOW, 0.9, 0.2)
+        await uow.commit()
+    async with pg_store.unit_of_work() as uow:
+        before = await uow.entries.get_many([fresh.id, fading.id])
+        second = await uow.entries.decay(NOW, 0.9, 0.2)
+        after = await uow.entries.get_many([fresh.id, fading.id])
+        await uow.commit()
+
+    assert (first.decayed, first.archived) == (2, 1)
+    assert (second.decayed, second.archived) == (1, 0)
+    assert before == after
+    kept, archived = after[fresh.id], after[fading.id]
+    assert kept.confidence == pytest.approx(0.8 * 0.9**2)
+    assert (kept.status, kept.decayed_at, kept.updated_at) == (
+        Status.CANDIDATE,
+        NOW,
+        fresh.updated_at,
+    )
+    assert archived.confidence == pytest.approx(0.3 * 0.9**10)
+    assert (archived.status, archived.updated_at) == (Status.ARCHIVED, NOW)
+    assert archived.source_context == {"origin": "test", "archive_reason": "decayed"}
+
+
+async def test_scale_and_archive_stale_touch_only_active_entries(
+    pg_store: DisposablePostgresStore,
+) -> None:
+    old = entry("old", created_at=NOW - timedelta(days=40))
+    new = entry("new", created_at=NOW)
+    gone = entry("gone", status=Status.ARCHIVED, created_at=NOW - timedelta(days=90))
+    await add(pg_store, old, new, gone)
+    async with pg_store.unit_of_work() as uow:
+        assert await uow.entries.scale_confidence(0.5, NOW) == 2
+        assert await uow.entries.archive_stale(NOW - timedelta(days=30), NOW) == 1
+        found = await uow.entries.get_many([old.id, new.id, gone.id])
+    assert [found[e.id].confidence for e in (old, new, gone)] == [0.25, 0.25, 0.5]
+    assert found[old.id].status is Status.ARCHIVED
+    assert found[old.id].source_context["archive_reason"] == "stale"
+    assert found[new.id].status is Status.CANDIDATE
+
+
+# --------------------------------------------------------------------------- repositories
+
+
+async def test_repositories_round_trip_their_values(pg_store: DisposablePostgresStore) -> None:
+    a, b = entry("a", tags=("x", "y")), entry("b", access_scope=AccessScope.TEAM, owner_id="t1")
+    await add(pg_store, a, b)
+    async with pg_store.unit_of_work() as uow:
+        origin = Evidence(a.id, SourceRef("agent-a", "openai", None), 1.0, NOW, "origin")
+        assert await uow.evidence.add(origin)
+        assert not await uow.evidence.add(attrs.evolve(origin, similarity=0.5))
+        assert await uow.evidence.add(
+            attrs.evolve(origin, source=SourceRef("agent-a", "openai", "c"))
+        )
+        relation = Relation(a.id, b.id, RelationType.SUPPORTS_BY, 0.7, NOW, {"k": "v"})
+        assert await uow.relations.add(relation)
+        assert not await uow.relations.add(relation)
+        with pytest.raises(NotFound):
+            await uow.relations.add(Relation(a.id, uuid.uuid4(), RelationType.IS_A))
+        await uow.expertise.replace_all([ExpertiseRecord("agent-a", "physics", 3, 0.9, NOW)])
+        await uow.expertise.record_activity("agent-a", "physics", NOW + timedelta(hours=1))
+        assert await uow.processed.mark("k", NOW)
+        assert not await uow.processed.mark("k", NOW)
+        await uow.outbox.enqueue("contradiction_scan", {"id": 1}, NOW)
+        await uow.outbox.enqueue("contradiction_scan", {"id": 2}, NOW)
+        await uow.commit()
+
+    async with pg_store.unit_of_work() as first, pg_store.unit_of_work() as second:
+        claimed = await first.outbox.claim(1, NOW)
+        assert [i.payload for i in claimed] == [{"id": 1}]
+        assert [i.payload for i in await second.outbox.claim(5, NOW)] == [{"id": 2}]
+        assert await first.outbox.claim(5, NOW) == []
+        await first.outbox.fail(claimed[0].id, "judge down", give_up=True)
+        await first.commit()
+
+    async with pg_store.unit_of_work() as uow:
+        evidence = await uow.evidence.for_entry(a.id)
+        assert [e.source.channel for e in evidence] == [None, "c"]
+        assert evidence[0] == origin
+        assert await uow.relations.outgoing([a.id]) == [relation]
+        assert await uow.relations.outgoing([a.id], [RelationType.IS_A]) == []
+        assert await uow.expertise.for_domain("physics", 0.5) == [
+            ExpertiseRecord("agent-a", "physics", 4, 0.9, NOW + timedelta(hours=1))
+        ]
+        assert await uow.outbox.pending() == 1
+        stats = await uow.entries.stats(Viewer("t1"), NOW)
+        assert (stats.total, stats.by_status["active"], stats.total_relations) == (2, 2, 1)
+        outsider = await uow.entries.stats(Viewer("z"), NOW)
+        assert (outsider.total, outsider.total_relations) == (1, 0)
+        assert await uow.entries.delete([a.id]) == 1
+        assert await uow.evidence.for_entry(a.id) == []
+        assert await uow.relations.count() == 0
+
+    directory = pg_store.directory
+    await directory.add_membership("p1", "g")
+    await directory.add_membership("p1", "g")
+    await directory.add_membership("p2", "g")
+    assert await directory.members_of(["g"]) == {"p1", "p2"}
+    await directory.remove_membership("p1", "g")
+    assert await directory.groups_of("p1") == frozenset()
+
+
+# --------------------------------------------------------------------------- failures
+
+
+async def test_library_errors_are_translated(pg_store: DisposablePostgresStore) -> None:
+    async with pg_store.unit_of_work() as uow:
+        with pytest.raises(PersistenceFailed):
+            await uow.entries.add(entry("too sure", confidence=1.5))
+    async with pg_store.unit_of_work() as uow:
+        with pytest.raises(NotFound):
+            await uow.entries.update(entry("missing"))
+
+
+async def test_an_unreachable_server_is_store_unavailable() -> None:
+    with pytest.raises(StoreUnavailable):
+        await PostgresStore.open(
+            "host=127.0.0.1 port=1 dbname=apollo user=apollo connect_timeout=2",
+            embedder_model_id="m",
+            dimension=8,
+        )
+
+
+async def test_preflight_names_the_missing_part(pg_store: DisposablePostgresStore) -> None:
+    await pg_store.preflight(["entries", "evidence", "outbox", "processed", "credibility"])
+    await sql_rows(pg_store.conninfo, "DROP TABLE outbox")
+    with pytest.raises(StoreUnavailable, match="outbox"):
+        await pg_store.preflight(["entries", "outbox"])
+
+
+async def test_the_pool_recovers_when_its_connections_are_terminated(
+    pg_store: DisposablePostgresStore, postgres_server: PostgresTestServer
+) -> None:
+    e = entry("survivor")
+    await add(pg_store, e)
+    killed = await sql_rows(
+        postgres_server.admin_conninfo,
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+        " WHERE datname = %s AND pid <> pg_backend_pid()",
+        (pg_store.database,),
+    )
+    assert killed
+    assert await get(pg_store, e.id) == e
+
+
+async def test_the_store_works_again_after_the_server_restarts() -> None:
+    with tempfile.TemporaryDirectory(prefix="apollo-pg-restart-") as workdir:
+        server = EmbeddedPostgres(Path(workdir) / "pgdata", settings={"fsync": "off"})
+        conninfo = await server.start()
+        store = await PostgresStore.open(
+            conninfo, embedder_model_id="m", dimension=8, pool_timeout=1.0
+        )
+        try:
+            e = entry("durable")
+            await add(store, e)
+            await server.stop()
+            with pytest.raises(StoreUnavailable):
+                await get(store, e.id)
+            assert await server.start() == conninfo
+            assert await get(store, e.id) == e
+        finally:
+            await store.close()
+            await server.stop()
