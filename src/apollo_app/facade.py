@@ -11,7 +11,7 @@ from attrs import frozen
 
 from apollo_adapters.memory import InMemoryStore
 from apollo_domain import services
-from apollo_domain.errors import NotFound, StoreUnavailable
+from apollo_domain.errors import NotFound, StoreUnavailable, ValidationError
 from apollo_domain.expertise import DomainCoverage
 from apollo_domain.model import Entry, Evidence, Principal
 from apollo_domain.policy import ConfidencePolicy
@@ -45,6 +45,20 @@ from apollo_domain.services.graph import parse_id
 from .bootstrap import bootstrap
 
 Closer = Callable[[], Awaitable[None]]
+_STORE_FIELDS = frozenset(
+    {
+        "content",
+        "content_type",
+        "tags",
+        "context",
+        "source_provider",
+        "source_channel",
+        "knowledge_domain",
+        "access_scope",
+        "submitted_by",
+        "submitted_from",
+    }
+)
 ALL_PARTS = (
     "entries",
     "evidence",
@@ -217,6 +231,24 @@ class Apollo:
     async def erase_agent(self, agent_id: str) -> ErasureResult:
         return await services.erase_agent(self.deps, agent_id)
 
+    @classmethod
+    def client_mode(
+        cls,
+        amqp_url: str,
+        *,
+        agent_id: str = "unknown",
+        topology: Any = None,
+        rpc_timeout: float = 10.0,
+    ) -> Any:
+        """Client mode, no database: ``async with Apollo.client_mode(url, agent_id=...) as
+        client`` yields a :class:`apollo_app.client_mode.RemoteClient` whose mutations are
+        published to the Apollo service and whose reads are RPC requests to it."""
+        from .client_mode import open_client_mode
+
+        return open_client_mode(
+            amqp_url, agent_id=agent_id, topology=topology, rpc_timeout=rpc_timeout
+        )
+
 
 class _Opening:
     """Awaitable and async context manager around an asynchronously opened Apollo."""
@@ -279,6 +311,22 @@ class Client:
             submitted_from=submitted_from,
         )
         return await services.ingest(self._deps, self.caller, request)
+
+    async def store_many(self, items: Sequence[Mapping[str, Any]]) -> list[IngestResult]:
+        """Bulk ``store_knowledge``: each item holds its keyword arguments. Same rules and
+        outcomes as storing the items one by one in order, much faster (one embedding call
+        and one search pass per chunk of 256). Every item is validated before anything is
+        written; a :class:`ValidationError` names the item index and field."""
+        requests = []
+        for index, item in enumerate(items):
+            unknown = set(item) - _STORE_FIELDS
+            if unknown:
+                raise ValidationError(f"items[{index}]", f"unknown fields {sorted(unknown)}")
+            try:
+                requests.append(services.prepare(self.caller, **item))
+            except ValidationError as exc:
+                raise ValidationError(f"items[{index}].{exc.field}", exc.message) from None
+        return await services.ingest_many(self._deps, self.caller, requests)
 
     async def query_knowledge(
         self,

@@ -26,8 +26,8 @@ def build_embedder(settings: Settings) -> Embedder:
 
         if not settings.embedding_url or not settings.embedding_model:
             raise ConfigurationError(
-                "APOLLO_EMBEDDING_URL", "the openai embedder needs APOLLO_EMBEDDING_URL and "
-                "APOLLO_EMBEDDING_MODEL"
+                "APOLLO_EMBEDDING_URL",
+                "the openai embedder needs APOLLO_EMBEDDING_URL and APOLLO_EMBEDDING_MODEL",
             )
         return OpenAIEmbedder(
             settings.embedding_url,

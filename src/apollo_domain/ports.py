@@ -102,6 +102,7 @@ class SearchFilter:
     access_scope: AccessScope | None = None
     partition: tuple[AccessScope, str | None] | None = None
     exclude_ids: frozenset[UUID] = frozenset()
+    only_ids: frozenset[UUID] | None = None  # restrict to these entries
 
 
 @frozen
@@ -211,6 +212,12 @@ class EntryRepository(Protocol):
         Returns ``limit`` rows whenever that many entries match the filter, however
         selective it is. Ties broken by id for determinism.
         """
+
+    async def nearest_many(
+        self, embeddings: Sequence[Sequence[float]], flt: SearchFilter, limit: int
+    ) -> list[list[ScoredEntry]]:
+        """``nearest`` for each embedding, in order, against the same filter (one pass over
+        the store where the adapter can batch it)."""
 
     async def browse(self, flt: SearchFilter, limit: int) -> list[Entry]:
         """Up to ``limit`` entries matching ``flt``, newest first (created_at, then id)."""

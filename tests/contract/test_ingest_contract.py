@@ -273,3 +273,53 @@ async def test_a_redelivered_message_writes_nothing_twice(make_apollo):
     assert {"access_log": 1, "outbox": 1, "expertise": 1, "evidence": 1} == await counts(
         apollo, first.entry_id
     )
+
+
+async def test_bulk_ingest_matches_one_by_one(make_apollo):
+    """store_many gives the same outcomes, entries and evidence as storing in order."""
+    embedder = KeyedEmbedder(16)
+    base = embedder.basis(0)
+    embedder.set("seed fact", base)
+    embedder.set("seed fact, near", at_cosine(base, 0.93, 1))
+    embedder.set("seed fact, nearer", at_cosine(base, 0.995, 2))
+    items = [
+        {"content": "seed fact"},
+        {"content": "an unrelated note"},
+        {"content": "SEED   fact"},  # exact duplicate of the first
+        {"content": "seed fact, near"},  # an independent-enough neighbour? same agent
+        {"content": "seed fact, nearer"},  # near duplicate of the agent's own entry
+        {"content": "a private aside", "access_scope": "private"},
+        {"content": "another unrelated note", "tags": ["misc"]},
+    ]
+
+    async def outcomes(apollo, bulk):
+        client = apollo.client("claude-bulk", Principal("alice"))
+        if bulk:
+            results = await client.store_many(items)
+        else:
+            results = [await client.store_knowledge(**item) for item in items]
+        ids = {r.entry_id for r in results if r.entry_id}
+        entries = [await apollo.get_entry(i) for i in ids]
+        return (
+            [(r.outcome, r.reason and r.reason.split(":")[0]) for r in results],
+            sorted((e.content, e.status, e.confidence) for e in entries),
+            [results.index(r) for r in results if r.entry_id]
+            and [[results.index(q) for q in results if q.entry_id == r.entry_id] for r in results],
+        )
+
+    one_by_one = await outcomes(await make_apollo(embedder=embedder), bulk=False)
+    bulk = await outcomes(await make_apollo(embedder=embedder), bulk=True)
+    assert one_by_one == bulk
+    assert Outcome.REJECTED == one_by_one[0][4][0]
+
+
+async def test_bulk_ingest_validates_every_item_first(make_apollo):
+    apollo = await make_apollo()
+    client = apollo.client("claude-bulk")
+    with pytest.raises(ValidationError) as err:
+        await client.store_many([{"content": "fine"}, {"content": ""}])
+    assert "items[1].content" == err.value.field
+    with pytest.raises(ValidationError):
+        await client.store_many([{"content": "fine", "owner_id": "mallory"}])
+    async with apollo.store.unit_of_work() as uow:
+        assert [] == await uow.entries.by_agent("claude-bulk")

@@ -542,6 +542,13 @@ class EntryTable:
             in_tags = np.zeros(n, dtype=np.bool_)
             in_tags[np.fromiter(tagged, dtype=np.intp, count=len(tagged))] = True
             mask &= in_tags
+        if flt.only_ids is not None:
+            wanted = [self.row_of[i] for i in flt.only_ids if i in self.row_of]
+            if not wanted:
+                return None
+            only = np.zeros(n, dtype=np.bool_)
+            only[np.asarray(wanted, dtype=np.intp)] = True
+            mask &= only
         for entry_id in flt.exclude_ids:
             row = self.row_of.get(entry_id)
             if row is not None:
@@ -552,23 +559,40 @@ class EntryTable:
     def nearest(
         self, embedding: Sequence[float], flt: SearchFilter, limit: int
     ) -> list[ScoredEntry]:
-        if limit <= 0 or self.matrix is None:
-            return []
-        query = self._vector(embedding)
+        return self.nearest_many([embedding], flt, limit)[0]
+
+    def nearest_many(
+        self, embeddings: Sequence[Sequence[float]], flt: SearchFilter, limit: int
+    ) -> list[list[ScoredEntry]]:
+        """One masked matrix product for the whole batch, then top-k per query."""
+        empty: list[list[ScoredEntry]] = [[] for _ in embeddings]
+        if limit <= 0 or self.matrix is None or not embeddings:
+            return empty
+        queries = np.stack([self._vector(e) for e in embeddings])
         mask = self.matching(flt, embedded=True)
         if mask is None:
-            return []
+            return empty
         count = int(np.count_nonzero(mask))
         if count == 0:
-            return []
+            return empty
         n = self.n
+        rows: npt.NDArray[np.intp] | None
         if count * 4 < n:
             rows = np.flatnonzero(mask)
-            scores = self.matrix[rows] @ query
+            scores = self.matrix[rows] @ queries.T
         else:
             rows = None
-            scores = self.matrix[:n] @ query
-            np.copyto(scores, np.float32(-np.inf), where=~mask)
+            scores = self.matrix[:n] @ queries.T
+            scores[~mask] = np.float32(-np.inf)
+        return [self._top(scores[:, i], rows, count, limit) for i in range(len(embeddings))]
+
+    def _top(
+        self,
+        scores: npt.NDArray[np.float32],
+        rows: npt.NDArray[np.intp] | None,
+        count: int,
+        limit: int,
+    ) -> list[ScoredEntry]:
         k = min(limit, count)
         if k < scores.size:
             top = np.argpartition(scores, scores.size - k)[scores.size - k :]

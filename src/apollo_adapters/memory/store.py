@@ -235,6 +235,12 @@ class InMemoryEntryRepository(_Repository):
         self._uow._open("entries")
         return self._store._entries.nearest(embedding, flt, limit)
 
+    async def nearest_many(
+        self, embeddings: Sequence[Sequence[float]], flt: SearchFilter, limit: int
+    ) -> list[list[ScoredEntry]]:
+        self._uow._open("entries")
+        return self._store._entries.nearest_many(embeddings, flt, limit)
+
     async def browse(self, flt: SearchFilter, limit: int) -> list[Entry]:
         self._uow._open("entries")
         return self._store._entries.browse(flt, limit)

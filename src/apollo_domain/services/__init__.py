@@ -15,7 +15,7 @@ from .curation import (
 from .erasure import erase_agent
 from .gas import process_gas_event
 from .graph import link_entries, related_entries
-from .ingest import IngestRequest, ingest, prepare
+from .ingest import IngestRequest, ingest, ingest_many, prepare
 from .maintenance import check_corroboration, process_outbox
 from .query import query
 
@@ -33,6 +33,7 @@ __all__ = [
     "force_decay",
     "get_expertise",
     "ingest",
+    "ingest_many",
     "link_entries",
     "prepare",
     "process_gas_event",

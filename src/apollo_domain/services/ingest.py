@@ -245,13 +245,15 @@ async def _place(
     embedding: tuple[float, ...],
     credibility: float,
     now: Any,
+    neighbours: list[ScoredEntry] | None = None,
 ) -> IngestResult:
     policy = deps.policy
-    neighbours = await uow.entries.nearest(
-        embedding,
-        SearchFilter(viewer, ACTIVE, access_scope=request.access_scope),
-        NEIGHBOURS,
-    )
+    if neighbours is None:
+        neighbours = await uow.entries.nearest(
+            embedding,
+            SearchFilter(viewer, ACTIVE, access_scope=request.access_scope),
+            NEIGHBOURS,
+        )
     evidence = await uow.evidence.for_entries([n.entry.id for n in neighbours])
     sharing = viewer.team_owners
 
@@ -345,3 +347,104 @@ async def _corroborate(
         confidence,
         f"similarity {scored.similarity:.3f} to a confirmed entry",
     )
+
+
+BATCH_SIZE = 256
+
+
+async def ingest_many(
+    deps: Deps, caller: Caller, requests: Sequence[IngestRequest]
+) -> list[IngestResult]:
+    """Bulk ingest with the same rules and outcomes as ingesting the requests one by one,
+    in order. Each chunk of up to ``BATCH_SIZE`` requests is embedded in one call, searched
+    against the store in one pass, and committed in one transaction (all or nothing)."""
+    results: list[IngestResult] = []
+    for start in range(0, len(requests), BATCH_SIZE):
+        results.extend(await _ingest_chunk(deps, caller, requests[start : start + BATCH_SIZE]))
+    return results
+
+
+async def _ingest_chunk(
+    deps: Deps, caller: Caller, requests: Sequence[IngestRequest]
+) -> list[IngestResult]:
+    store = deps.store
+    await store.preflight(INGEST_PARTS)
+    viewer = await resolve_viewer(store.directory, caller.principal)
+    vectors = await deps.embedder.embed([r.content for r in requests])
+    embeddings = [tuple(float(x) for x in v) for v in vectors]
+    results: list[IngestResult] = []
+    async with store.unit_of_work() as uow:
+        credibility: dict[str, float] = {}
+        for agent in {r.source.agent_id for r in requests}:
+            record = await uow.credibility.get(agent)
+            credibility[agent] = _credibility(record.alpha, record.beta, record.label)
+        searched: dict[int, list[ScoredEntry]] = {}
+        for scope in {r.access_scope for r in requests}:
+            positions = [i for i, r in enumerate(requests) if r.access_scope is scope]
+            found = await uow.entries.nearest_many(
+                [embeddings[i] for i in positions],
+                SearchFilter(viewer, ACTIVE, access_scope=scope),
+                NEIGHBOURS,
+            )
+            searched.update(zip(positions, found, strict=True))
+        created: dict[AccessScope, set[uuid.UUID]] = {}
+        for i, request in enumerate(requests):
+            now = deps.clock.now()
+            cred = credibility[request.source.agent_id]
+            floor = admission.check_credibility(deps.policy, cred)
+            if not floor.admitted:
+                results.append(
+                    IngestResult(Outcome.REJECTED, reason=f"{floor.reason}: {floor.detail}")
+                )
+                continue
+            duplicate = await _find_duplicate(uow, request)
+            if duplicate is not None:
+                result = await _record_duplicate(deps, uow, request, duplicate, cred, now)
+            else:
+                earlier = created.get(request.access_scope)
+                neighbours = searched[i]
+                if earlier:  # entries this chunk created since the search
+                    neighbours = _merge(
+                        neighbours,
+                        await uow.entries.nearest(
+                            embeddings[i],
+                            SearchFilter(
+                                viewer,
+                                ACTIVE,
+                                access_scope=request.access_scope,
+                                only_ids=frozenset(earlier),
+                            ),
+                            NEIGHBOURS,
+                        ),
+                    )
+                result = await _place(
+                    deps, uow, viewer, request, embeddings[i], cred, now, neighbours
+                )
+                if result.outcome is Outcome.CREATED and result.entry_id is not None:
+                    created.setdefault(request.access_scope, set()).add(result.entry_id)
+            if result.outcome is not Outcome.REJECTED:
+                await uow.expertise.record_activity(
+                    request.source.agent_id, request.knowledge_domain, now
+                )
+                await uow.access_log.record(
+                    [
+                        AccessLogRecord(
+                            "ingest",
+                            request.source.agent_id,
+                            result.entry_id,
+                            now,
+                            {"outcome": result.outcome.value},
+                        )
+                    ]
+                )
+            results.append(result)
+        await uow.commit()
+    return results
+
+
+def _merge(a: list[ScoredEntry], b: list[ScoredEntry]) -> list[ScoredEntry]:
+    """The best ``NEIGHBOURS`` of two neighbour lists, fresher entries winning on id ties."""
+    best: dict[uuid.UUID, ScoredEntry] = {n.entry.id: n for n in a}
+    best.update({n.entry.id: n for n in b})
+    ranked = sorted(best.values(), key=lambda n: (-n.similarity, str(n.entry.id)))
+    return ranked[:NEIGHBOURS]
