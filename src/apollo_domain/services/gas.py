@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any
+from uuid import UUID
 
 from ..errors import ApolloError, ValidationError
 from ..gas import (
@@ -19,7 +20,7 @@ from ..gas import (
     gate_relation,
     unambiguous_deposits,
 )
-from ..model import AccessScope, ContentType, Relation
+from ..model import AccessScope, ContentType, Relation, RelationType
 from ..ports import SearchFilter
 from ..results import GasResult, IngestResult
 from ..rules import is_visible
@@ -108,7 +109,7 @@ async def process_gas_event(
     # 4. relate each fact to the top relevant visible entries
     proposals = await _propose_relations(deps, agent, facts, deposits)
     usable = unambiguous_deposits(deposits)
-    seen: set = set()
+    seen: set[tuple[UUID, UUID, RelationType]] = set()
     async with deps.store.unit_of_work() as uow:
         targets = await uow.entries.get_many({p.target_id for p in proposals})
     viewer = await resolve_viewer(deps.store.directory, caller.principal)
@@ -147,9 +148,10 @@ async def process_gas_event(
     if llm is not None and len(facts) >= 2:
         items = await llm.synthesize([f for f, _ in facts])
         for item in items:
-            content = item.get("content") if isinstance(item, Mapping) else None
-            if not isinstance(content, str) or not content.strip():
+            text = item.get("content") if isinstance(item, Mapping) else None
+            if not isinstance(text, str) or not text.strip():
                 continue
+            content = text
             synthesis_count += 1
             indices = [
                 int(i)

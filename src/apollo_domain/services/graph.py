@@ -10,7 +10,7 @@ from ..model import Entry, Relation, Viewer
 from ..ports import AccessLogRecord, UnitOfWork
 from ..results import LinkResult, RelatedEntry
 from ..rules import is_visible
-from ..traversal import activation_step, parse_relation_types, ranked, validate_depth
+from ..traversal import Activation, activation_step, parse_relation_types, ranked, validate_depth
 from .context import UNKNOWN_AGENT, Caller, Deps, resolve_viewer
 
 
@@ -53,7 +53,7 @@ async def related_entries(
     async with store.unit_of_work() as uow:
         await visible_entry(uow, root, viewer)
         seen: dict[UUID, Entry] = {}
-        best: dict = {}
+        best: dict[UUID, Activation] = {}
         frontier = {root: 1.0}
         for level in range(1, max_depth + 1):
             edges = await uow.relations.outgoing(list(frontier), types)

@@ -85,7 +85,7 @@ def prepare(
     text = clean_content(content)
     if tags is not None and not isinstance(tags, Sequence):
         raise ValidationError("tags", "must be a list of strings")
-    normalized_tags = normalize_tags(tags)  # type: ignore[arg-type]
+    normalized_tags = normalize_tags(tags)
     scope = normalize_scope(access_scope)
     if scope is not AccessScope.GLOBAL and caller.principal.id is None:
         raise ValidationError(

@@ -39,7 +39,7 @@ async def query(
         raise ValidationError("query", "must be a string")
     if tags is not None and (isinstance(tags, str) or not isinstance(tags, Sequence)):
         raise ValidationError("tags", "must be a list of strings")
-    flt_tags = normalize_tags(tags) or None  # type: ignore[arg-type]
+    flt_tags = normalize_tags(tags) or None
     domain = normalize_tag(knowledge_domain) if knowledge_domain is not None else None
     count = bounded_int("limit", limit, 1, MAX_LIMIT)
     floor = unit_float("min_confidence", min_confidence)
