@@ -666,7 +666,16 @@ def filters(draw: st.DrawFn, ids: list[UUID]) -> SearchFilter:
             st.none() | st.tuples(st.sampled_from(AccessScope), st.none() | st.sampled_from(OWNERS))
         ),
         exclude_ids=frozenset(draw(st.lists(st.sampled_from(ids))) if ids else ()),
+        access_scope=draw(st.none() | st.sampled_from(AccessScope)),
+        only_ids=(draw(st.none() | st.frozensets(st.sampled_from(ids))) if ids else None),
     )
+
+
+def in_partition(entry: Entry, scope: AccessScope, owner: str | None) -> bool:
+    """Every global entry shares one partition; private and team ones are per owner."""
+    if entry.access_scope is not scope:
+        return False
+    return scope is AccessScope.GLOBAL or entry.owner_id == owner
 
 
 def reference_match(entry: Entry, flt: SearchFilter) -> bool:
@@ -676,7 +685,9 @@ def reference_match(entry: Entry, flt: SearchFilter) -> bool:
         and (flt.tags is None or bool(set(entry.tags) & set(flt.tags)))
         and (flt.knowledge_domain is None or entry.knowledge_domain == flt.knowledge_domain)
         and (flt.content_type is None or entry.content_type == flt.content_type)
-        and (flt.partition is None or flt.partition == (entry.access_scope, entry.owner_id))
+        and (flt.partition is None or in_partition(entry, *flt.partition))
+        and (flt.access_scope is None or entry.access_scope is flt.access_scope)
+        and (flt.only_ids is None or entry.id in flt.only_ids)
         and entry.id not in flt.exclude_ids
         and is_visible(entry, flt.viewer)
     )
