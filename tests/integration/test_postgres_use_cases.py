@@ -1,0 +1,68 @@
+"""Use cases on PostgreSQL under real concurrency, and the embedded default of Apollo.open."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from apollo_adapters.embedders import HashingEmbedder
+from apollo_app import Apollo, ConfigurationError, Outcome, Settings
+from tests.postgres_support import fresh_store
+
+pytestmark = pytest.mark.postgres
+
+
+@pytest.fixture
+async def apollo(postgres_server):
+    store = await fresh_store(postgres_server, dimension=384, pool_max=20)
+    async with Apollo.with_store(store, closers=[store.close]) as apollo:
+        yield apollo
+
+
+@pytest.mark.parametrize("queries", [20, 50])
+async def test_concurrent_queries_never_lose_a_boost(apollo, queries):
+    """n concurrent queries each boost the entry once: min(0.5 + n · 0.02, 1.0) exactly."""
+    stored = await apollo.client("claude-a").store_knowledge(
+        content="Kafka keeps order per partition"
+    )
+    clients = [apollo.client(f"reader-{i}") for i in range(queries)]
+    results = await asyncio.gather(
+        *(c.query_knowledge(query="kafka order partition", min_confidence=0.0) for c in clients)
+    )
+    assert all(stored.entry_id == r.entries[0].id for r in results)
+    entry = await apollo.get_entry(stored.entry_id)
+    assert min(0.5 + queries * 0.02, 1.0) == pytest.approx(entry.confidence, abs=1e-12)
+    assert queries == entry.access_count
+
+
+async def test_concurrent_identical_ingests_from_independent_agents(apollo):
+    """8 agents store the same text at once: one entry, 7 more evidence rows, no error."""
+    agents = ["claude-1", "openai-2", "gemini-3", "human-4", "system-5", "ax-6", "bx-7", "cx-8"]
+    results = await asyncio.gather(
+        *(
+            apollo.client(a).store_knowledge(content="Raft elects one leader per term")
+            for a in agents
+        )
+    )
+    assert 1 == len({r.entry_id for r in results})
+    assert [Outcome.CREATED] + [Outcome.DEDUPLICATED] * 7 == sorted(
+        (r.outcome for r in results), key=lambda o: o is not Outcome.CREATED
+    )
+    evidence = await apollo.get_evidence(results[0].entry_id)
+    assert 7 == sum(e.kind != "origin" for e in evidence)
+    assert sorted(agents) == sorted(e.source.agent_id for e in evidence)
+
+
+async def test_embedded_default_persists_across_reopen(tmp_path):
+    """Apollo.open(Settings(data_dir=...)) starts the embedded server, migrates, and keeps
+    what was stored after closing and reopening."""
+    settings = Settings(data_dir=tmp_path / "apollo")
+    async with Apollo.open(settings) as apollo:
+        stored = await apollo.client("claude-a").store_knowledge(content="Durable across restarts")
+    async with Apollo.open(settings) as apollo:
+        entry = await apollo.get_entry(stored.entry_id)
+        assert "Durable across restarts" == entry.content
+    with pytest.raises(ConfigurationError):  # the store was made for 384 dimensions
+        async with Apollo.open(settings, embedder=HashingEmbedder(64)):
+            pass
