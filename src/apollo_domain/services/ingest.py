@@ -181,6 +181,15 @@ async def ingest(
         return result
 
 
+def _same_partition(entry: Entry, request: IngestRequest) -> bool:
+    """``entry`` holds this request's content in its dedup partition."""
+    return (
+        entry.content_hash == request.content_hash
+        and entry.access_scope is request.access_scope
+        and (entry.access_scope is AccessScope.GLOBAL or entry.owner_id == request.owner_id)
+    )
+
+
 def _replayed(entry: Entry | None) -> IngestResult:
     if entry is None:
         return IngestResult(Outcome.DEDUPLICATED, reason="already processed")
@@ -254,6 +263,9 @@ async def _place(
             SearchFilter(viewer, ACTIVE, access_scope=request.access_scope),
             NEIGHBOURS,
         )
+    same = next((n.entry for n in neighbours if _same_partition(n.entry, request)), None)
+    if same is not None:  # a concurrent writer committed this very content meanwhile
+        return await _record_duplicate(deps, uow, request, same, credibility, now)
     evidence = await uow.evidence.for_entries([n.entry.id for n in neighbours])
     sharing = viewer.team_owners
 
