@@ -16,6 +16,8 @@ from attrs import evolve
 from .errors import InvalidTransition, UnknownResolution, ValidationError
 from .model import Entry, Status
 
+MAX_STALE_DAYS = 36_500  # a century; a cutoff further back than that archives nothing new
+
 
 class Resolution(enum.StrEnum):
     ACCEPT = "accept"
@@ -68,8 +70,8 @@ def validate_stale_days(days: object) -> float:
         value = float(days)  # type: ignore[arg-type]
     except (TypeError, ValueError):
         raise ValidationError("days", f"must be a number, got {days!r}") from None
-    if not math.isfinite(value) or value < 0.0:
-        raise ValidationError("days", f"must be finite and ≥ 0, got {days!r}")
+    if not math.isfinite(value) or not 0.0 <= value <= MAX_STALE_DAYS:
+        raise ValidationError("days", f"must be within [0, {MAX_STALE_DAYS}], got {days!r}")
     return value
 
 

@@ -1,0 +1,135 @@
+"""Running the HTTP API with uvicorn inside an asyncio program (beside the service actors)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+from collections.abc import Generator, Mapping
+
+import uvicorn
+from starlette.types import ASGIApp
+
+from ..facade import Apollo
+from ..metrics import Metrics
+from ..settings import Settings
+from .app import create_app
+
+LOOPBACK = "127.0.0.1"
+GRACEFUL_SHUTDOWN_SECONDS = 5
+
+
+def bind_host(settings_host: str, tokens: Mapping[str, str] | None) -> str:
+    """Where to listen: without tokens there is no authentication, so only loopback,
+    whatever the host setting says."""
+    return settings_host if tokens else LOOPBACK
+
+
+class _Server(uvicorn.Server):
+    """uvicorn without its signal handlers: the embedding program owns the signals."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Generator[None, None, None]:
+        yield
+
+
+class HttpServer:
+    """A uvicorn server on a socket bound up front (so a busy port raises ``OSError`` from
+    :meth:`start` instead of exiting the process, and port 0 picks a free port).
+
+    ``await server.start()`` returns once it accepts connections; ``await server.stop()``
+    shuts it down gracefully (bounded). ``async with HttpServer(...)`` does both.
+    """
+
+    def __init__(self, app: ASGIApp, host: str = LOOPBACK, port: int = 0) -> None:
+        self.app = app
+        self.host = host
+        self.requested_port = port
+        self._socket: socket.socket | None = None
+        self._server: _Server | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def port(self) -> int:
+        if self._socket is None:
+            raise RuntimeError("the server is not started")
+        return int(self._socket.getsockname()[1])
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    async def start(self) -> None:
+        if self._task is not None:
+            raise RuntimeError("the server is already started")
+        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((self.host, self.requested_port))
+            sock.listen(128)
+            sock.setblocking(False)
+        except OSError:
+            sock.close()
+            raise
+        self._socket = sock
+        config = uvicorn.Config(
+            self.app,
+            log_level="warning",
+            lifespan="off",
+            timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
+        )
+        self._server = _Server(config)
+        self._task = asyncio.create_task(self._server.serve(sockets=[sock]))
+        while not self._server.started:
+            if self._task.done():
+                await self._task  # raises what made startup fail
+                raise RuntimeError("the HTTP server exited during startup")
+            await asyncio.sleep(0.01)
+
+    async def wait(self) -> None:
+        """Until the server exits (``should_exit`` set, or :meth:`stop`)."""
+        if self._task is not None:
+            await asyncio.shield(self._task)
+
+    async def stop(self) -> None:
+        if self._server is None or self._task is None:
+            return
+        self._server.should_exit = True
+        try:
+            await self._task
+        finally:
+            if self._socket is not None:
+                self._socket.close()
+
+    async def __aenter__(self) -> HttpServer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+
+async def serve_http(
+    apollo: Apollo,
+    settings: Settings,
+    metrics: Metrics | None,
+    *,
+    ready: asyncio.Event | None = None,
+) -> None:
+    """Serve the API on ``bind_host(settings.http_host, settings.api_tokens)`` and
+    ``settings.http_port`` until cancelled (then shut down gracefully and re-raise)."""
+    tokens = settings.api_tokens
+    app = create_app(apollo, tokens=tokens, metrics=metrics)
+    server = HttpServer(app, bind_host(settings.http_host, tokens), settings.http_port)
+    await server.start()
+    if ready is not None:
+        ready.set()
+    try:
+        await server.wait()
+    finally:
+        await server.stop()
+
+
+__all__ = ["HttpServer", "bind_host", "serve_http"]

@@ -1,0 +1,97 @@
+"""Prometheus metrics of one Apollo service, in a private registry (never the global one)."""
+
+from __future__ import annotations
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
+
+from apollo_domain.model import Outcome
+
+QUERY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+
+class Metrics:
+    """What Apollo counts. Each instance owns its :class:`CollectorRegistry`, so two services
+    (or two tests) in one process never share counters.
+
+    The service feeds it: :meth:`observe_ingest` per ingest outcome, :meth:`observe_query`
+    per query, :meth:`observe_maintenance` after decay and archive work,
+    :meth:`set_queue_depth` with the depth of each queue (the outbox, bus queues), and
+    :meth:`observe_http` per HTTP request.
+    """
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.ingest = Counter(
+            "apollo_ingest",
+            "Ingests by outcome.",
+            ["outcome"],
+            registry=self.registry,
+        )
+        self.query_seconds = Histogram(
+            "apollo_query_seconds",
+            "Time to answer a query or retrieve.",
+            buckets=QUERY_BUCKETS,
+            registry=self.registry,
+        )
+        self.queue_depth = Gauge(
+            "apollo_queue_depth",
+            "Messages or items waiting, by queue (outbox: pending contradiction scans).",
+            ["queue"],
+            registry=self.registry,
+        )
+        self.decayed = Counter(
+            "apollo_decayed", "Entries whose confidence was decayed.", registry=self.registry
+        )
+        self.archived = Counter(
+            "apollo_archived",
+            "Entries archived by decay or staleness.",
+            registry=self.registry,
+        )
+        self.http_requests = Counter(
+            "apollo_http_requests",
+            "HTTP requests by method, route template and status code.",
+            ["method", "route", "status"],
+            registry=self.registry,
+        )
+        self.http_seconds = Histogram(
+            "apollo_http_request_seconds",
+            "HTTP request latency by route template.",
+            ["route"],
+            buckets=QUERY_BUCKETS,
+            registry=self.registry,
+        )
+        for outcome in Outcome:
+            self.ingest.labels(outcome=outcome.value)
+
+    def observe_ingest(self, outcome: Outcome | str) -> None:
+        self.ingest.labels(outcome=Outcome(outcome).value).inc()
+
+    def observe_query(self, seconds: float) -> None:
+        self.query_seconds.observe(max(0.0, seconds))
+
+    def observe_maintenance(self, *, decayed: int = 0, archived: int = 0) -> None:
+        if decayed > 0:
+            self.decayed.inc(decayed)
+        if archived > 0:
+            self.archived.inc(archived)
+
+    def set_queue_depth(self, queue: str, depth: int) -> None:
+        self.queue_depth.labels(queue=queue).set(max(0, depth))
+
+    def observe_http(self, method: str, route: str, status: int, seconds: float) -> None:
+        self.http_requests.labels(method=method, route=route, status=str(status)).inc()
+        self.http_seconds.labels(route=route).observe(max(0.0, seconds))
+
+    def render(self) -> tuple[bytes, str]:
+        """The Prometheus text exposition and its content type."""
+        return generate_latest(self.registry), CONTENT_TYPE_LATEST
+
+
+__all__ = ["Metrics"]

@@ -1,0 +1,322 @@
+"""The JSON edge: a private cattrs converter plus strict JSON encoding and decoding.
+
+``make_converter()`` turns Apollo's attrs values into JSON-ready dicts (UUIDs as strings,
+datetimes as ISO 8601 UTC, enums as their values, sets and tuples as lists) and structures
+JSON bodies back into attrs classes *strictly*: a string is never coerced into a number nor a
+number into a string, a list must be a JSON array, an object a JSON object. Every edge (HTTP
+bodies, message bus bodies) builds its own converter here; the global converter is never used.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import math
+import types
+from collections.abc import Callable, Mapping, Sequence, Set
+from datetime import UTC, datetime
+from typing import Any, Union, get_args, get_origin
+from uuid import UUID
+
+import attrs
+import cattrs
+from cattrs.errors import IterableValidationError, IterableValidationNote
+
+from apollo_domain.errors import ValidationError
+
+StructureHook = Callable[[Any, Any], Any]
+
+
+def make_converter(*, forbid_extra_keys: bool = False) -> cattrs.Converter:
+    """A fresh converter for one JSON edge."""
+    converter = cattrs.Converter(
+        forbid_extra_keys=forbid_extra_keys,
+        unstruct_collection_overrides={Set: list, Sequence: list, Mapping: dict},
+    )
+    converter.register_unstructure_hook(UUID, str)
+    converter.register_structure_hook(UUID, _structure_uuid)
+    converter.register_unstructure_hook(datetime, format_datetime)
+    converter.register_structure_hook(datetime, _structure_datetime)
+    converter.register_structure_hook(str, _structure_str)
+    converter.register_structure_hook(bool, _structure_bool)
+    converter.register_structure_hook(int, _structure_int)
+    converter.register_structure_hook(float, _structure_float)
+    converter.register_structure_hook_func(
+        lambda t: isinstance(t, type) and issubclass(t, enum.Enum), _structure_enum
+    )
+    converter.register_structure_hook_factory(_is_union, _union_hook)
+    converter.register_structure_hook_factory(_is_homogeneous_collection, _collection_hook)
+    converter.register_structure_hook_factory(_is_dict, _mapping_hook)
+    return converter
+
+
+# --------------------------------------------------------------------------- JSON text
+
+
+def encode_json(value: Any) -> bytes:
+    """Compact UTF-8 JSON; NaN and infinities are refused (they are not JSON)."""
+    return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
+
+
+def decode_json(raw: bytes | str, *, name: str = "body") -> Any:
+    """Parse strict JSON. Malformed text, invalid UTF-8, NaN or infinities raise
+    :class:`ValidationError` naming ``name``. Strings lose NUL characters and lone
+    surrogates: text no store can hold."""
+    try:
+        text = raw.decode("utf-8") if isinstance(raw, bytes | bytearray) else raw
+        value = json.loads(text, parse_constant=_refuse_constant)
+    except UnicodeDecodeError as exc:
+        raise ValidationError(name, f"is not valid UTF-8: {exc.reason}") from None
+    except json.JSONDecodeError as exc:
+        raise ValidationError(name, f"is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise ValidationError(name, "is nested too deeply") from None
+    except ValueError as exc:
+        raise ValidationError(name, str(exc)) from None
+    return _scrub(value)
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"is not valid JSON: {name} is not a JSON number")
+
+
+def _scrub(value: Any) -> Any:
+    if isinstance(value, str):
+        return _clean_text(value)
+    if isinstance(value, list):
+        return [_scrub(v) for v in value]
+    if isinstance(value, dict):
+        return {_clean_text(k): _scrub(v) for k, v in value.items()}
+    return value
+
+
+def _clean_text(text: str) -> str:
+    if text.isascii():
+        return text.replace("\x00", "")
+    return text.encode("utf-8", "ignore").decode("utf-8").replace("\x00", "")
+
+
+# --------------------------------------------------------------------------- scalar hooks
+
+
+def format_datetime(value: datetime) -> str:
+    """ISO 8601 in UTC (naive datetimes are taken to be UTC already)."""
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def json_type(value: Any) -> str:
+    """The JSON name of a decoded value's type, for error messages."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list | tuple):
+        return "array"
+    if isinstance(value, dict):
+        return "object"
+    return type(value).__name__
+
+
+def _structure_str(value: Any, _: Any) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"must be a string, got {json_type(value)}")
+    return value
+
+
+def _structure_bool(value: Any, _: Any) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"must be a boolean, got {json_type(value)}")
+    return value
+
+
+def _structure_int(value: Any, _: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        raise TypeError(f"must be an integer, got {json_type(value)}")
+    return value
+
+
+def _structure_float(value: Any, _: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"must be a number, got {json_type(value)}")
+    try:
+        number = float(value)
+    except OverflowError:
+        raise ValueError("is too large") from None
+    if not math.isfinite(number):
+        raise ValueError("must be a finite number")
+    return number
+
+
+def _structure_uuid(value: Any, _: Any) -> UUID:
+    if isinstance(value, UUID):
+        return value
+    if not isinstance(value, str):
+        raise TypeError(f"must be a UUID string, got {json_type(value)}")
+    try:
+        return UUID(value)
+    except ValueError:
+        raise ValueError(f"must be a UUID, got {value!r}") from None
+
+
+def _structure_datetime(value: Any, _: Any) -> datetime:
+    if isinstance(value, datetime):
+        parsed = value
+    elif isinstance(value, str):
+        try:
+            parsed = datetime.fromisoformat(value)
+        except ValueError:
+            raise ValueError(f"must be an ISO 8601 timestamp, got {value!r}") from None
+    else:
+        raise TypeError(f"must be an ISO 8601 timestamp string, got {json_type(value)}")
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    return parsed.astimezone(UTC)
+
+
+def _structure_enum(value: Any, kind: type[enum.Enum]) -> enum.Enum:
+    try:
+        return kind(value)
+    except ValueError:
+        allowed = ", ".join(str(m.value) for m in kind)
+        raise ValueError(f"must be one of {allowed}, got {value!r}") from None
+
+
+# --------------------------------------------------------------------------- generic hooks
+
+
+def _is_union(kind: Any) -> bool:
+    return get_origin(kind) in (Union, types.UnionType)
+
+
+def _union_hook(kind: Any, converter: cattrs.Converter) -> StructureHook:
+    """Members are tried in declaration order; ``None`` only matches null."""
+    members = get_args(kind)
+    nullable = type(None) in members
+    hooks = [(m, converter.get_structure_hook(m)) for m in members if m is not type(None)]
+
+    def structure(value: Any, _: Any) -> Any:
+        if value is None:
+            if nullable:
+                return None
+            raise TypeError(f"must not be null (expected {describe_type(kind)})")
+        failures: list[Exception] = []
+        for member, hook in hooks:
+            try:
+                return hook(value, member)
+            except Exception as exc:
+                failures.append(exc)
+        if len(failures) == 1:
+            raise failures[0]
+        raise TypeError(f"must be {describe_type(kind)}, got {json_type(value)}")
+
+    return structure
+
+
+def _is_homogeneous_collection(kind: Any) -> bool:
+    origin = get_origin(kind) or kind
+    if origin in (str, bytes) or not isinstance(origin, type):
+        return False
+    if origin is tuple:
+        args = get_args(kind)
+        return not args or (len(args) == 2 and args[1] is Ellipsis)
+    return issubclass(origin, list | set | frozenset) or origin in (Sequence, Set)
+
+
+def _collection_hook(kind: Any, converter: cattrs.Converter) -> StructureHook:
+    origin = get_origin(kind) or kind
+    args = get_args(kind)
+    item = args[0] if args else Any
+    build: Callable[[list[Any]], Any]
+    if origin is tuple or origin is Sequence:
+        build = tuple
+    elif origin in (frozenset, Set):
+        build = frozenset
+    elif origin is set:
+        build = set
+    else:
+        build = list
+    item_hook = None if item is Any else converter.get_structure_hook(item)
+
+    def structure(value: Any, _: Any) -> Any:
+        if not isinstance(value, list | tuple):
+            raise TypeError(f"must be a list, got {json_type(value)}")
+        if item_hook is None:
+            return build(list(value))
+        out: list[Any] = []
+        errors: list[Exception] = []
+        for index, element in enumerate(value):
+            try:
+                out.append(item_hook(element, item))
+            except Exception as exc:
+                exc.__notes__ = [
+                    *getattr(exc, "__notes__", []),
+                    IterableValidationNote(f"Structuring {kind} @ index {index}", index, item),
+                ]
+                errors.append(exc)
+        if errors:
+            raise IterableValidationError(f"While structuring {kind!r}", errors, kind)
+        return build(out)
+
+    return structure
+
+
+def _is_dict(kind: Any) -> bool:
+    origin = get_origin(kind) or kind
+    return isinstance(origin, type) and (issubclass(origin, dict) or origin is Mapping)
+
+
+def _mapping_hook(kind: Any, converter: cattrs.Converter) -> StructureHook:
+    args = get_args(kind)
+    value_type = args[1] if len(args) == 2 else Any
+    value_hook = None if value_type is Any else converter.get_structure_hook(value_type)
+
+    def structure(value: Any, _: Any) -> dict[str, Any]:
+        if not isinstance(value, dict):
+            raise TypeError(f"must be an object, got {json_type(value)}")
+        if value_hook is None:
+            return {str(k): v for k, v in value.items()}
+        return {str(k): value_hook(v, value_type) for k, v in value.items()}
+
+    return structure
+
+
+def describe_type(kind: Any) -> str:
+    """A reader's name for a field type: ``a string``, ``a list of strings``, ..."""
+    if _is_union(kind):
+        members = [m for m in get_args(kind) if m is not type(None)]
+        return " or ".join(describe_type(m) for m in members)
+    origin = get_origin(kind) or kind
+    names = {str: "a string", int: "an integer", float: "a number", bool: "a boolean"}
+    if origin in names:
+        return names[origin]
+    if origin is UUID:
+        return "a UUID"
+    if origin is datetime:
+        return "an ISO 8601 timestamp"
+    if _is_dict(kind):
+        return "an object"
+    if _is_homogeneous_collection(kind):
+        args = get_args(kind)
+        inner = describe_type(args[0]) if args else "values"
+        return f"a list of {inner.removeprefix('a ').removeprefix('an ')}s"
+    if attrs.has(origin):
+        return "an object"
+    return getattr(origin, "__name__", str(origin))
+
+
+__all__ = [
+    "decode_json",
+    "describe_type",
+    "encode_json",
+    "format_datetime",
+    "json_type",
+    "make_converter",
+]

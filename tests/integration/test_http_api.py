@@ -1,0 +1,699 @@
+"""The HTTP API against a real uvicorn server on a loopback port, with Apollo in memory behind it.
+
+One server serves the whole module; each test swaps in a fresh Apollo (and metrics) behind
+it, so every test starts from an empty store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import AsyncIterator
+from datetime import datetime, timedelta, timezone
+from typing import Any
+from uuid import UUID, uuid4
+
+import httpx
+import pytest
+from attrs import evolve, frozen
+from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from apollo_adapters.memory import InMemoryStore
+from apollo_app import Apollo, Settings, Status
+from apollo_app.http import HttpServer, bind_host, create_app, serve_http
+from apollo_app.metrics import Metrics
+from apollo_app.serialization import decode_json, encode_json, make_converter
+from apollo_domain.model import Outcome
+from apollo_domain.ports import CredibilityRecord
+from apollo_domain.results import AgentProfile, DomainExpertise, IngestResult
+from tests.support import FaultInjectingStore
+
+TOKENS = {"tok-alice": "alice", "tok-bob": "bob", "tok-carol": "carol"}
+ALICE = {"Authorization": "Bearer tok-alice"}
+BOB = {"Authorization": "Bearer tok-bob"}
+CAROL = {"Authorization": "Bearer tok-carol"}
+API = "/api/apollo"
+
+
+class _Swappable:
+    """An ASGI app that forwards to whichever app the current test installed."""
+
+    def __init__(self) -> None:
+        self.app: ASGIApp | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        assert self.app is not None
+        await self.app(scope, receive, send)
+
+
+@frozen
+class Api:
+    http: httpx.AsyncClient
+    apollo: Apollo
+    store: FaultInjectingStore
+    memory: InMemoryStore
+    metrics: Metrics
+    app: Any
+
+    async def ingest(self, headers: dict[str, str] | None = None, **body: Any) -> dict[str, Any]:
+        response = await self.http.post(f"{API}/ingest", json=body, headers=headers)
+        assert response.status_code == 201, response.text
+        return response.json()
+
+    async def set_status(self, entry_id: str, status: Status) -> None:
+        async with self.store.inner.unit_of_work() as uow:
+            entry = await uow.entries.get(UUID(entry_id))
+            assert entry is not None
+            await uow.entries.update(evolve(entry, status=status))
+            await uow.commit()
+
+
+@pytest.fixture(scope="module")
+async def server() -> AsyncIterator[tuple[_Swappable, str]]:
+    swappable = _Swappable()
+    async with HttpServer(swappable, "127.0.0.1", 0) as running:
+        yield swappable, running.url
+
+
+@pytest.fixture
+async def api(server: tuple[_Swappable, str]) -> AsyncIterator[Api]:
+    swappable, url = server
+    memory = InMemoryStore()
+    store = FaultInjectingStore(memory)
+    metrics = Metrics()
+    async with Apollo.with_store(store, closers=[store.close]) as apollo:
+        app = create_app(apollo, tokens=TOKENS, metrics=metrics)
+        swappable.app = app
+        async with httpx.AsyncClient(base_url=url) as http:
+            yield Api(http, apollo, store, memory, metrics, app)
+        swappable.app = None
+
+
+def assert_error(
+    response: httpx.Response, status: int, kind: str, field: str | None = None
+) -> dict[str, Any]:
+    """The response has ``status`` and the one error shape."""
+    assert status == response.status_code, response.text
+    body = response.json()
+    assert {"error"} == set(body)
+    assert {"type", "message", "field"} == set(body["error"])
+    assert kind == body["error"]["type"]
+    assert field == body["error"]["field"]
+    assert isinstance(body["error"]["message"], str) and body["error"]["message"]
+    return body["error"]
+
+
+# --------------------------------------------------------------------------- health
+
+
+async def test_health_ok_then_degraded_with_the_same_body(api: Api) -> None:
+    """200 while every part can be written; 503 with the same body shape once one cannot."""
+    ok = await api.http.get(f"{API}/health")
+    assert (200, {"status": "ok", "data_available": True}) == (ok.status_code, ok.json())
+    api.memory.set_unavailable({"outbox"})
+    degraded = await api.http.get(f"{API}/health")
+    assert (503, {"status": "degraded", "data_available": False}) == (
+        degraded.status_code,
+        degraded.json(),
+    )
+
+
+# --------------------------------------------------------------------------- ingest
+
+
+async def test_ingest_created_then_deduplicated(api: Api) -> None:
+    """201 for a new entry and for an exact repeat, with the outcome in the body."""
+    first = await api.ingest(content="Postgres uses MVCC for concurrency", tags=["db"])
+    assert "created" == first["outcome"]
+    assert "candidate" == first["status"]
+    assert 0.5 == first["confidence"]
+    UUID(first["entry_id"])
+    again = await api.ingest(content="Postgres uses MVCC for concurrency", tags=["db"])
+    assert ("deduplicated", first["entry_id"]) == (again["outcome"], again["entry_id"])
+
+
+async def test_ingest_rejected_is_422_with_the_reason(api: Api) -> None:
+    """A source under the credibility floor is rejected: 422, reason in the error message."""
+    async with api.store.inner.unit_of_work() as uow:
+        await uow.credibility.save(CredibilityRecord("troll-agent", label="troll"))
+        await uow.commit()
+    response = await api.http.post(
+        f"{API}/ingest", json={"content": "The moon is cheese", "agent_id": "troll-agent"}
+    )
+    error = assert_error(response, 422, "rejected")
+    assert "credibility" in error["message"]
+
+
+@pytest.mark.parametrize(
+    ("raw", "field", "fragment"),
+    [
+        (b"{not json", "body", "not valid JSON"),
+        (b"[1, 2]", "body", "JSON object"),
+        (b'"text"', "body", "JSON object"),
+        (b'{"content": NaN}', "body", "NaN"),
+        (b"\xff\xfe{}", "body", "UTF-8"),
+        (b"{}", "content", "required"),
+        (b'{"content": 5}', "content", "string"),
+        (b'{"content": "ok", "tags": "db"}', "tags", "list"),
+        (b'{"content": "ok", "tags": ["db", 3]}', "tags", "[1]"),
+        (b'{"content": "ok", "context": [1]}', "context", "object"),
+        (b'{"content": "   "}', "content", ""),
+        (b'{"content": "ok", "access_scope": "galaxy"}', "access_scope", ""),
+    ],
+)
+async def test_ingest_invalid_input_is_400_naming_the_field(
+    api: Api, raw: bytes, field: str, fragment: str
+) -> None:
+    """Malformed JSON, non-objects, missing fields and wrong types: 400 naming the field."""
+    response = await api.http.post(
+        f"{API}/ingest", content=raw, headers={"Content-Type": "application/json"}
+    )
+    error = assert_error(response, 400, "validation_error", field)
+    assert fragment in error["message"]
+
+
+async def test_oversized_content_and_bodies(api: Api) -> None:
+    """Content over 100,000 characters is a 400 naming it; a body over the size limit is a
+    413 in the error shape."""
+    long = await api.http.post(f"{API}/ingest", json={"content": "x" * 100_001})
+    assert_error(long, 400, "validation_error", "content")
+    huge = await api.http.post(f"{API}/ingest", json={"content": "x" * 3_000_000})
+    assert_error(huge, 413, "payload_too_large")
+
+
+@pytest.mark.parametrize("smuggled", ["principal", "owner_id", "user_id"])
+async def test_identity_fields_in_a_body_are_unknown_fields(api: Api, smuggled: str) -> None:
+    """Identity never comes from the body: such a field is rejected by name."""
+    response = await api.http.post(
+        f"{API}/ingest", json={"content": "Who am I", smuggled: "alice"}, headers=BOB
+    )
+    error = assert_error(response, 400, "validation_error", smuggled)
+    assert smuggled in error["message"]
+
+
+async def test_unknown_fields_are_all_named(api: Api) -> None:
+    response = await api.http.post(f"{API}/query", json={"query": "x", "zeta": 1, "alpha": 2})
+    error = assert_error(response, 400, "validation_error", "alpha")
+    assert "'alpha'" in error["message"] and "'zeta'" in error["message"]
+
+
+async def test_agent_id_attributes_authorship_but_the_token_owns_the_entry(api: Api) -> None:
+    """agent_id names the author; the owner is the token's principal, so a private entry
+    written by alice 'as bob' is still alice's and bob cannot see it."""
+    created = await api.ingest(
+        ALICE, content="Alice's private runbook step", access_scope="private", agent_id="bob"
+    )
+    entry = (await api.http.get(f"{API}/entries/{created['entry_id']}", headers=ALICE)).json()
+    assert ("alice", "bob") == (entry["owner_id"], entry["source"]["agent_id"])
+    assert_error(
+        await api.http.get(f"{API}/entries/{created['entry_id']}", headers=BOB), 404, "not_found"
+    )
+
+
+async def test_author_defaults_to_the_principal_else_http(api: Api) -> None:
+    mine = await api.ingest(ALICE, content="Attributed to the token's principal")
+    anonymous = await api.ingest(content="Attributed to the HTTP edge")
+    authors = []
+    for created in (mine, anonymous):
+        entry = await api.apollo.get_entry(created["entry_id"])
+        authors.append(entry.source.agent_id)
+    assert ["alice", "http"] == authors
+
+
+async def test_private_scope_needs_a_token(api: Api) -> None:
+    response = await api.http.post(
+        f"{API}/ingest", json={"content": "secret", "access_scope": "private"}
+    )
+    assert_error(response, 400, "validation_error", "access_scope")
+
+
+# --------------------------------------------------------------------------- auth & visibility
+
+
+@pytest.mark.parametrize("header", ["Bearer nope", "Basic dG9rLWFsaWNlOg==", "Bearer", "tok-alice"])
+async def test_bad_credentials_are_401(api: Api, header: str) -> None:
+    response = await api.http.get(f"{API}/stats", headers={"Authorization": header})
+    assert_error(response, 401, "unauthorized")
+    assert "Bearer" == response.headers["www-authenticate"]
+
+
+async def test_visibility_private_team_global(api: Api) -> None:
+    """Private: only the owner. Team: principals sharing a group. Anonymous: global only."""
+    await api.apollo.directory.add_membership("alice", "ops")
+    await api.apollo.directory.add_membership("carol", "ops")
+    private = await api.ingest(
+        ALICE, content="Private note about kafka lag", access_scope="private"
+    )
+    team = await api.ingest(ALICE, content="Team note about kafka partitions", access_scope="team")
+    public = await api.ingest(ALICE, content="Global note about kafka retention")
+
+    async def visible(headers: dict[str, str] | None) -> set[str]:
+        ids = set()
+        for created in (private, team, public):
+            response = await api.http.get(f"{API}/entries/{created['entry_id']}", headers=headers)
+            if response.status_code == 200:
+                ids.add(created["entry_id"])
+            else:
+                assert_error(response, 404, "not_found")
+        return ids
+
+    everything = {private["entry_id"], team["entry_id"], public["entry_id"]}
+    assert everything == await visible(ALICE)
+    assert {team["entry_id"], public["entry_id"]} == await visible(CAROL)
+    assert {public["entry_id"]} == await visible(BOB)
+    assert {public["entry_id"]} == await visible(None)
+
+    query = {"query": "kafka note", "min_confidence": 0.0}
+    anonymous = (await api.http.post(f"{API}/query", json=query)).json()
+    assert [public["entry_id"]] == [e["id"] for e in anonymous["entries"]]
+    stats = (await api.http.get(f"{API}/stats")).json()
+    assert 1 == stats["total"]
+    assert 3 == (await api.http.get(f"{API}/stats", headers=ALICE)).json()["total"]
+
+
+# --------------------------------------------------------------------------- query, retrieve
+
+
+async def test_query_semantic_and_browse(api: Api) -> None:
+    created = await api.ingest(content="Redis keeps its dataset in memory", tags=["cache"])
+    semantic = await api.http.post(
+        f"{API}/query", json={"query": "redis memory dataset", "min_confidence": 0, "limit": 5}
+    )
+    assert 200 == semantic.status_code
+    body = semantic.json()
+    assert "semantic" == body["mode"]
+    (entry,) = body["entries"]
+    assert created["entry_id"] == entry["id"]
+    assert ["cache"] == entry["tags"]
+    assert entry["created_at"].endswith("Z")
+    browse = (await api.http.post(f"{API}/query", json={"query": "", "status": "candidate"})).json()
+    assert ("browse", [created["entry_id"]]) == (
+        browse["mode"],
+        [e["id"] for e in browse["entries"]],
+    )
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"query": "x", "limit": "5"}, "limit"),
+        ({"query": "x", "limit": 0}, "limit"),
+        ({"query": "x", "min_confidence": 2}, "min_confidence"),
+        ({"query": "x", "min_confidence": True}, "min_confidence"),
+        ({"query": "x", "status": ["sleeping"]}, "status"),
+        ({"query": 7}, "query"),
+        ({"limit": 3}, "query"),
+    ],
+)
+async def test_query_invalid_input_is_400(api: Api, body: dict[str, Any], field: str) -> None:
+    assert_error(await api.http.post(f"{API}/query", json=body), 400, "validation_error", field)
+
+
+async def test_retrieve_does_not_count_access(api: Api) -> None:
+    created = await api.ingest(content="Retrieval leaves access counts alone")
+    response = await api.http.post(
+        f"{API}/retrieve", json={"query": "retrieval access counts", "min_confidence": 0}
+    )
+    assert 200 == response.status_code
+    assert [created["entry_id"]] == [e["id"] for e in response.json()["entries"]]
+    assert 0 == (await api.apollo.get_entry(created["entry_id"])).access_count
+
+
+# --------------------------------------------------------------------------- traverse, entries
+
+
+async def test_traverse_related_and_errors(api: Api) -> None:
+    root = await api.ingest(content="Kubernetes schedules pods onto nodes")
+    leaf = await api.ingest(content="A kubelet runs on every node")
+    await api.apollo.client("curator").link_entries(root["entry_id"], leaf["entry_id"], "has_a")
+    response = await api.http.post(f"{API}/traverse", json={"entry_id": root["entry_id"]})
+    assert 200 == response.status_code
+    (related,) = response.json()["related"]
+    assert (leaf["entry_id"], "has_a", 1) == (
+        related["id"],
+        related["relation_type"],
+        related["depth"],
+    )
+    unknown = await api.http.post(f"{API}/traverse", json={"entry_id": str(uuid4())})
+    assert_error(unknown, 404, "not_found")
+    malformed = await api.http.post(f"{API}/traverse", json={"entry_id": "root"})
+    assert_error(malformed, 400, "validation_error", "entry_id")
+    bad_type = await api.http.post(
+        f"{API}/traverse", json={"entry_id": root["entry_id"], "relation_types": ["likes"]}
+    )
+    assert_error(bad_type, 400, "validation_error", "relation_types")
+
+
+async def test_get_entry(api: Api) -> None:
+    created = await api.ingest(content="Entries come back whole", context={"ticket": 7})
+    response = await api.http.get(f"{API}/entries/{created['entry_id']}")
+    assert 200 == response.status_code
+    entry = response.json()
+    assert "embedding" not in entry
+    assert (created["entry_id"], "Entries come back whole", {"ticket": 7}) == (
+        entry["id"],
+        entry["content"],
+        entry["source_context"],
+    )
+    assert_error(await api.http.get(f"{API}/entries/{uuid4()}"), 404, "not_found")
+    assert_error(
+        await api.http.get(f"{API}/entries/not-a-uuid"), 400, "validation_error", "entry_id"
+    )
+
+
+# --------------------------------------------------------------------------- lifecycle
+
+
+async def test_deprecate_then_repeat(api: Api) -> None:
+    created = await api.ingest(content="Python 2 is supported")
+    url = f"{API}/entries/{created['entry_id']}/deprecate"
+    first = await api.http.post(url, json={"reason": "end of life"})
+    assert (200, True, "archived") == (
+        first.status_code,
+        first.json()["changed"],
+        first.json()["status"],
+    )
+    repeat = await api.http.post(url, json={"reason": "end of life"})
+    assert (200, False) == (repeat.status_code, repeat.json()["changed"])
+    entry = await api.apollo.get_entry(created["entry_id"])
+    assert "end of life" == entry.source_context["deprecation_reason"]
+
+
+async def test_deprecate_errors(api: Api) -> None:
+    created = await api.ingest(content="Deprecation needs a reason")
+    url = f"{API}/entries/{created['entry_id']}/deprecate"
+    assert_error(await api.http.post(url, json={}), 400, "validation_error", "reason")
+    assert_error(await api.http.post(url, json={"reason": " "}), 400, "validation_error", "reason")
+    missing = await api.http.post(f"{API}/entries/{uuid4()}/deprecate", json={"reason": "gone"})
+    assert_error(missing, 404, "not_found")
+
+
+async def test_deprecate_store_unavailable_is_503_and_changes_nothing(api: Api) -> None:
+    created = await api.ingest(content="The store may go away")
+    api.memory.set_unavailable({"entries"})
+    response = await api.http.post(
+        f"{API}/entries/{created['entry_id']}/deprecate", json={"reason": "obsolete"}
+    )
+    assert_error(response, 503, "store_unavailable")
+    api.memory.set_unavailable(())
+    assert Status.CANDIDATE == (await api.apollo.get_entry(created["entry_id"])).status
+
+
+@pytest.mark.parametrize("failing", ["entries.update", "access_log.record", "commit"])
+async def test_deprecate_persistence_failure_is_500_and_changes_nothing(
+    api: Api, failing: str
+) -> None:
+    """Status change, reason and access log commit together: any failure leaves nothing."""
+    created = await api.ingest(content="Writes can fail")
+    api.store.faults.failing.add(failing)
+    response = await api.http.post(
+        f"{API}/entries/{created['entry_id']}/deprecate", json={"reason": "obsolete"}
+    )
+    assert_error(response, 500, "persistence_failed")
+    api.store.faults.failing.clear()
+    entry = await api.apollo.get_entry(created["entry_id"])
+    assert (Status.CANDIDATE, None) == (
+        entry.status,
+        entry.source_context.get("deprecation_reason"),
+    )
+
+
+async def test_resolve(api: Api) -> None:
+    disputed = await api.ingest(content="The cache TTL is 60 seconds")
+    await api.set_status(disputed["entry_id"], Status.DISPUTED)
+    url = f"{API}/entries/{disputed['entry_id']}/resolve"
+    unknown = await api.http.post(url, json={"resolution": "maybe"})
+    assert_error(unknown, 400, "unknown_resolution", "resolution")
+    accepted = await api.http.post(url, json={"resolution": "accept"})
+    assert (200, "confirmed", True) == (
+        accepted.status_code,
+        accepted.json()["status"],
+        accepted.json()["changed"],
+    )
+    again = await api.http.post(url, json={"resolution": "accept"})
+    assert_error(again, 409, "invalid_transition")
+    missing = await api.http.post(f"{API}/entries/{uuid4()}/resolve", json={"resolution": "keep"})
+    assert_error(missing, 404, "not_found")
+
+
+async def test_unknown_resolution_wins_over_not_disputed(api: Api) -> None:
+    """An unknown resolution on a non-disputed entry is a 400, not a 409."""
+    created = await api.ingest(content="Candidates are not disputed")
+    url = f"{API}/entries/{created['entry_id']}/resolve"
+    assert_error(
+        await api.http.post(url, json={"resolution": "maybe"}),
+        400,
+        "unknown_resolution",
+        "resolution",
+    )
+    assert_error(await api.http.post(url, json={"resolution": "reject"}), 409, "invalid_transition")
+
+
+# --------------------------------------------------------------------------- expertise
+
+
+async def test_expertise_at_risk_and_profile(api: Api) -> None:
+    await api.ingest(content="Terraform plans before it applies", tags=["infra"], agent_id="a1")
+    await api.ingest(content="Ansible playbooks are idempotent", tags=["infra"], agent_id="a2")
+    await api.ingest(content="Go channels synchronize goroutines", tags=["golang"], agent_id="a1")
+    await api.apollo.aggregate_expertise()
+
+    experts = await api.http.get(f"{API}/expertise/infra", params={"min_proficiency": 0})
+    assert 200 == experts.status_code
+    assert {"a1", "a2"} == {a["agent_id"] for a in experts.json()["agents"]}
+
+    at_risk = await api.http.get(f"{API}/expertise/at-risk", params={"min_agents": 2})
+    assert 200 == at_risk.status_code
+    assert ["golang"] == [d["knowledge_domain"] for d in at_risk.json()["domains"]]
+
+    profile = await api.http.get(f"{API}/agents/a1/profile")
+    assert 200 == profile.status_code
+    assert ("a1", 2) == (profile.json()["agent_id"], profile.json()["total_entries"])
+
+
+@pytest.mark.parametrize(
+    ("url", "field"),
+    [
+        ("/expertise/infra?min_proficiency=high", "min_proficiency"),
+        ("/expertise/infra?min_proficiency=1.5", "min_proficiency"),
+        ("/expertise/infra?limit=3", "limit"),
+        ("/expertise/at-risk?min_agents=0", "min_agents"),
+        ("/expertise/at-risk?min_agents=two", "min_agents"),
+        ("/expertise/at-risk?min_proficiency=0.5", "min_proficiency"),
+        ("/expertise/%20", "domain"),
+    ],
+)
+async def test_expertise_invalid_parameters_are_400(api: Api, url: str, field: str) -> None:
+    assert_error(await api.http.get(API + url), 400, "validation_error", field)
+
+
+# --------------------------------------------------------------------------- maintenance, stats
+
+
+async def test_maintenance_decay_and_archive(api: Api) -> None:
+    created = await api.ingest(content="Confidence decays when nobody uses it")
+    forced = await api.http.post(f"{API}/maintenance/decay", json={"factor": 0.5}, headers=ALICE)
+    assert (200, {"action": "force_decay", "affected": 1, "archived": 0}) == (
+        forced.status_code,
+        forced.json(),
+    )
+    assert 0.25 == (await api.apollo.get_entry(created["entry_id"])).confidence
+    cycle = await api.http.post(f"{API}/maintenance/decay", headers=ALICE)
+    assert (200, "decay") == (cycle.status_code, cycle.json()["action"])
+    stale = await api.http.post(f"{API}/maintenance/archive-stale", json={"days": 0}, headers=ALICE)
+    assert (200, 1) == (stale.status_code, stale.json()["archived"])
+    assert Status.ARCHIVED == (await api.apollo.get_entry(created["entry_id"])).status
+
+
+async def test_maintenance_errors(api: Api) -> None:
+    decay = f"{API}/maintenance/decay"
+    assert_error(await api.http.post(decay, json={"factor": 0.5}), 401, "unauthorized")
+    assert_error(
+        await api.http.post(decay, json={"factor": 2}, headers=ALICE),
+        400,
+        "validation_error",
+        "factor",
+    )
+    assert_error(
+        await api.http.post(f"{API}/maintenance/archive-stale", json={}, headers=ALICE),
+        400,
+        "validation_error",
+        "days",
+    )
+    assert_error(
+        await api.http.post(f"{API}/maintenance/archive-stale", json={"days": -1}, headers=ALICE),
+        400,
+        "validation_error",
+        "days",
+    )
+
+
+async def test_maintenance_is_open_on_a_server_without_tokens(api: Api) -> None:
+    """Without tokens the server listens on loopback only and nothing needs a token."""
+    app = create_app(api.apollo)
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://apollo") as local:
+        response = await local.post(f"{API}/maintenance/decay", json={"factor": 1})
+    assert 200 == response.status_code
+
+
+async def test_stats(api: Api) -> None:
+    first = await api.ingest(content="Stats count what the caller sees", content_type="fact")
+    await api.ingest(content="Observations are the default content type")
+    await api.set_status(first["entry_id"], Status.DISPUTED)
+    response = await api.http.get(f"{API}/stats")
+    assert 200 == response.status_code
+    stats = response.json()
+    assert (2, 2, 0.5, 0) == (
+        stats["total"],
+        stats["last_24h"],
+        stats["average_confidence"],
+        stats["total_relations"],
+    )
+    assert {"candidate": 1, "confirmed": 0, "disputed": 1, "archived": 0, "active": 2} == stats[
+        "by_status"
+    ]
+    assert {"fact": 1, "observation": 1} == {k: v for k, v in stats["by_content_type"].items() if v}
+
+
+# --------------------------------------------------------------------------- routing, metrics
+
+
+async def test_unknown_route_and_wrong_method_use_the_error_shape(api: Api) -> None:
+    assert_error(await api.http.get(f"{API}/nowhere"), 404, "not_found")
+    assert_error(await api.http.get("/"), 404, "not_found")
+    wrong = await api.http.delete(f"{API}/ingest")
+    assert_error(wrong, 405, "method_not_allowed")
+    assert "POST" in wrong.headers["allow"]
+    assert_error(await api.http.get(f"{API}/query"), 405, "method_not_allowed")
+
+
+async def test_metrics_expose_ingest_outcomes_queries_and_requests(api: Api) -> None:
+    await api.ingest(content="Counted once")
+    await api.ingest(content="Counted once")
+    await api.ingest(content="Counted twice over")
+    await api.http.post(f"{API}/query", json={"query": "counted"})
+    await api.http.get(f"{API}/nowhere")
+    response = await api.http.get("/metrics")
+    assert 200 == response.status_code
+    assert response.headers["content-type"].startswith("text/plain")
+    lines = set(response.text.splitlines())
+    assert 'apollo_ingest_total{outcome="created"} 2.0' in lines
+    assert 'apollo_ingest_total{outcome="deduplicated"} 1.0' in lines
+    assert 'apollo_ingest_total{outcome="rejected"} 0.0' in lines
+    assert "apollo_query_seconds_count 1.0" in lines
+    assert 'apollo_queue_depth{queue="outbox"} 2.0' in lines
+    assert (
+        'apollo_http_requests_total{method="POST",route="/api/apollo/ingest",status="201"} 3.0'
+        in lines
+    )
+    assert 'apollo_http_requests_total{method="GET",route="unmatched",status="404"} 1.0' in lines
+
+
+async def test_metrics_callbacks_for_the_service_runtime() -> None:
+    """The service feeds maintenance counts and bus queue depths through these methods."""
+    metrics = Metrics()
+    metrics.observe_maintenance(decayed=4, archived=1)
+    metrics.observe_maintenance(archived=2)
+    metrics.set_queue_depth("legion.apollo.ingest", 7)
+    metrics.observe_ingest("corroborated")
+    text = metrics.render()[0].decode()
+    for line in (
+        "apollo_decayed_total 4.0",
+        "apollo_archived_total 3.0",
+        'apollo_queue_depth{queue="legion.apollo.ingest"} 7.0',
+        'apollo_ingest_total{outcome="corroborated"} 1.0',
+    ):
+        assert line in text.splitlines()
+    assert "apollo_decayed_total 0.0" in Metrics().render()[0].decode().splitlines()
+
+
+async def test_openapi_covers_every_route(api: Api) -> None:
+    """Each Starlette route (path and method) is an operation of the document; bodies are
+    described with their fields, and every error response uses the error schema."""
+    document = (await api.http.get("/openapi.json")).json()
+    assert document["openapi"].startswith("3.1")
+    schemas = document["components"]["schemas"]
+    routes = [r for r in api.app.routes if isinstance(r, Route)]
+    assert len(routes) >= 16
+    for route in routes:
+        for method in route.methods - {"HEAD"}:
+            operation = document["paths"].get(route.path, {}).get(method.lower())
+            assert operation is not None, f"{method} {route.path} is missing"
+            assert operation["responses"]
+            for status, response in operation["responses"].items():
+                if int(status) >= 400 and not route.path.endswith("/health"):
+                    ref = response["content"]["application/json"]["schema"]["$ref"]
+                    assert "#/components/schemas/Error" == ref
+    ingest = document["paths"][f"{API}/ingest"]["post"]
+    body_ref = ingest["requestBody"]["content"]["application/json"]["schema"]["$ref"]
+    body = schemas[body_ref.rsplit("/", 1)[1]]
+    assert ["content"] == body["required"]
+    assert body["additionalProperties"] is False
+    assert {"content", "tags", "access_scope", "agent_id"} <= set(body["properties"])
+    assert {"201", "400", "401", "422", "500", "503"} <= set(ingest["responses"])
+    deprecate = document["paths"][f"{API}/entries/{{entry_id}}/deprecate"]["post"]
+    assert {"200", "404", "500", "503"} <= set(deprecate["responses"])
+
+
+# --------------------------------------------------------------------------- JSON edge
+
+
+def test_converter_round_trips_results_through_json() -> None:
+    """UUIDs as strings, datetimes as ISO 8601 UTC, enums as values, tuples as lists."""
+    converter = make_converter()
+    when = datetime(2024, 5, 1, 12, 30, tzinfo=timezone(timedelta(hours=2)))
+    profile = AgentProfile("a1", (DomainExpertise("db", 2, 0.7, 0.6, when),), 2, 0.6, when)
+    data = decode_json(encode_json(converter.unstructure(profile)))
+    assert "2024-05-01T10:30:00Z" == data["last_active_at"]
+    assert isinstance(data["domains"], list)
+    assert profile == converter.structure(data, AgentProfile)
+    result = IngestResult(Outcome.CREATED, uuid4(), Status.CANDIDATE, 0.5)
+    encoded = converter.unstructure(result)
+    assert ("created", str(result.entry_id)) == (encoded["outcome"], encoded["entry_id"])
+    assert result == converter.structure(encoded, IngestResult)
+
+
+# --------------------------------------------------------------------------- serving
+
+
+def test_bind_host_is_loopback_without_tokens() -> None:
+    assert "127.0.0.1" == bind_host("0.0.0.0", {})
+    assert "127.0.0.1" == bind_host("0.0.0.0", None)
+    assert "0.0.0.0" == bind_host("0.0.0.0", {"t": "alice"})
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+async def test_serve_http_serves_until_cancelled(api: Api) -> None:
+    """serve_http binds loopback without tokens, signals readiness, and releases the port
+    when its task is cancelled."""
+    port = _free_port()
+    settings = Settings(http_host="0.0.0.0", http_port=port)
+    ready = asyncio.Event()
+    task = asyncio.create_task(serve_http(api.apollo, settings, Metrics(), ready=ready))
+    await asyncio.wait_for(ready.wait(), timeout=10)
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as local:
+        assert 200 == (await local.get(f"{API}/health")).status_code
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    with socket.socket() as again:
+        again.bind(("127.0.0.1", port))  # the port is free again
+
+
+async def test_http_server_stops_when_should_exit_is_set(api: Api) -> None:
+    server = HttpServer(create_app(api.apollo), "127.0.0.1", 0)
+    await server.start()
+    port = server.port
+    assert server._server is not None
+    server._server.should_exit = True
+    await asyncio.wait_for(server.wait(), timeout=10)
+    await server.stop()
+    with socket.socket() as again:
+        again.bind(("127.0.0.1", port))
