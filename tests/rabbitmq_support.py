@@ -164,7 +164,7 @@ def close_connection_named(name: str) -> bool:
     output = rabbitmqctl("list_connections", "--no-table-headers", "pid", "client_properties")
     if output is None:
         return False
-    pids = [line.split("\t")[0] for line in output.splitlines() if f'<<"{name}">>' in line]
+    pids = [line.split("\t")[0] for line in output.splitlines() if f'"{name}"' in line]
     return bool(pids) and all(
         rabbitmqctl("close_connection", pid, "closed by the test") is not None for pid in pids
     )

@@ -13,6 +13,16 @@ from apollo_domain.errors import ConfigurationError, ValidationError
 from apollo_domain.policy import ConfidencePolicy
 
 EMBEDDERS = ("hashing", "sentence-transformers", "openai")
+_BOOLEANS = {
+    "1": True,
+    "true": True,
+    "yes": True,
+    "on": True,
+    "0": False,
+    "false": False,
+    "no": False,
+    "off": False,
+}
 
 
 def _tokens(value: Mapping[str, str] | None) -> Mapping[str, str]:
@@ -40,6 +50,7 @@ class Settings:
     policy: ConfidencePolicy = field(factory=ConfidencePolicy)
     http_host: str = "127.0.0.1"
     http_port: int = 8765
+    http_enabled: bool = True
     api_tokens: Mapping[str, str] = field(factory=dict, converter=_tokens)
     decay_interval: float = 3600.0
     expertise_interval: float = 1800.0
@@ -109,6 +120,14 @@ class Settings:
                 "APOLLO_EMBEDDER",
                 f"must be one of {', '.join(EMBEDDERS)}, got {kwargs['embedder']!r}",
             )
+        enabled = env.get("APOLLO_HTTP_ENABLED")
+        if enabled is not None and enabled.strip():
+            flag = enabled.strip().lower()
+            if flag not in _BOOLEANS:
+                raise ConfigurationError(
+                    "APOLLO_HTTP_ENABLED", f"must be true or false, got {enabled!r}"
+                )
+            kwargs["http_enabled"] = _BOOLEANS[flag]
         tokens = env.get("APOLLO_API_TOKENS")
         if tokens and tokens.strip():
             kwargs["api_tokens"] = parse_tokens(tokens)

@@ -1,0 +1,335 @@
+"""Client mode: the runner methods of :class:`apollo_app.Client` over the message bus.
+
+An agent in client mode needs no database: mutations are published (persistent, confirmed
+by the broker) to the service's ingest queue and return a :class:`Dispatch` envelope, which
+says what was sent, not that it happened. Reads are RPC requests on the query queue and
+return the same result types as the in-process client, or raise the error the service
+reported. Input that can be checked without the store is checked here, before publishing,
+with the same validation the service applies.
+
+Identity is the bus login: each message carries it as ``user_id``, which RabbitMQ verifies
+against the connection. The body names the calling agent (attribution only), never a
+principal.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+from uuid import UUID, uuid4
+
+from apollo_adapters.rabbitmq import AiormqBus, Topology
+from apollo_domain import services
+from apollo_domain.errors import RpcTimeout, ValidationError
+from apollo_domain.expertise import DomainCoverage
+from apollo_domain.lifecycle import parse_resolution, validate_decay_factor, validate_stale_days
+from apollo_domain.messaging import Message, MessageBus
+from apollo_domain.model import Principal
+from apollo_domain.ports import ExpertiseRecord
+from apollo_domain.results import AgentProfile, Dispatch, QueryResult, RelatedEntry
+from apollo_domain.services import Caller
+from apollo_domain.services.context import bounded_int, parse_statuses, unit_float
+from apollo_domain.services.graph import parse_id
+from apollo_domain.services.query import DEFAULT_STATUSES, MAX_LIMIT
+from apollo_domain.traversal import parse_relation_types, validate_depth
+
+from .messages import (
+    ACTIONS,
+    DEADLINE_HEADER,
+    RESULT_TYPES,
+    ArchiveStaleBody,
+    AtRiskBody,
+    Body,
+    DeprecateBody,
+    ExpertiseBody,
+    ForceDecayBody,
+    IngestBody,
+    LinkBody,
+    ProfileBody,
+    QueryBody,
+    ResolveBody,
+    RetrieveBody,
+    TraverseBody,
+    decode_reply,
+    encode_command,
+    payload_of,
+)
+
+
+class RemoteClient:
+    """The runner methods of one agent, served by an Apollo service over ``bus``.
+
+    ``user_id`` (default: the bus's login) is the identity the service acts as; a bus
+    without a login publishes anonymously (global entries only).
+    """
+
+    def __init__(
+        self,
+        bus: MessageBus,
+        *,
+        agent_id: str = "unknown",
+        topology: Topology | None = None,
+        user_id: str | None = None,
+        rpc_timeout: float = 10.0,
+    ) -> None:
+        if not (math.isfinite(rpc_timeout) and rpc_timeout > 0):
+            raise ValidationError("rpc_timeout", f"must be a positive number, got {rpc_timeout!r}")
+        self.bus = bus
+        self.topology = topology or getattr(bus, "topology", None) or Topology()
+        self.user_id = user_id if user_id is not None else getattr(bus, "login", None)
+        self.caller = Caller.of(agent_id, Principal(self.user_id))
+        self.rpc_timeout = rpc_timeout
+
+    @property
+    def agent_id(self) -> str:
+        return self.caller.agent_id
+
+    @property
+    def principal(self) -> Principal:
+        return self.caller.principal
+
+    # -- mutations: publish and return the envelope ----------------------------------------
+
+    async def store_knowledge(
+        self,
+        content: str,
+        content_type: str | None = "observation",
+        tags: Sequence[str] | None = None,
+        context: Mapping[str, Any] | None = None,
+        source_provider: str | None = None,
+        source_channel: str | None = None,
+        knowledge_domain: str | None = None,
+        access_scope: str = "global",
+        submitted_by: str | None = None,
+        submitted_from: str | None = None,
+    ) -> Dispatch:
+        request = services.prepare(
+            self.caller,
+            content=content,
+            content_type=content_type,
+            tags=tags,
+            context=context,
+            source_provider=source_provider,
+            source_channel=source_channel,
+            knowledge_domain=knowledge_domain,
+            access_scope=access_scope,
+            submitted_by=submitted_by,
+            submitted_from=submitted_from,
+        )
+        source = request.source
+        return await self._publish(
+            IngestBody(
+                content=request.content,
+                agent_id=self.agent_id,
+                content_type=request.content_type.value,
+                tags=request.tags,
+                context=dict(request.context),
+                source_provider=source.provider,
+                source_channel=source.channel,
+                knowledge_domain=request.knowledge_domain,
+                access_scope=request.access_scope.value,
+                submitted_by=source.submitted_by,
+                submitted_from=source.submitted_from,
+            )
+        )
+
+    async def link_entries(
+        self,
+        from_entry_id: UUID | str,
+        to_entry_id: UUID | str,
+        relation_type: str,
+        weight: float = 1.0,
+    ) -> Dispatch:
+        source = parse_id("from_entry_id", from_entry_id)
+        target = parse_id("to_entry_id", to_entry_id)
+        if source == target:
+            raise ValidationError("to_entry_id", "an entry cannot be linked to itself")
+        types = parse_relation_types([relation_type]) if relation_type is not None else None
+        if not types:
+            raise ValidationError("relation_type", "is required")
+        (kind,) = types
+        if isinstance(weight, bool) or not isinstance(weight, int | float):
+            raise ValidationError("weight", f"must be a number, got {weight!r}")
+        if not math.isfinite(weight) or not 0.0 < weight <= 1.0:
+            raise ValidationError("weight", f"must be within (0, 1], got {weight!r}")
+        return await self._publish(
+            LinkBody(str(source), str(target), kind.value, float(weight), self.agent_id)
+        )
+
+    async def deprecate_entry(self, entry_id: UUID | str, reason: str) -> Dispatch:
+        target = parse_id("entry_id", entry_id)
+        if not isinstance(reason, str) or not reason.strip():
+            raise ValidationError("reason", "must be a non-empty string")
+        return await self._publish(DeprecateBody(str(target), reason, self.agent_id))
+
+    async def resolve_dispute(self, entry_id: UUID | str, resolution: str) -> Dispatch:
+        target = parse_id("entry_id", entry_id)
+        decided = parse_resolution(resolution)
+        return await self._publish(ResolveBody(str(target), decided.value, self.agent_id))
+
+    async def force_decay(self, factor: float) -> Dispatch:
+        return await self._publish(ForceDecayBody(validate_decay_factor(factor), self.agent_id))
+
+    async def archive_stale(self, days: float) -> Dispatch:
+        return await self._publish(ArchiveStaleBody(validate_stale_days(days), self.agent_id))
+
+    # -- reads: RPC -------------------------------------------------------------------------
+
+    async def query_knowledge(
+        self,
+        query: str,
+        min_confidence: float = 0.3,
+        limit: int = 10,
+        status: Sequence[str] | str | None = None,
+        tags: Sequence[str] | None = None,
+        knowledge_domain: str | None = None,
+    ) -> QueryResult:
+        statuses = None
+        if status is not None:
+            statuses = tuple(sorted(s.value for s in parse_statuses(status, DEFAULT_STATUSES)))
+        result: QueryResult = await self._request(
+            QueryBody(
+                query=_text("query", query),
+                agent_id=self.agent_id,
+                min_confidence=unit_float("min_confidence", min_confidence),
+                limit=bounded_int("limit", limit, 1, MAX_LIMIT),
+                status=statuses,
+                tags=_strings("tags", tags),
+                knowledge_domain=_optional_text("knowledge_domain", knowledge_domain),
+            )
+        )
+        return result
+
+    async def retrieve(
+        self,
+        query: str,
+        limit: int = 5,
+        min_confidence: float = 0.3,
+        tags: Sequence[str] | None = None,
+        knowledge_domain: str | None = None,
+    ) -> QueryResult:
+        """Like ``query_knowledge`` but without access counts or access-log rows."""
+        result: QueryResult = await self._request(
+            RetrieveBody(
+                query=_text("query", query),
+                agent_id=self.agent_id,
+                limit=bounded_int("limit", limit, 1, MAX_LIMIT),
+                min_confidence=unit_float("min_confidence", min_confidence),
+                tags=_strings("tags", tags),
+                knowledge_domain=_optional_text("knowledge_domain", knowledge_domain),
+            )
+        )
+        return result
+
+    async def related_entries(
+        self, entry_id: UUID | str, depth: int = 2, relation_types: Sequence[str] | None = None
+    ) -> list[RelatedEntry]:
+        types = parse_relation_types(relation_types)
+        result: list[RelatedEntry] = await self._request(
+            TraverseBody(
+                entry_id=str(parse_id("entry_id", entry_id)),
+                agent_id=self.agent_id,
+                depth=validate_depth(depth),
+                relation_types=None if types is None else tuple(sorted(t.value for t in types)),
+            )
+        )
+        return result
+
+    async def get_expertise(
+        self, domain: str, min_proficiency: float = 0.0
+    ) -> list[ExpertiseRecord]:
+        result: list[ExpertiseRecord] = await self._request(
+            ExpertiseBody(
+                domain=_text("domain", domain),
+                agent_id=self.agent_id,
+                min_proficiency=unit_float("min_proficiency", min_proficiency),
+            )
+        )
+        return result
+
+    async def domains_at_risk(self, min_agents: int = 2) -> list[DomainCoverage]:
+        result: list[DomainCoverage] = await self._request(
+            AtRiskBody(self.agent_id, bounded_int("min_agents", min_agents, 1, 1_000_000))
+        )
+        return result
+
+    async def agent_profile(self, agent_id: str) -> AgentProfile:
+        if not isinstance(agent_id, str) or not agent_id.strip():
+            raise ValidationError("agent_id", "must be a non-empty string")
+        result: AgentProfile = await self._request(ProfileBody(agent_id.strip(), self.agent_id))
+        return result
+
+    # -- transport ------------------------------------------------------------------------
+
+    async def _publish(self, body: Body) -> Dispatch:
+        message_id = uuid4().hex
+        await self.bus.publish(
+            Message(
+                routing_key=self.topology.ingest_queue,
+                body=encode_command(body),
+                message_id=message_id,
+                user_id=self.user_id,
+            )
+        )
+        return Dispatch(ACTIONS[type(body)].value, payload_of(body), message_id)
+
+    async def _request(self, body: Body) -> Any:
+        action = ACTIONS[type(body)]
+        queue = self.topology.query_queue
+        message = Message(
+            routing_key=queue,
+            body=encode_command(body),
+            message_id=uuid4().hex,
+            # a request nobody waits for any more is dropped unanswered by the service
+            headers={DEADLINE_HEADER: time.time() + self.rpc_timeout},
+            user_id=self.user_id,
+        )
+        try:
+            reply = await self.bus.request(message, timeout=self.rpc_timeout)
+        except RpcTimeout as exc:
+            raise RpcTimeout(
+                f"no reply to {action.value!r} from the Apollo service on queue {queue!r} "
+                f"within {self.rpc_timeout:g}s (is the service running?)"
+            ) from exc
+        return decode_reply(reply.body, RESULT_TYPES[action])
+
+
+def _text(name: str, value: object) -> str:
+    if not isinstance(value, str):
+        raise ValidationError(name, "must be a string")
+    return value
+
+
+def _optional_text(name: str, value: object) -> str | None:
+    return None if value is None else _text(name, value)
+
+
+def _strings(name: str, values: object) -> tuple[str, ...] | None:
+    if values is None:
+        return None
+    if isinstance(values, str) or not isinstance(values, Sequence):
+        raise ValidationError(name, "must be a list of strings")
+    return tuple(_text(name, value) for value in values)
+
+
+@asynccontextmanager
+async def open_client_mode(
+    amqp_url: str,
+    *,
+    agent_id: str = "unknown",
+    topology: Topology | None = None,
+    rpc_timeout: float = 10.0,
+) -> AsyncIterator[RemoteClient]:
+    """Connect to RabbitMQ at ``amqp_url`` (declaring ``topology``, the production names by
+    default), yield a :class:`RemoteClient` acting as the URL's login, close on exit."""
+    bus = await AiormqBus.connect(amqp_url, topology=topology or Topology())
+    try:
+        yield RemoteClient(bus, agent_id=agent_id, rpc_timeout=rpc_timeout)
+    finally:
+        await bus.close()
+
+
+__all__ = ["RemoteClient", "open_client_mode"]

@@ -1,0 +1,94 @@
+"""Automatic writeback in client mode: publish a qualifying LLM response to the service.
+
+:func:`apollo_domain.writeback.evaluate_writeback` decides whether a response qualifies (long
+enough, backed by a research tool call); a qualifying response goes to the writeback-store
+queue when it carries its embedding, else to writeback-vectorize, where the service embeds
+it. Either way the service ingests it like any other knowledge.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+from uuid import uuid4
+
+from apollo_adapters.rabbitmq import Topology
+from apollo_domain.errors import ValidationError
+from apollo_domain.messaging import Message, MessageBus
+from apollo_domain.results import Dispatch
+from apollo_domain.writeback import MIN_CONTENT_CHARS, STORE_ROUTE, evaluate_writeback
+
+from .messages import (
+    ACTIONS,
+    WRITEBACK_ARGUMENTS,
+    WritebackStoreBody,
+    WritebackVectorizeBody,
+    encode_command,
+    payload_of,
+)
+
+#: Response attributes copied into the writeback metadata when present.
+RESPONSE_METADATA = ("provider", "model", "request_id", *WRITEBACK_ARGUMENTS)
+
+
+async def publish_writeback(
+    bus: MessageBus,
+    response: Any,
+    *,
+    agent_id: str,
+    topology: Topology,
+    min_content_chars: int = MIN_CONTENT_CHARS,
+    user_id: str | None = None,
+) -> Dispatch | None:
+    """Publish ``response`` for the service to keep, or return None when it does not
+    qualify. ``user_id`` defaults to the bus's login (the identity the service acts as)."""
+    decision = evaluate_writeback(response, min_content_chars=min_content_chars)
+    if not decision.qualifies:
+        return None
+    content = str(_get(response, "content")).strip()
+    metadata: dict[str, Any] = {"research_tools": list(decision.research_tools)}
+    for name in RESPONSE_METADATA:
+        value = _get(response, name)
+        if value is not None:
+            metadata[name] = list(value) if isinstance(value, tuple) else value
+    body: WritebackStoreBody | WritebackVectorizeBody
+    if decision.route == STORE_ROUTE:
+        body = WritebackStoreBody(content, _vector(_get(response, "embedding")), agent_id, metadata)
+        queue = topology.writeback_store_queue
+    else:
+        body = WritebackVectorizeBody(content, agent_id, metadata)
+        queue = topology.writeback_vectorize_queue
+    message_id = uuid4().hex
+    await bus.publish(
+        Message(
+            routing_key=queue,
+            body=encode_command(body),
+            message_id=message_id,
+            user_id=user_id if user_id is not None else getattr(bus, "login", None),
+        )
+    )
+    return Dispatch(ACTIONS[type(body)].value, payload_of(body), message_id)
+
+
+def _get(obj: Any, name: str) -> Any:
+    """``obj.name``, ``obj["name"]`` or ``obj[":name"]``, else None."""
+    if isinstance(obj, Mapping):
+        for key in (name, f":{name}"):
+            if key in obj:
+                return obj[key]
+        return None
+    return getattr(obj, name, None)
+
+
+def _vector(value: Any) -> tuple[float, ...]:
+    try:
+        vector = tuple(float(x) for x in value)
+    except (TypeError, ValueError):
+        raise ValidationError("embedding", "must be a sequence of numbers") from None
+    if not vector or not all(math.isfinite(x) for x in vector):
+        raise ValidationError("embedding", "must be a non-empty sequence of finite numbers")
+    return vector
+
+
+__all__ = ["RESPONSE_METADATA", "publish_writeback"]

@@ -1,0 +1,418 @@
+"""The service over a real RabbitMQ broker and a real PostgreSQL + pgvector store.
+
+The end-to-end run starts ``python -m apollo_app.service`` as a subprocess, kills it with
+SIGKILL halfway through 1,000 ingests, starts it again, and checks that exactly 1,000
+entries (and 1,000 ingest access-log rows) were written: redeliveries are idempotent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any
+from uuid import uuid4
+
+import aiormq
+import psycopg
+import pytest
+from attrs import define, field
+from yarl import URL
+
+from apollo_adapters.rabbitmq import AiormqBus, Topology
+from apollo_app import Apollo, Principal, Settings
+from apollo_app.client_mode import RemoteClient
+from apollo_app.messages import encode_gas_event, topology_from_settings
+from apollo_app.service import ApolloService, open_bus
+from apollo_domain.messaging import DeadLetter, Message
+from apollo_domain.results import EntryView
+from tests.postgres_support import PostgresTestServer, fresh_store
+from tests.rabbitmq_support import (
+    amqp_test_url,
+    close_connection_named,
+    delete_topology,
+    list_bindings,
+    rabbitmqctl,
+    release_test_broker,
+    start_test_broker,
+)
+
+pytestmark = [pytest.mark.rabbitmq, pytest.mark.postgres]
+
+ROOT = Path(__file__).resolve().parents[2]
+PATIENCE = 30.0
+TOTAL = 1_000
+KILL_AT = 500
+
+
+@pytest.fixture(scope="session")
+def service_amqp_url() -> Iterator[str]:
+    """This run's vhost; a broker that cannot be started fails the run (never a skip)."""
+    url = amqp_test_url()
+    yield url
+    release_test_broker()
+
+
+@pytest.fixture
+async def topology(service_amqp_url: str) -> AsyncIterator[Topology]:
+    chosen = start_test_broker().topology()
+    yield chosen
+    await delete_topology(service_amqp_url, chosen)
+
+
+def named(url: str, name: str) -> str:
+    """``url`` with a connection name the broker shows (and can close by)."""
+    return str(URL(url).update_query(name=name))
+
+
+def prefix_of(topology: Topology) -> str:
+    return topology.exchange.removesuffix(Topology().exchange)
+
+
+def settings_for(topology: Topology, **changes: Any) -> Settings:
+    prefix = prefix_of(topology)
+    return Settings(
+        exchange=prefix + "legion.apollo",
+        queue_prefix=prefix + "legion.apollo",
+        audit_exchange=prefix + "llm.audit",
+        **changes,
+    )
+
+
+async def eventually(check: Callable[[], Awaitable[Any]], what: str) -> Any:
+    deadline = asyncio.get_running_loop().time() + PATIENCE
+    while True:
+        value = await check()
+        if value:
+            return value
+        if asyncio.get_running_loop().time() > deadline:
+            pytest.fail(f"never happened within {PATIENCE:g}s: {what}")
+        await asyncio.sleep(0.05)
+
+
+def fast_retry(attempt: int) -> float:
+    return 0.05
+
+
+# ---------------------------------------------------------------------------- topology
+
+
+async def test_declaring_the_topology_twice_keeps_the_same_bindings(
+    service_amqp_url: str, topology: Topology
+):
+    """The service's startup declares its settings' topology; a second startup changes
+    nothing: the same bindings, each queue bound by its own name, GAS to the audit key."""
+    vhost = start_test_broker().vhost
+    assert vhost is not None, "the test broker must give this run its own vhost"
+    settings = settings_for(topology, amqp_url=service_amqp_url)
+    assert topology == topology_from_settings(settings)
+    names = {queue.name for queue in topology.queues}
+
+    def ours() -> set[tuple[str, str, str]]:
+        listed = list_bindings(vhost)
+        assert listed is not None, "rabbitmqctl could not list the bindings"
+        return {binding for binding in listed if binding[1] in names}
+
+    first = await open_bus(settings, topology)
+    await first.close()
+    after_first = await asyncio.to_thread(ours)
+    second = await open_bus(settings, topology)
+    await second.close()
+    after_second = await asyncio.to_thread(ours)
+
+    expected = {
+        *((topology.exchange, queue, queue) for queue in topology.apollo_queues),
+        (topology.audit_exchange, topology.gas_queue, "llm.audit.complete"),
+        (topology.dead_letter_exchange, topology.dead_letter_queue, ""),
+    }
+    assert expected == after_first == after_second
+
+
+# ----------------------------------------------------------------- service in this process
+
+
+@define
+class Mesh:
+    apollo: Apollo
+    service: ApolloService
+    service_bus: AiormqBus
+    client_bus: AiormqBus
+    client: RemoteClient
+    service_name: str
+    client_name: str
+    letters: list[DeadLetter] = field(factory=list)
+
+    async def total(self) -> int:
+        return (await self.apollo.stats(Principal(self.client_bus.login))).total
+
+    async def dead_letters(self, count: int) -> list[DeadLetter]:
+        self.letters.extend(await self.service_bus.drain_dead_letters())
+        if len(self.letters) < count:
+            return []
+        letters, self.letters = self.letters, []
+        return letters
+
+
+@pytest.fixture
+async def mesh(
+    service_amqp_url: str, topology: Topology, postgres_server: PostgresTestServer
+) -> AsyncIterator[Mesh]:
+    store = await fresh_store(postgres_server, dimension=384)
+    apollo = Apollo.with_store(store, closers=[store.close])
+    service_name = f"apollo-service-{uuid4().hex[:8]}"
+    client_name = f"apollo-client-{uuid4().hex[:8]}"
+    service_bus = await AiormqBus.connect(
+        named(service_amqp_url, service_name),
+        topology=topology,
+        max_redeliveries=2,
+        retry_backoff=fast_retry,
+        reconnect_timeout=PATIENCE,
+    )
+    service = ApolloService(apollo, service_bus, settings_for(topology, prefetch=8))
+    await service.start()
+    async with Apollo.client_mode(
+        named(service_amqp_url, client_name),
+        agent_id="claude-mesh-1",
+        topology=topology,
+        rpc_timeout=PATIENCE,
+    ) as client:
+        assert isinstance(client.bus, AiormqBus)
+        yield Mesh(apollo, service, service_bus, client.bus, client, service_name, client_name)
+        await service.stop()
+    await service_bus.close()
+    await apollo.close()
+
+
+def drop_connection(name: str) -> bool:
+    """Have the broker close the connection named ``name``. (``close_connection_named``
+    looks for the ``<<"name">>`` format of older rabbitmqctl releases; newer ones print
+    ``{"connection_name","name"}``, matched here as well.)"""
+    if close_connection_named(name):
+        return True
+    listed = rabbitmqctl("list_connections", "--no-table-headers", "pid", "client_properties")
+    if listed is None:
+        return False
+    pids = [line.split("\t")[0] for line in listed.splitlines() if f'"{name}"' in line]
+    return bool(pids) and all(
+        rabbitmqctl("close_connection", pid, "closed by the test") is not None for pid in pids
+    )
+
+
+async def at_least(mesh: Mesh, count: int) -> bool:
+    return await mesh.total() >= count
+
+
+async def test_rpc_query_round_trip(mesh: Mesh):
+    """Published ingests are stored; query_knowledge over RPC returns EntryViews."""
+    sent = await mesh.client.store_knowledge(
+        content="BGP route reflectors reduce full-mesh IBGP complexity",
+        content_type="fact",
+        tags=["bgp", "routing"],
+    )
+    await mesh.client.store_knowledge(content="OSPF areas limit LSA flooding", tags=["ospf"])
+    await eventually(lambda: at_least(mesh, 2), "both entries stored")
+    found = await mesh.client.query_knowledge(query="bgp route reflector", min_confidence=0.0)
+    assert all(isinstance(view, EntryView) for view in found.entries)
+    best = found.entries[0]
+    assert (sent.payload["content"], "claude-mesh-1") == (best.content, best.source_agent)
+    assert ("bgp", "routing") == best.tags
+
+
+async def test_poison_messages_are_dead_lettered_and_the_consumer_keeps_going(mesh: Mesh):
+    topology = mesh.service.topology
+    await mesh.client_bus.publish(
+        Message(topology.ingest_queue, b"{broken", user_id=mesh.client_bus.login)
+    )
+    await mesh.client_bus.publish(
+        Message(
+            topology.ingest_queue,
+            b'{"v": 1, "action": "ingest", "payload": {"content": 7}}',
+            user_id=mesh.client_bus.login,
+        )
+    )
+    await mesh.client.store_knowledge(content="The consumer survives poison messages")
+    await eventually(lambda: at_least(mesh, 1), "the good message is stored")
+    letters = await eventually(lambda: mesh.dead_letters(2), "two dead letters")
+    reasons = sorted(letter.reason for letter in letters)
+    assert {topology.ingest_queue} == {letter.queue for letter in letters}
+    assert "not valid JSON" in reasons[0]
+    assert "content: must be a string" in reasons[1]
+    assert 1 == await mesh.total()
+
+
+async def test_client_and_service_reconnect_after_the_broker_drops_them(mesh: Mesh):
+    await mesh.client.store_knowledge(content="Written before the connections dropped")
+    await eventually(lambda: at_least(mesh, 1), "the first entry is stored")
+    for name in (mesh.service_name, mesh.client_name):
+        assert await asyncio.to_thread(drop_connection, name), f"could not close {name}"
+
+    await mesh.client.store_knowledge(content="Written after both sides reconnected")
+    await eventually(lambda: at_least(mesh, 2), "the second entry is stored")
+    found = await mesh.client.retrieve("written after both sides reconnected", min_confidence=0)
+    assert "Written after both sides reconnected" == found.entries[0].content
+
+
+async def test_gas_events_on_the_audit_exchange_deposit_knowledge(mesh: Mesh):
+    topology = mesh.service.topology
+    event = {
+        "request_id": f"req-{uuid4().hex[:8]}",
+        "response_content": "Anycast routes one address to the nearest of many hosts.",
+        "messages": [{"role": "user", "content": "what is anycast"}],
+    }
+    await mesh.client_bus.publish(
+        Message("llm.audit.complete", encode_gas_event(event), user_id=mesh.client_bus.login),
+        exchange=topology.audit_exchange,
+    )
+    await eventually(lambda: at_least(mesh, 1), "the GAS deposit is stored")
+    found = await mesh.client.retrieve("anycast nearest hosts", min_confidence=0)
+    entry = await mesh.apollo.get_entry(found.entries[0].id)
+    assert event["request_id"] == entry.source_context["gas"]["request_id"]
+    assert mesh.client_bus.login == entry.owner_id
+
+
+# ------------------------------------------------------------------- service subprocess
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class ServiceProcess:
+    """``python -m apollo_app.service`` with the given environment; output in a log file."""
+
+    def __init__(self, env: dict[str, str], log: Path) -> None:
+        self.env = env
+        self.log = log
+        self.process: asyncio.subprocess.Process | None = None
+
+    async def start(self) -> None:
+        with self.log.open("ab") as out:
+            self.process = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                "apollo_app.service",
+                cwd=ROOT,
+                env=self.env,
+                stdout=out,
+                stderr=out,
+            )
+
+    async def kill(self) -> None:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGKILL)
+        await self.process.wait()
+
+    async def terminate(self) -> int:
+        """SIGTERM: the graceful stop; the exit code."""
+        assert self.process is not None
+        if self.process.returncode is None:
+            self.process.send_signal(signal.SIGTERM)
+        async with asyncio.timeout(PATIENCE):
+            return await self.process.wait()
+
+    def check_alive(self) -> None:
+        assert self.process is not None
+        if self.process.returncode is not None:
+            pytest.fail(f"the service exited ({self.process.returncode}):\n{self.output()}")
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")[-4000:]
+
+
+async def scalar(conninfo: str, query: str) -> int:
+    async with await psycopg.AsyncConnection.connect(conninfo) as conn:
+        cursor = await conn.execute(query)
+        row = await cursor.fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+async def ready_messages(url: str, queue: str) -> int:
+    async with aiormq.connect(url) as connection:
+        channel = await connection.channel()
+        declared = await channel.queue_declare(queue, passive=True)
+    return declared.message_count or 0
+
+
+async def test_a_killed_service_restarts_and_stores_every_ingest_exactly_once(
+    service_amqp_url: str,
+    topology: Topology,
+    postgres_server: PostgresTestServer,
+    tmp_path: Path,
+):
+    """1,000 distinct ingests; the service is SIGKILLed after ~500 and started again:
+    exactly 1,000 entries and 1,000 ingest access-log rows, no dead letters."""
+    database = await postgres_server.create_database(dimension=384)
+    conninfo = postgres_server.conninfo(database)
+    prefix = prefix_of(topology)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]),
+        "APOLLO_AMQP_URL": named(service_amqp_url, f"apollo-serve-{uuid4().hex[:8]}"),
+        "APOLLO_DATABASE_URL": conninfo,
+        "APOLLO_EXCHANGE": prefix + "legion.apollo",
+        "APOLLO_QUEUE_PREFIX": prefix + "legion.apollo",
+        "APOLLO_AUDIT_EXCHANGE": prefix + "llm.audit",
+        "APOLLO_EMBEDDER": "hashing",
+        "APOLLO_EMBEDDING_DIMENSION": "384",
+        "APOLLO_HTTP_ENABLED": "false",
+        "APOLLO_HTTP_PORT": str(free_port()),
+        "APOLLO_PREFETCH": "32",
+        "APOLLO_OUTBOX_INTERVAL": "3600",
+    }
+    log = tmp_path / "service.log"
+    client_bus = await AiormqBus.connect(service_amqp_url, topology=topology)
+    service = ServiceProcess(env, log)
+    try:
+        client = RemoteClient(client_bus, agent_id="claude-bulk-1")
+        for start in range(0, TOTAL, 100):
+            await asyncio.gather(
+                *(
+                    client.store_knowledge(
+                        content=f"Observation {n}: host {uuid4().hex} in rack {uuid4().hex[:6]}",
+                        tags=["fleet"],
+                    )
+                    for n in range(start, start + 100)
+                )
+            )
+        entries = "SELECT count(*) FROM entries"
+
+        await service.start()
+
+        async def halfway() -> bool:
+            service.check_alive()
+            return await scalar(conninfo, entries) >= KILL_AT
+
+        await eventually(halfway, f"{KILL_AT} entries stored by the first service")
+        await service.kill()
+        stored_at_kill = await scalar(conninfo, entries)
+        assert stored_at_kill < TOTAL, "the first service finished before it could be killed"
+
+        await service.start()
+
+        async def finished() -> bool:
+            service.check_alive()
+            return (
+                await scalar(conninfo, entries) >= TOTAL
+                and await ready_messages(service_amqp_url, topology.ingest_queue) == 0
+            )
+
+        await eventually(finished, f"{TOTAL} entries stored after the restart")
+        assert 0 == await service.terminate(), service.output()
+
+        assert TOTAL == await scalar(conninfo, entries)
+        assert TOTAL == await scalar(
+            conninfo, "SELECT count(*) FROM access_log WHERE action = 'ingest'"
+        )
+        assert [] == await client_bus.drain_dead_letters()
+    finally:
+        if service.process is not None and service.process.returncode is None:
+            await service.kill()
+        await client_bus.close()
+        await postgres_server.drop_database(database)

@@ -1,0 +1,290 @@
+"""The message wire format: versioned commands, strict payloads, RPC replies."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+from uuid import uuid4
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from apollo_adapters.rabbitmq import Topology
+from apollo_app.messages import (
+    ACTIONS,
+    BODIES,
+    MUTATIONS,
+    REQUESTS,
+    Action,
+    IngestBody,
+    QueryBody,
+    TraverseBody,
+    WritebackStoreBody,
+    decode_command,
+    decode_gas_event,
+    decode_reply,
+    encode_command,
+    encode_error_reply,
+    encode_reply,
+    make_converter,
+    topology_from_settings,
+    writeback_arguments,
+)
+from apollo_app.settings import Settings
+from apollo_domain.errors import (
+    ApolloError,
+    NotFound,
+    StoreUnavailable,
+    TransportError,
+    UnknownResolution,
+    ValidationError,
+)
+from apollo_domain.expertise import DomainCoverage
+from apollo_domain.model import AccessScope, ContentType, RelationType, Status
+from apollo_domain.results import (
+    AgentProfile,
+    DomainExpertise,
+    EntryView,
+    QueryResult,
+    RelatedEntry,
+)
+
+
+def raw(document: Any) -> bytes:
+    return json.dumps(document).encode()
+
+
+def field_of(document: Any) -> str:
+    with pytest.raises(ValidationError) as caught:
+        decode_command(raw(document))
+    return caught.value.field
+
+
+def test_every_action_has_one_body_and_one_queue_family():
+    """Each action maps to its own body class; mutations and RPC requests do not overlap."""
+    assert set(Action) == set(BODIES)
+    assert len(set(BODIES.values())) == len(BODIES)
+    assert not MUTATIONS & REQUESTS
+    assert {Action.WRITEBACK_STORE, Action.WRITEBACK_VECTORIZE} == set(
+        Action
+    ) - MUTATIONS - REQUESTS
+
+
+def test_a_command_is_a_versioned_envelope():
+    """{"v": 1, "action": ..., "payload": {...}}, and decoding gives the body back."""
+    body = IngestBody("BGP route reflectors reduce iBGP mesh", agent_id="a-1", tags=("bgp",))
+    document = json.loads(encode_command(body))
+    assert {"v", "action", "payload"} == set(document)
+    assert (1, "ingest") == (document["v"], document["action"])
+    assert ["bgp"] == document["payload"]["tags"]
+    assert body == decode_command(encode_command(body))
+
+
+text = st.text(st.characters(exclude_categories=("Cs",), exclude_characters="\x00"), max_size=40)
+bodies = st.one_of(
+    st.builds(
+        IngestBody,
+        content=text,
+        agent_id=text,
+        tags=st.none() | st.lists(text, max_size=3).map(tuple),
+        context=st.none() | st.dictionaries(text, st.integers() | text, max_size=3),
+    ),
+    st.builds(
+        QueryBody,
+        query=text,
+        min_confidence=st.floats(0, 1),
+        limit=st.integers(1, 100),
+        status=st.none() | st.lists(text, max_size=2).map(tuple),
+    ),
+    st.builds(
+        WritebackStoreBody,
+        content=text,
+        embedding=st.lists(st.floats(-1, 1), min_size=1, max_size=8).map(tuple),
+        metadata=st.dictionaries(text, text, max_size=3),
+    ),
+)
+
+
+@given(bodies)
+def test_encoding_then_decoding_is_the_identity(body: Any):
+    """Any body survives the wire unchanged (text that a store can hold: no NUL, no lone
+    surrogate)."""
+    assert body == decode_command(encode_command(body))
+
+
+@pytest.mark.parametrize(
+    ("document", "field"),
+    [
+        ({"v": 2, "action": "ingest", "payload": {"content": "x"}}, "v"),
+        ({"action": "ingest", "payload": {"content": "x"}}, "v"),
+        ({"v": 1, "action": "explode", "payload": {}}, "action"),
+        ({"v": 1, "action": "ingest", "payload": []}, "payload"),
+        (
+            {"v": 1, "action": "ingest", "payload": {"content": "x"}, "principal": "root"},
+            "principal",
+        ),
+        ({"v": 1, "action": "ingest", "payload": {}}, "content"),
+        ({"v": 1, "action": "ingest", "payload": {"content": 42}}, "content"),
+        ({"v": 1, "action": "ingest", "payload": {"content": "x", "tags": "bgp"}}, "tags"),
+        ({"v": 1, "action": "ingest", "payload": {"content": "x", "tags": ["a", 1]}}, "tags[1]"),
+        ({"v": 1, "action": "ingest", "payload": {"content": "x", "owner_id": "bob"}}, "owner_id"),
+        ({"v": 1, "action": "query", "payload": {"query": "x", "limit": "10"}}, "limit"),
+        ({"v": 1, "action": "force_decay", "payload": {"factor": "0.5"}}, "factor"),
+        (
+            {
+                "v": 1,
+                "action": "writeback_store",
+                "payload": {"content": "x", "embedding": [1, "a"]},
+            },
+            "embedding[1]",
+        ),
+    ],
+)
+def test_bad_messages_raise_a_validation_error_naming_the_field(document: Any, field: str):
+    """Unknown versions, actions, envelope or payload fields and wrong JSON types are refused
+    with a ValidationError that names what is wrong: the consumer dead-letters it."""
+    assert field == field_of(document)
+
+
+def test_malformed_json_is_a_validation_error():
+    with pytest.raises(ValidationError) as caught:
+        decode_command(b"{not json")
+    assert "body" == caught.value.field
+
+
+def test_a_queue_accepts_only_its_own_actions():
+    """A query published to the ingest queue is refused, not executed."""
+    message = encode_command(QueryBody("anything"))
+    with pytest.raises(ValidationError) as caught:
+        decode_command(message, accept=MUTATIONS)
+    assert "action" == caught.value.field
+
+
+def test_the_converter_is_private_and_fresh():
+    """Each call builds a new converter; none is the cattrs global one."""
+    import cattrs
+
+    first, second = make_converter(), make_converter()
+    assert first is not second
+    assert cattrs.global_converter not in (first, second)
+
+
+def test_gas_events_are_raw_json_objects():
+    event = {"request_id": "r-1", "response": {"content": "x"}}
+    assert event == decode_gas_event(json.dumps(event).encode()).event
+    with pytest.raises(ValidationError):
+        decode_gas_event(b"[1, 2]")
+
+
+def test_query_results_round_trip_through_a_reply():
+    """An RPC reply brings back the same QueryResult, EntryViews with UUIDs, enums, times."""
+    result = QueryResult(
+        "semantic",
+        (
+            EntryView(
+                uuid4(),
+                "Route reflectors",
+                ContentType.FACT,
+                0.52,
+                Status.CANDIDATE,
+                0.91,
+                ("bgp",),
+                "bgp",
+                "agent-1",
+                AccessScope.GLOBAL,
+                datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC),
+            ),
+        ),
+    )
+    assert result == decode_reply(encode_reply(result), QueryResult)
+
+
+def test_other_results_round_trip_through_a_reply():
+    root = uuid4()
+    related = [
+        RelatedEntry(
+            uuid4(),
+            RelationType.IS_A,
+            1,
+            0.6,
+            root,
+            "c",
+            ContentType.CONCEPT,
+            0.5,
+            Status.CONFIRMED,
+        )
+    ]
+    assert related == decode_reply(encode_reply(related), list[RelatedEntry])
+    coverage = [DomainCoverage("bgp", 1, ("agent-1",))]
+    assert coverage == decode_reply(encode_reply(coverage), list[DomainCoverage])
+    profile = AgentProfile("a", (DomainExpertise("bgp", 2, 0.8, 0.5, None),), 2, 0.5, None)
+    assert profile == decode_reply(encode_reply(profile), AgentProfile)
+
+
+@pytest.mark.parametrize(
+    ("error", "kind"),
+    [
+        (NotFound("entry x not found"), NotFound),
+        (UnknownResolution("unknown resolution 'maybe'"), UnknownResolution),
+        (StoreUnavailable("entries: connection refused"), StoreUnavailable),
+        (RuntimeError("internal detail"), ApolloError),
+    ],
+)
+def test_error_replies_raise_the_reported_error(error: Exception, kind: type[Exception]):
+    with pytest.raises(kind) as caught:
+        decode_reply(encode_error_reply(error), QueryResult)
+    assert kind is type(caught.value)
+    assert "internal detail" not in str(caught.value)
+
+
+def test_validation_error_replies_keep_the_field():
+    body = json.loads(encode_error_reply(ValidationError("limit", "must be between 1 and 100")))
+    assert {
+        "ok": False,
+        "error": {
+            "type": "ValidationError",
+            "message": "must be between 1 and 100",
+            "field": "limit",
+        },
+    } == body
+    with pytest.raises(ValidationError) as caught:
+        decode_reply(encode_error_reply(ValidationError("limit", "too big")), QueryResult)
+    assert ("limit", "too big") == (caught.value.field, caught.value.message)
+
+
+def test_an_unreadable_reply_is_a_transport_error():
+    with pytest.raises(TransportError):
+        decode_reply(b"<html>", QueryResult)
+    with pytest.raises(TransportError):
+        decode_reply(raw({"ok": True, "result": {"mode": "semantic"}}), QueryResult)
+
+
+def test_topology_from_default_settings_has_the_production_names():
+    assert Topology() == topology_from_settings(Settings())
+
+
+def test_topology_from_prefixed_settings_equals_the_prefixed_topology():
+    """Settings whose exchange, queue prefix and audit exchange carry a prefix name the same
+    entities as Topology().with_prefix(prefix)."""
+    prefix = "t1234."
+    settings = Settings(
+        exchange=prefix + "legion.apollo",
+        queue_prefix=prefix + "legion.apollo",
+        audit_exchange=prefix + "llm.audit",
+    )
+    assert Topology().with_prefix(prefix) == topology_from_settings(settings)
+
+
+def test_writeback_metadata_splits_into_arguments_and_context():
+    arguments = writeback_arguments(
+        {"tags": ["bgp"], "research_tools": ["web_search"], "context": {"ticket": "n/a"}}
+    )
+    assert ["bgp"] == arguments["tags"]
+    assert "observation" == arguments["content_type"]
+    assert {"ticket": "n/a", "research_tools": ["web_search"]} == arguments["context"]
+
+
+def test_actions_of_bodies_are_consistent():
+    assert Action.TRAVERSE == ACTIONS[TraverseBody]
