@@ -1,0 +1,207 @@
+"""The installed ``apollo`` command, run for real in a subprocess.
+
+Every store-backed command runs on an embedded PostgreSQL + pgvector in one data folder
+shared by this module (each call starts and stops the server, ~2 s).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+TIMEOUT = 180
+COMMANDS = ("serve", "demo", "simulate", "ingest", "query", "migrate", "stats")
+
+
+def _apollo_command() -> str:
+    beside = Path(sys.executable).parent / "apollo"
+    if beside.exists():
+        return str(beside)
+    found = shutil.which("apollo")
+    if found is None:
+        pytest.fail("the apollo console script is not installed (pip install -e .)")
+    return found
+
+
+APOLLO = _apollo_command()
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("apollo-cli-data")
+
+
+def run(
+    *args: str,
+    data_dir: Path | None = None,
+    env: dict[str, str] | None = None,
+    stdin: str | None = None,
+) -> subprocess.CompletedProcess[str]:
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("APOLLO_")}
+    if data_dir is not None:
+        environ["APOLLO_DATA_DIR"] = str(data_dir)
+    environ.update(env or {})
+    return subprocess.run(
+        [APOLLO, *args],
+        capture_output=True,
+        text=True,
+        env=environ,
+        input=stdin,
+        timeout=TIMEOUT,
+    )
+
+
+def test_demo_tours_the_embedded_store_and_every_claim_holds(data_dir: Path) -> None:
+    """The default demo runs on a throwaway embedded PostgreSQL, narrates each step with
+    its reason, checks each claim, and leaves the configured data folder untouched."""
+    result = run("demo", data_dir=data_dir)
+    assert 0 == result.returncode, result.stdout + result.stderr
+    out = result.stdout
+    assert "embedded PostgreSQL" in out
+    for line in (
+        "-> created (candidate, confidence 0.50)",
+        "-> rejected (-, confidence -): low_credibility",
+        "-> deduplicated (candidate, confidence 0.50), entry BGP",
+        "OSPF-A: candidate -> confirmed, confidence 0.50 -> 0.80",
+        "-> corroborated (confirmed, confidence 1.00), entry OSPF-A",
+        "1 contradiction(s); RA-ON is disputed, RA-OFF is disputed",
+        "accept RA-ON -> confirmed; reject RA-OFF -> archived",
+        "OSPF-A  confirmed 1.00 -> 0.133  kept",
+        "domains at risk (fewer than 2 agents with active knowledge): routing (openai-net-2)",
+        "every claim of the tour held",
+    ):
+        assert line in out
+    assert "why:" in out
+    assert "MISMATCH" not in out
+    assert not (data_dir / "postgres").exists()
+
+
+def test_demo_in_memory() -> None:
+    """``--in-memory`` tells the same story without a server."""
+    result = run("demo", "--in-memory")
+    assert 0 == result.returncode, result.stdout + result.stderr
+    assert "in-memory store" in result.stdout
+    assert "every claim of the tour held" in result.stdout
+
+
+def test_migrate_reports_the_schema_version(data_dir: Path) -> None:
+    """The first migrate applies 0001; the second finds nothing pending."""
+    first = run("migrate", data_dir=data_dir)
+    assert 0 == first.returncode, first.stderr
+    assert "applied migration 0001_initial" in first.stdout
+    assert "schema version 1" in first.stdout
+    second = run("migrate", data_dir=data_dir)
+    assert 0 == second.returncode, second.stderr
+    assert "no pending migrations" in second.stdout
+    assert "schema version 1" in second.stdout
+
+
+def test_ingest_skips_bad_lines_and_stores_the_rest(data_dir: Path, tmp_path: Path) -> None:
+    """A line of broken JSON and a line that fails validation are reported by number;
+    every other line is stored, and the exit code is 0."""
+    lines = [
+        {"content": "Raft elects a leader with randomized election timeouts", "tags": ["raft"]},
+        "{not json",
+        {"content": "Paxos needs a majority quorum to choose a value", "agent_id": "openai-c-2"},
+        {"content": "   ", "knowledge_domain": "consensus"},
+        {"content": "Vector clocks order events across replicas", "content_type": "concept"},
+    ]
+    path = tmp_path / "knowledge.jsonl"
+    path.write_text(
+        "\n".join(line if isinstance(line, str) else json.dumps(line) for line in lines) + "\n"
+    )
+    result = run("ingest", str(path), "--agent", "claude-ingest-1", data_dir=data_dir)
+    assert 0 == result.returncode, result.stderr
+    assert "line 2: invalid JSON" in result.stderr
+    assert "line 4: content: " in result.stderr
+    assert "Traceback" not in result.stderr
+    assert "ingested 3 line(s): created 3" in result.stdout
+    assert "2 bad line(s) skipped" in result.stdout
+
+    found = run("query", "leader election randomized timeouts", "--json", data_dir=data_dir)
+    assert 0 == found.returncode, found.stderr
+    entries = json.loads(found.stdout)["entries"]
+    assert "Raft elects a leader with randomized election timeouts" == entries[0]["content"]
+    assert "claude-ingest-1" == entries[0]["source_agent"]
+    assert {e["content"] for e in entries} >= {
+        "Paxos needs a majority quorum to choose a value",
+        "Vector clocks order events across replicas",
+    }
+
+    table = run("query", "majority quorum paxos", "--limit", "1", data_dir=data_dir)
+    assert 0 == table.returncode, table.stderr
+    assert "Paxos needs a majority quorum to choose a value" in table.stdout
+    assert "similarity" in table.stdout
+
+    stats = run("stats", "--json", data_dir=data_dir)
+    assert 0 == stats.returncode, stats.stderr
+    counts = json.loads(stats.stdout)
+    assert 3 == counts["total"]
+    assert 3 == counts["by_status"]["candidate"]
+    assert 1 == counts["by_content_type"]["concept"]
+
+
+def test_ingest_reads_stdin(tmp_path: Path) -> None:
+    """``-`` reads the JSONL from standard input."""
+    line = json.dumps({"content": "Bloom filters never give false negatives"})
+    result = run("ingest", "-", data_dir=tmp_path, stdin=line + "\n")
+    assert 0 == result.returncode, result.stderr
+    assert "created 1" in result.stdout
+
+
+def test_simulate_prints_the_summary() -> None:
+    result = run("simulate", "--agents", "4", "--ticks", "10", "--domains", "2")
+    assert 0 == result.returncode, result.stderr
+    out = result.stdout
+    assert "simulated 4 agents x 10 ticks over 2 domains" in out
+    for heading in (
+        "entries by status: candidate",
+        "contradictions found:",
+        "expertise (top agents per domain):",
+        "domains at risk",
+        "wall time:",
+    ):
+        assert heading in out
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_command_has_help(command: str) -> None:
+    result = run(command, "--help")
+    assert 0 == result.returncode, result.stderr
+    assert f"usage: apollo {command}" in result.stdout
+
+
+def test_a_bad_setting_exits_2_naming_the_variable(data_dir: Path) -> None:
+    result = run("stats", data_dir=data_dir, env={"APOLLO_HTTP_PORT": "notaport"})
+    assert 2 == result.returncode
+    assert result.stderr.startswith("apollo: error: APOLLO_HTTP_PORT")
+    assert "Traceback" not in result.stderr
+
+
+def test_a_bad_argument_exits_2_naming_it(data_dir: Path) -> None:
+    """Validation by Apollo itself (limit) and by the parser (noise) both exit 2."""
+    limit = run("query", "anything", "--limit", "500", data_dir=data_dir)
+    assert 2 == limit.returncode
+    assert "apollo: error: limit:" in limit.stderr
+    noise = run("simulate", "--noise", "1.5")
+    assert 2 == noise.returncode
+    assert "--noise" in noise.stderr
+
+
+def test_an_unreachable_database_exits_1(tmp_path: Path) -> None:
+    """A store that cannot be reached is a runtime failure, reported in one line."""
+    result = run(
+        "stats",
+        "--database-url",
+        f"postgresql:///apollo?host={tmp_path}&connect_timeout=2",
+        data_dir=tmp_path,
+    )
+    assert 1 == result.returncode, result.stdout + result.stderr
+    assert result.stderr.startswith("apollo: error: StoreUnavailable")
+    assert "Traceback" not in result.stderr
