@@ -16,6 +16,7 @@ from apollo_domain.expertise import DomainCoverage
 from apollo_domain.model import Entry, Evidence, Principal
 from apollo_domain.policy import ConfidencePolicy
 from apollo_domain.ports import (
+    STORE_PARTS,
     Clock,
     ContradictionJudge,
     Embedder,
@@ -59,16 +60,7 @@ _STORE_FIELDS = frozenset(
         "submitted_from",
     }
 )
-ALL_PARTS = (
-    "entries",
-    "evidence",
-    "expertise",
-    "access_log",
-    "relations",
-    "outbox",
-    "processed",
-    "credibility",
-)
+ALL_PARTS = sorted(STORE_PARTS)
 
 
 @frozen

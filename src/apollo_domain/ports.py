@@ -83,6 +83,20 @@ class GasLanguageModel(Protocol):
 
 # --------------------------------------------------------------------------- store values
 
+STORE_PARTS: frozenset[str] = frozenset(
+    {
+        "entries",
+        "evidence",
+        "expertise",
+        "access_log",
+        "relations",
+        "outbox",
+        "processed",
+        "credibility",
+    }
+)
+"""The parts of a store :meth:`Store.preflight` can check."""
+
 
 @frozen
 class SearchFilter:
@@ -391,13 +405,15 @@ class Store(Protocol):
     def unit_of_work(self) -> UnitOfWork: ...
 
     async def preflight(self, parts: Collection[str]) -> None:
-        """Raise :class:`StoreUnavailable` unless every named part ("entries", "evidence",
-        "expertise", "access_log", "relations", "outbox") can be written right now."""
+        """Raise :class:`StoreUnavailable` unless every named part (see
+        :data:`STORE_PARTS`) can be written right now; an unknown name is a
+        :class:`ValidationError`."""
 
     async def close(self) -> None: ...
 
 
 __all__ = [
+    "STORE_PARTS",
     "AccessLog",
     "AccessLogRecord",
     "AgentDomainStats",

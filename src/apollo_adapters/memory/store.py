@@ -17,6 +17,7 @@ from uuid import UUID
 from apollo_domain.errors import PersistenceFailed, StoreUnavailable, ValidationError
 from apollo_domain.model import AccessScope, Entry, Evidence, Relation, RelationType, Viewer
 from apollo_domain.ports import (
+    STORE_PARTS,
     AccessLogRecord,
     AgentDomainStats,
     CredibilityRecord,
@@ -37,18 +38,7 @@ from ._records import (
     ProcessedTable,
 )
 
-PARTS: frozenset[str] = frozenset(
-    {
-        "entries",
-        "evidence",
-        "expertise",
-        "access_log",
-        "relations",
-        "outbox",
-        "processed",
-        "credibility",
-    }
-)
+PARTS = STORE_PARTS
 
 
 def _parts(parts: Collection[str]) -> frozenset[str]:

@@ -163,22 +163,28 @@ async def ingest(
             assert embedding is not None
             result = await _place(deps, uow, viewer, request, embedding, cred, now)
         if result.outcome is not Outcome.REJECTED:
-            await uow.expertise.record_activity(
-                request.source.agent_id, request.knowledge_domain, now
-            )
-            await uow.access_log.record(
-                [
-                    AccessLogRecord(
-                        "ingest",
-                        request.source.agent_id,
-                        result.entry_id,
-                        now,
-                        {"outcome": result.outcome.value},
-                    )
-                ]
-            )
+            await _bookkeep(uow, request, result, now)
             await uow.commit()
         return result
+
+
+async def _bookkeep(
+    uow: UnitOfWork, request: IngestRequest, result: IngestResult, now: Any
+) -> None:
+    """Expertise (agent × domain) and the ``ingest`` access-log row, in the ingest's
+    transaction."""
+    await uow.expertise.record_activity(request.source.agent_id, request.knowledge_domain, now)
+    await uow.access_log.record(
+        [
+            AccessLogRecord(
+                "ingest",
+                request.source.agent_id,
+                result.entry_id,
+                now,
+                {"outcome": result.outcome.value},
+            )
+        ]
+    )
 
 
 def _same_partition(entry: Entry, request: IngestRequest) -> bool:
@@ -435,20 +441,7 @@ async def _ingest_chunk(
                 if result.outcome is Outcome.CREATED and result.entry_id is not None:
                     created.setdefault(request.access_scope, set()).add(result.entry_id)
             if result.outcome is not Outcome.REJECTED:
-                await uow.expertise.record_activity(
-                    request.source.agent_id, request.knowledge_domain, now
-                )
-                await uow.access_log.record(
-                    [
-                        AccessLogRecord(
-                            "ingest",
-                            request.source.agent_id,
-                            result.entry_id,
-                            now,
-                            {"outcome": result.outcome.value},
-                        )
-                    ]
-                )
+                await _bookkeep(uow, request, result, now)
             results.append(result)
         await uow.commit()
     return results
