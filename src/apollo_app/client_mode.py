@@ -283,8 +283,10 @@ class RemoteClient:
             routing_key=queue,
             body=encode_command(body),
             message_id=uuid4().hex,
-            # a request nobody waits for any more is dropped unanswered by the service
-            headers={DEADLINE_HEADER: time.time() + self.rpc_timeout},
+            # a request nobody waits for any more is dropped unanswered by the service;
+            # whole seconds, rounded up: AMQP tables carry a Python float as a 32-bit float,
+            # which is ~128 s coarse at today's epoch (an int travels exactly)
+            headers={DEADLINE_HEADER: math.ceil(time.time() + self.rpc_timeout)},
             user_id=self.user_id,
         )
         try:

@@ -288,3 +288,30 @@ def test_writeback_metadata_splits_into_arguments_and_context():
 
 def test_actions_of_bodies_are_consistent():
     assert Action.TRAVERSE == ACTIONS[TraverseBody]
+
+
+async def test_rpc_requests_carry_an_exact_whole_second_deadline():
+    """The deadline header is an int: AMQP tables carry Python floats as 32-bit floats, which
+    at today's epoch rounds by ~128 s and made live requests look expired."""
+    import time
+
+    from apollo_app.client_mode import RemoteClient
+    from apollo_app.messages import DEADLINE_HEADER
+    from apollo_domain.errors import RpcTimeout
+
+    sent = []
+
+    class CapturingBus:
+        async def request(self, message, *, timeout):
+            sent.append(message)
+            raise RpcTimeout("nobody is listening")
+
+    client = RemoteClient(CapturingBus(), agent_id="claude-1", rpc_timeout=7.0)
+    before = time.time()
+    try:
+        await client.query_knowledge(query="anything at all")
+    except RpcTimeout:
+        pass
+    deadline = sent[0].headers[DEADLINE_HEADER]
+    assert int is type(deadline)
+    assert before + 7.0 <= deadline <= time.time() + 8.0

