@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from apollo_adapters.embedders import HashingEmbedder
+from apollo_adapters.llm import OpenAIChatModel
 from apollo_adapters.postgres import EmbeddedPostgres, PostgresStore
 from apollo_domain.errors import ConfigurationError
 from apollo_domain.ports import Embedder, GasLanguageModel
@@ -38,14 +39,12 @@ def build_embedder(settings: Settings) -> Embedder:
     raise ConfigurationError("APOLLO_EMBEDDER", f"unknown embedder {settings.embedder!r}")
 
 
-def build_llm(settings: Settings) -> Any:
+def build_llm(settings: Settings) -> OpenAIChatModel | None:
     """The OpenAI-compatible chat model when ``APOLLO_LLM_URL`` is set, else None."""
     if not settings.llm_url:
         return None
     if not settings.llm_model:
         raise ConfigurationError("APOLLO_LLM_MODEL", "is required with APOLLO_LLM_URL")
-    from apollo_adapters.llm import OpenAIChatModel
-
     return OpenAIChatModel(settings.llm_url, settings.llm_model, settings.llm_api_key)
 
 
@@ -85,10 +84,17 @@ async def open_apollo(
     policy: Any = None,
 ) -> Apollo:
     settings = settings or Settings.from_env()
-    embedder = embedder or build_embedder(settings)
-    llm = llm or build_llm(settings)
+    built: list[Any] = []  # what this function creates, it also closes
+    if embedder is None:
+        embedder = build_embedder(settings)
+        built.append(embedder)
+    chat = build_llm(settings) if llm is None or judge is None else None
+    if chat is not None:  # one OpenAI-compatible model serves both ports
+        built.append(chat)
+        llm = llm or chat
+        judge = judge or chat
     store, closers = await open_store(settings, embedder)
-    for extra in (embedder, llm):
+    for extra in built:
         close = getattr(extra, "aclose", None)
         if close is not None:
             closers.append(close)
@@ -96,7 +102,7 @@ async def open_apollo(
         store,
         embedder=embedder,
         clock=clock,
-        judge=judge if judge is not None else llm,
+        judge=judge,
         llm=llm,
         policy=policy or settings.policy,
         closers=closers,

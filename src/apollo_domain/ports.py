@@ -379,14 +379,22 @@ class UnitOfWork(Protocol):
     only the work done inside it, then propagates.
     """
 
-    entries: EntryRepository
-    relations: RelationRepository
-    evidence: EvidenceRepository
-    expertise: ExpertiseRepository
-    access_log: AccessLog
-    credibility: CredibilityRegistry
-    outbox: Outbox
-    processed: ProcessedKeys
+    @property
+    def entries(self) -> EntryRepository: ...
+    @property
+    def relations(self) -> RelationRepository: ...
+    @property
+    def evidence(self) -> EvidenceRepository: ...
+    @property
+    def expertise(self) -> ExpertiseRepository: ...
+    @property
+    def access_log(self) -> AccessLog: ...
+    @property
+    def credibility(self) -> CredibilityRegistry: ...
+    @property
+    def outbox(self) -> Outbox: ...
+    @property
+    def processed(self) -> ProcessedKeys: ...
 
     async def __aenter__(self) -> UnitOfWork: ...
 
@@ -400,7 +408,8 @@ class UnitOfWork(Protocol):
 class Store(Protocol):
     """A knowledge store: units of work plus the identity directory."""
 
-    directory: IdentityDirectory
+    @property
+    def directory(self) -> IdentityDirectory: ...
 
     def unit_of_work(self) -> UnitOfWork: ...
 
