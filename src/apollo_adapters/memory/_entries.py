@@ -40,6 +40,7 @@ from apollo_domain.ports import (
 
 Undo = list[Callable[[], object]]
 Mask = npt.NDArray[np.bool_]
+Rows = npt.NDArray[np.intp]
 
 STATUSES: tuple[Status, ...] = (
     Status.CANDIDATE,
@@ -473,15 +474,14 @@ class EntryTable:
         row = self._active_in((content_hash, SCOPE_CODE[scope], owner))
         return None if row is None else self.entry(row)
 
-    def visible(self, viewer: Viewer) -> Mask:
-        """Rows the viewer may see (liveness not included)."""
-        n = self.n
-        scope = self.scope[:n]
+    def visible(self, viewer: Viewer, rows: Rows | None = None) -> Mask:
+        """Which rows the viewer may see (liveness not included): every row, or ``rows``."""
+        scope = self.scope[: self.n] if rows is None else self.scope[rows]
         mask: Mask = scope == GLOBAL
         principal = viewer.principal_id
         if principal is None:
             return mask
-        owner = self.owner[:n]
+        owner = self.owner[: self.n] if rows is None else self.owner[rows]
         code = self.owners.codes.get(principal)
         if code is not None:
             mask |= (scope != GLOBAL) & (owner == code)
@@ -497,12 +497,34 @@ class EntryTable:
 
     def matching(self, flt: SearchFilter, *, embedded: bool) -> Mask | None:
         """The rows matching ``flt`` (visibility included), or None when none can match."""
+        return self._mask(flt, embedded, None)
+
+    def selected(self, flt: SearchFilter, *, embedded: bool) -> Rows | None:
+        """The rows matching ``flt`` in row order, or None when none can match.
+
+        A filter naming a few ``only_ids`` is evaluated on those rows alone, not the store."""
+        if flt.only_ids is not None and len(flt.only_ids) * 8 < self.n:
+            row_of = self.row_of
+            found = [row for row in map(row_of.get, flt.only_ids) if row is not None]
+            if not found:
+                return None
+            rows = np.sort(np.asarray(found, dtype=np.intp))
+            mask = self._mask(flt, embedded, rows)
+            return None if mask is None else rows[mask]
+        mask = self._mask(flt, embedded, None)
+        return None if mask is None else np.flatnonzero(mask)
+
+    def _mask(self, flt: SearchFilter, embedded: bool, rows: Rows | None) -> Mask | None:
+        """``flt`` over every row (``rows`` None) or over ``rows`` (which hold every
+        ``only_ids`` row of the store)."""
         n = self.n
         codes = {STATUS_CODE[s] for s in flt.statuses}
         if not codes or n == 0:
             return None
-        mask = self.alive[:n] & self.has_emb[:n] if embedded else self.alive[:n].copy()
-        status = self.status[:n]
+        at: slice | Rows = slice(0, n) if rows is None else rows
+        size = n if rows is None else rows.size
+        mask = self.alive[at] & self.has_emb[at] if embedded else self.alive[at].copy()
+        status = self.status[at]
         if len(codes) == 1:
             mask &= status == codes.pop()
         elif len(codes) == 2:
@@ -512,10 +534,10 @@ class EntryTable:
             (missing,) = set(range(len(STATUSES))) - codes
             mask &= status != missing
         if flt.access_scope is not None:
-            mask &= self.scope[:n] == SCOPE_CODE[flt.access_scope]
+            mask &= self.scope[at] == SCOPE_CODE[flt.access_scope]
         if flt.partition is not None:
             scope, owner_id = flt.partition
-            mask &= self.scope[:n] == SCOPE_CODE[scope]
+            mask &= self.scope[at] == SCOPE_CODE[scope]
             if scope is not AccessScope.GLOBAL:
                 if owner_id is None:
                     owner = NO_OWNER
@@ -523,38 +545,42 @@ class EntryTable:
                     owner = self.owners.codes[owner_id]
                 else:
                     return None
-                mask &= self.owner[:n] == owner
+                mask &= self.owner[at] == owner
         if flt.knowledge_domain is not None:
             domain = self.domains.codes.get(flt.knowledge_domain)
             if domain is None:
                 return None
-            mask &= self.domain[:n] == domain
+            mask &= self.domain[at] == domain
         if flt.content_type is not None:
-            mask &= self.ctype[:n] == TYPE_CODE[flt.content_type]
+            mask &= self.ctype[at] == TYPE_CODE[flt.content_type]
         if flt.min_confidence is not None:
-            mask &= self.conf[:n] >= flt.min_confidence
+            mask &= self.conf[at] >= flt.min_confidence
         if flt.tags is not None:
             tagged: set[int] = set()
             for tag in flt.tags:
                 tagged.update(self.tag_rows.get(tag, ()))
             if not tagged:
                 return None
-            in_tags = np.zeros(n, dtype=np.bool_)
-            in_tags[np.fromiter(tagged, dtype=np.intp, count=len(tagged))] = True
-            mask &= in_tags
-        if flt.only_ids is not None:
-            wanted = [self.row_of[i] for i in flt.only_ids if i in self.row_of]
+            mask &= self._member(tagged, rows, size)
+        if flt.only_ids is not None and rows is None:  # ``rows`` already are those ids
+            wanted = {self.row_of[i] for i in flt.only_ids if i in self.row_of}
             if not wanted:
                 return None
-            only = np.zeros(n, dtype=np.bool_)
-            only[np.asarray(wanted, dtype=np.intp)] = True
-            mask &= only
-        for entry_id in flt.exclude_ids:
-            row = self.row_of.get(entry_id)
-            if row is not None:
-                mask[row] = False
-        mask &= self.visible(flt.viewer)
+            mask &= self._member(wanted, rows, size)
+        excluded = {self.row_of[i] for i in flt.exclude_ids if i in self.row_of}
+        if excluded:
+            mask &= ~self._member(excluded, rows, size)
+        mask &= self.visible(flt.viewer, rows)
         return mask
+
+    def _member(self, members: set[int], rows: Rows | None, size: int) -> Mask:
+        """Which of every row (``rows`` None) or of ``rows`` are in ``members``."""
+        listed = np.fromiter(members, dtype=np.intp, count=len(members))
+        if rows is not None:
+            return np.isin(rows, listed)
+        found = np.zeros(size, dtype=np.bool_)
+        found[listed] = True
+        return found
 
     def nearest(
         self, embedding: Sequence[float], flt: SearchFilter, limit: int
@@ -564,27 +590,29 @@ class EntryTable:
     def nearest_many(
         self, embeddings: Sequence[Sequence[float]], flt: SearchFilter, limit: int
     ) -> list[list[ScoredEntry]]:
-        """One masked matrix product for the whole batch, then top-k per query."""
+        """One matrix product for the whole batch, then top-k per query."""
         empty: list[list[ScoredEntry]] = [[] for _ in embeddings]
         if limit <= 0 or self.matrix is None or not embeddings:
             return empty
         queries = np.stack([self._vector(e) for e in embeddings])
-        mask = self.matching(flt, embedded=True)
-        if mask is None:
-            return empty
-        count = int(np.count_nonzero(mask))
-        if count == 0:
+        selected = self.selected(flt, embedded=True)
+        if selected is None or selected.size == 0:
             return empty
         n = self.n
-        rows: npt.NDArray[np.intp] | None
+        count = int(selected.size)
+        rows: Rows | None
         if count * 4 < n:
-            rows = np.flatnonzero(mask)
-            scores = self.matrix[rows] @ queries.T
+            rows = selected
+            scores = queries @ self.matrix[rows].T
         else:
             rows = None
-            scores = self.matrix[:n] @ queries.T
-            scores[~mask] = np.float32(-np.inf)
-        return [self._top(scores[:, i], rows, count, limit) for i in range(len(embeddings))]
+            # (queries, rows): each query's scores contiguous for the top-k selection
+            scores = queries @ self.matrix[:n].T
+            if count < n:
+                mask = np.ones(n, dtype=np.bool_)
+                mask[selected] = False
+                scores[:, mask] = np.float32(-np.inf)
+        return [self._top(scores[i], rows, count, limit) for i in range(len(embeddings))]
 
     def _top(
         self,
@@ -610,10 +638,9 @@ class EntryTable:
     def browse(self, flt: SearchFilter, limit: int) -> list[Entry]:
         if limit <= 0:
             return []
-        mask = self.matching(flt, embedded=False)
-        if mask is None:
+        rows = self.selected(flt, embedded=False)
+        if rows is None:
             return []
-        rows = np.flatnonzero(mask)
         if rows.size > limit:
             created = self.created[rows]
             threshold = np.partition(created, rows.size - limit)[rows.size - limit]

@@ -78,6 +78,7 @@ _ENTRY_COLUMNS = (
 _COLUMNS = sql.SQL(_ENTRY_COLUMNS)
 _COLUMNS_WITH_EMBEDDING = sql.SQL(_ENTRY_COLUMNS + ", embedding")
 _ARCHIVED = Status.ARCHIVED.value
+EXACT_ONLY_IDS = 1_000  # ``nearest`` restricted to at most this many ids skips the index
 
 
 def _utc(value: datetime | None) -> datetime | None:
@@ -212,6 +213,7 @@ class _Where:
             self.add("content_type = {}", flt.content_type.value)
         if flt.access_scope is not None:
             self.add("access_scope = {}", flt.access_scope.value)
+            self.owned_by_viewer(flt.access_scope, flt.viewer)
         if flt.partition is not None:
             scope, owner = flt.partition
             self.add("access_scope = {}", scope.value)
@@ -221,6 +223,17 @@ class _Where:
             self.add("id <> ALL({}::uuid[])", list(flt.exclude_ids))
         if flt.only_ids is not None:
             self.add("id = ANY({}::uuid[])", list(flt.only_ids))
+
+    def owned_by_viewer(self, scope: AccessScope, viewer: Viewer) -> None:
+        """What visibility implies within one non-global scope, stated so that the planner
+        can use the owner index (a selective scope is then sorted exactly, not hunted for
+        through the HNSW graph)."""
+        if viewer.principal_id is None or scope is AccessScope.GLOBAL:
+            return
+        if scope is AccessScope.PRIVATE:
+            self.add("owner_id = {}", viewer.principal_id)
+        else:
+            self.add("owner_id = ANY({})", sorted(viewer.team_owners | {viewer.principal_id}))
 
     def sql(self) -> sql.Composable:
         if not self.clauses:
@@ -340,16 +353,20 @@ class PostgresEntryRepository:
         query_vector = where.param(_vector(embedding))
         # A margin beyond ``limit`` keeps entries tied at the cut in play for the id rule.
         fetch = limit + max(10, limit)
-        ef_search = min(max(self._ef_search, fetch), 1000)
-        await self._s.execute(
-            "SELECT set_config('hnsw.ef_search', %s, true),"
-            " set_config('hnsw.iterative_scan', 'relaxed_order', true),"
-            " set_config('hnsw.max_scan_tuples', %s, true)",
-            (str(ef_search), str(self._max_scan_tuples)),
-        )
-        rows = await self._nearest_rows(where, query_vector, fetch, exact=False)
+        # A few named entries are cheaper to sort exactly than to hunt for in the graph.
+        rows: list[Row] = []
+        if flt.only_ids is None or len(flt.only_ids) > EXACT_ONLY_IDS:
+            ef_search = min(max(self._ef_search, fetch), 1000)
+            await self._s.execute(
+                "SELECT set_config('hnsw.ef_search', %s, true),"
+                " set_config('hnsw.iterative_scan', 'relaxed_order', true),"
+                " set_config('hnsw.max_scan_tuples', %s, true)",
+                (str(ef_search), str(self._max_scan_tuples)),
+            )
+            rows = await self._nearest_rows(where, query_vector, fetch, exact=False)
         if len(rows) < limit:
-            # The approximate scan gave up early (scan budget); an exact scan is the answer.
+            # The approximate scan gave up early (scan budget), or was not worth starting:
+            # an exact scan is the answer.
             rows = await self._nearest_rows(where, query_vector, fetch, exact=True)
         scored = sorted(
             (ScoredEntry(_entry(row), 1.0 - row["distance"]) for row in rows),

@@ -35,7 +35,7 @@ CREATE TABLE entries (
     confirmed_at     timestamptz,
     decayed_at       timestamptz,
     lexical          tsvector GENERATED ALWAYS AS (to_tsvector('english'::regconfig, content)) STORED
-);
+) WITH (fillfactor = 80);  -- room on each page for the in-place versions of hot updates
 
 CREATE INDEX entries_embedding_hnsw ON entries
     USING hnsw (embedding vector_cosine_ops) WHERE status <> 'archived';
@@ -46,10 +46,11 @@ CREATE UNIQUE INDEX entries_dedup ON entries
     WHERE status <> 'archived';
 CREATE INDEX entries_tags ON entries USING gin (tags);
 CREATE INDEX entries_lexical ON entries USING gin (lexical);
-CREATE INDEX entries_decay ON entries
-    ((COALESCE(decayed_at, created_at))) WHERE status <> 'archived';
-CREATE INDEX entries_stale ON entries
-    ((COALESCE(updated_at, created_at))) WHERE status <> 'archived';
+-- Decay targets: the active entries. Indexed by status alone, which neither a query's
+-- retrieval boost (confidence, access_count, updated_at) nor the decay cycle (confidence,
+-- decayed_at) changes: those hot updates then stay heap-only and write nothing into any
+-- index, the HNSW index above all. archive_stale is periodic maintenance and scans.
+CREATE INDEX entries_decay_targets ON entries (status) WHERE status <> 'archived';
 CREATE INDEX entries_browse ON entries (created_at DESC, id DESC);
 CREATE INDEX entries_candidates ON entries (created_at, id) WHERE status = 'candidate';
 CREATE INDEX entries_source_agent ON entries (source_agent, knowledge_domain);

@@ -1,0 +1,1 @@
+"""Reproducible performance runs of Apollo, each printed beside its baseline."""

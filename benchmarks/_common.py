@@ -1,0 +1,168 @@
+"""Shared helpers of the benchmarks: seeded texts, latency summaries, tables, JSON output."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import random
+import statistics
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+_CONSONANTS = "bcdfghklmnprstvz"
+_VOWELS = "aeiou"
+_COMMON = tuple(
+    " ".join(
+        (
+            "the a of to in and is for on with that by as at from uses when after before each",
+            "every one its their this under over between into new old data agent service",
+            "request cache index query store latency error retry timeout memory disk network",
+            "queue worker node cluster shard replica token model vector batch stream event",
+            "schema table",
+        )
+    ).split()
+)
+
+
+class TextGenerator:
+    """Distinct, readable-looking texts of 80–150 characters from a seeded vocabulary.
+
+    A quarter of the words come from a small common vocabulary (shared by many texts, as
+    in real notes), the rest from ``vocabulary`` pseudo-words (topic words)."""
+
+    def __init__(self, seed: int, vocabulary: int = 6000) -> None:
+        self._random = random.Random(seed)
+        words: set[str] = set()
+        vocab_random = random.Random(1234)  # one vocabulary for every generator
+        while len(words) < vocabulary:
+            syllables = vocab_random.randint(2, 4)
+            words.add(
+                "".join(
+                    vocab_random.choice(_CONSONANTS) + vocab_random.choice(_VOWELS)
+                    for _ in range(syllables)
+                )
+            )
+        self.words = sorted(words)
+
+    def word(self) -> str:
+        if self._random.random() < 0.25:
+            return self._random.choice(_COMMON)
+        return self._random.choice(self.words)
+
+    def text(self, low: int = 80, high: int = 150) -> str:
+        target = self._random.randint(low, high)
+        parts: list[str] = []
+        length = -1
+        while True:
+            word = self.word()
+            if length + 1 + len(word) > target and length >= low:
+                break
+            parts.append(word)
+            length += 1 + len(word)
+        return (" ".join(parts)).capitalize() + "."
+
+    def texts(self, count: int, low: int = 80, high: int = 150) -> list[str]:
+        seen: set[str] = set()
+        out: list[str] = []
+        while len(out) < count:
+            text = self.text(low, high)
+            if text not in seen:
+                seen.add(text)
+                out.append(text)
+        return out
+
+    def choice(self, options: Sequence[str]) -> str:
+        return self._random.choice(options)
+
+
+DOMAINS = tuple(f"domain-{i:02d}" for i in range(20))
+
+
+def summary_ms(seconds: Iterable[float]) -> dict[str, float]:
+    """mean / p50 / p95 / max of latencies given in seconds, in milliseconds."""
+    values = np.asarray(list(seconds), dtype=np.float64) * 1000.0
+    return {
+        "count": int(values.size),
+        "mean_ms": float(values.mean()),
+        "p50_ms": float(np.percentile(values, 50)),
+        "p95_ms": float(np.percentile(values, 95)),
+        "max_ms": float(values.max()),
+    }
+
+
+def rate(count: int, seconds: float) -> float:
+    return count / seconds if seconds > 0 else float("inf")
+
+
+class Stopwatch:
+    """``with Stopwatch() as sw: ...; sw.seconds``."""
+
+    def __enter__(self) -> Stopwatch:
+        self._start = time.perf_counter()
+        self.seconds = 0.0
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.seconds = time.perf_counter() - self._start
+
+
+def machine() -> dict[str, Any]:
+    return {
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "cpus": os.cpu_count(),
+        "platform": platform.platform(),
+    }
+
+
+def fmt(value: Any) -> str:
+    if isinstance(value, float):
+        if value == 0:
+            return "0"
+        if abs(value) >= 100:
+            return f"{value:,.0f}"
+        if abs(value) >= 1:
+            return f"{value:.2f}"
+        return f"{value:.4f}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return "" if value is None else str(value)
+
+
+def table(rows: Sequence[Sequence[Any]], header: Sequence[str]) -> str:
+    """A markdown table."""
+    lines = [
+        "| " + " | ".join(header) + " |",
+        "|" + "|".join("---" for _ in header) + "|",
+    ]
+    lines.extend("| " + " | ".join(fmt(c) for c in row) + " |" for row in rows)
+    return "\n".join(lines)
+
+
+COMPARISON_HEADER = ("measurement", "Apollo", "baseline", "ratio", "target", "met")
+
+
+def comparison_row(
+    name: str, value: float, baseline: float | None, target: str, met: bool | None
+) -> list[Any]:
+    ratio = None if baseline in (None, 0) else value / baseline  # type: ignore[operator]
+    return [name, value, baseline, ratio, target, "" if met is None else ("yes" if met else "NO")]
+
+
+def write_json(name: str, payload: Mapping[str, Any], directory: Path | None = None) -> Path:
+    folder = directory or RESULTS
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.json"
+    path.write_text(json.dumps(payload, indent=2, sort_keys=True, default=str) + "\n")
+    return path
+
+
+def median(values: Sequence[float]) -> float:
+    return float(statistics.median(values))

@@ -1,0 +1,85 @@
+"""The benchmarks run end to end at their ``--quick`` sizes and report every figure.
+
+No timing is asserted: only that each script's ``main`` completes, writes its JSON with
+the expected keys, and that every figure it reports is a positive number.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+from benchmarks import memory_bench, postgres_bench
+
+from tests.postgres_support import PostgresTestServer
+
+
+def positive(value: Any) -> bool:
+    return (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and value > 0
+    )
+
+
+def test_memory_bench_quick_reports_every_figure(tmp_path: Path) -> None:
+    """Ingest rates, query latencies and the numpy baseline are all measured and written."""
+    result = memory_bench.main(["--quick", "--output", str(tmp_path)])
+
+    written = json.loads((tmp_path / "memory_bench_quick.json").read_text())
+    assert {"name", "command", "machine", "config", "ingest", "query", "targets"} <= set(written)
+    assert "memory_bench" == written["name"]
+    ingest, query = written["ingest"], written["query"]
+    for phase in ("single_first", "single_at_full_size", "bulk"):
+        assert positive(ingest[phase]["entries_per_s"]), phase
+        assert sum(ingest[phase]["outcomes"].values()) == ingest[phase]["entries"]
+    assert ingest["bulk"]["entries"] == ingest["bulk"]["outcomes"].get("created", 0)
+    for path in ("query_knowledge", "store_nearest", "numpy_top10", "embed"):
+        for stat in ("mean_ms", "p50_ms", "p95_ms"):
+            assert positive(query[path][stat]), (path, stat)
+    assert positive(query["query_over_numpy_p50"])
+    assert query["results_returned"] > 0
+    assert result["config"] == written["config"]
+
+
+@pytest.mark.postgres
+def test_postgres_bench_quick_reports_every_figure(
+    tmp_path: Path, postgres_server: PostgresTestServer
+) -> None:
+    """Query, recall, ingest and decay figures are measured beside their raw-SQL baselines."""
+    postgres_bench.main(
+        ["--quick", "--admin-url", postgres_server.admin_conninfo, "--output", str(tmp_path)]
+    )
+
+    written = json.loads((tmp_path / "postgres_bench_quick.json").read_text())
+    assert {"load", "query", "recall", "ingest", "decay", "server", "targets"} <= set(written)
+    query, recall = written["query"], written["recall"]
+    for path in ("query_knowledge", "raw_sql", "embed"):
+        for stat in ("mean_ms", "p50_ms", "p95_ms"):
+            assert positive(query[path][stat]), (path, stat)
+    for key in (
+        "adapter_unfiltered",
+        "adapter_filtered_private_1pct",
+        "raw_sql_unfiltered",
+        "raw_sql_filtered_iterative_scan",
+    ):
+        assert 0 < recall[key] <= 1, key
+    ingest = written["ingest"]
+    for key in (
+        "store_knowledge_per_s",
+        "store_many_per_s",
+        "raw_insert_per_row_tx_per_s",
+        "raw_executemany_one_tx_per_s",
+        "raw_copy_one_tx_per_s",
+    ):
+        assert positive(ingest[key]), key
+    assert ingest["entries"] == ingest["store_knowledge_outcomes"].get("created", 0)
+    decay = written["decay"]
+    assert positive(decay["decay_cycle_median_s"]) and positive(decay["raw_update_median_s"])
+    assert decay["entries"] == decay["decay_outcomes"][0]["decayed"]
+    for key in ("copy_seconds", "hnsw_build_seconds"):
+        assert positive(written["load"][key]), key
