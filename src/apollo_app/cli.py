@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
 import sys
 from collections import Counter
 from collections.abc import Coroutine, Iterable, Iterator, Sequence
@@ -109,6 +110,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         if exc.name != f"{__package__}.service":
             raise
         raise ServiceMissing("the service module is not installed") from None
+
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
 
     async def serve() -> None:
         await service.run_service(settings)

@@ -328,7 +328,10 @@ class Client:
         status: Sequence[str] | str | None = None,
         tags: Sequence[str] | None = None,
         knowledge_domain: str | None = None,
+        min_similarity: float = 0.0,
     ) -> QueryResult:
+        """Semantic search (or newest-first browse under three characters). Entries at or
+        below ``min_similarity`` are not matches; returned entries get the retrieval boost."""
         return await services.query(
             self._deps,
             self.caller,
@@ -338,6 +341,7 @@ class Client:
             status=status,
             tags=tags,
             knowledge_domain=knowledge_domain,
+            min_similarity=min_similarity,
         )
 
     async def retrieve(
@@ -347,8 +351,10 @@ class Client:
         min_confidence: float = 0.3,
         tags: Sequence[str] | None = None,
         knowledge_domain: str | None = None,
+        min_similarity: float = 0.0,
     ) -> QueryResult:
-        """Like ``query_knowledge`` but without access counts or access-log rows."""
+        """Like ``query_knowledge`` (the retrieval boost included) but without access counts
+        or access-log rows."""
         return await services.query(
             self._deps,
             self.caller,
@@ -358,6 +364,7 @@ class Client:
             tags=tags,
             knowledge_domain=knowledge_domain,
             count_access=False,
+            min_similarity=min_similarity,
         )
 
     async def related_entries(

@@ -90,8 +90,19 @@ class Metrics:
         self.http_seconds.labels(route=route).observe(max(0.0, seconds))
 
     def render(self) -> tuple[bytes, str]:
-        """The Prometheus text exposition and its content type."""
-        return generate_latest(self.registry), CONTENT_TYPE_LATEST
+        """The Prometheus text exposition and its content type, without the ``*_created``
+        timestamp series (they read like counts beside the counters they belong to)."""
+        lines = generate_latest(self.registry).splitlines(keepends=True)
+        kept = [line for line in lines if not _is_created_series(line)]
+        return b"".join(kept), CONTENT_TYPE_LATEST
+
+
+def _is_created_series(line: bytes) -> bool:
+    name = line.split(b"{", 1)[0].split(b" ", 1)[0]
+    if line.startswith(b"#"):
+        parts = line.split(b" ")
+        name = parts[2] if len(parts) > 2 else b""
+    return name.endswith(b"_created")
 
 
 __all__ = ["Metrics"]

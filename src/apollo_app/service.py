@@ -520,7 +520,17 @@ async def _serve_until(
         ready = asyncio.Event()
         http = asyncio.ensure_future(serve_http(apollo, settings, metrics, ready=ready))
         tasks.add(http)
-    log.info("Apollo service running")
+        started = asyncio.ensure_future(ready.wait())
+        await asyncio.wait({started, http}, return_when=asyncio.FIRST_COMPLETED)
+        started.cancel()
+    log.info(
+        "Apollo service running: %s; bus: %s; store: %s",
+        _http_address(settings) if http is not None else "HTTP API disabled",
+        "RabbitMQ" if settings.amqp_url else "in-process",
+        "PostgreSQL at APOLLO_DATABASE_URL"
+        if settings.database_url
+        else f"embedded PostgreSQL in {settings.data_dir}",
+    )
     try:
         done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
         if http is not None and http in done:
@@ -530,6 +540,14 @@ async def _serve_until(
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
     log.info("shutting down")
+
+
+def _http_address(settings: Settings) -> str:
+    from .http import bind_host
+
+    host = bind_host(settings.http_host, settings.api_tokens)
+    note = "" if settings.api_tokens else " (no APOLLO_API_TOKENS: loopback only, anonymous)"
+    return f"HTTP API on http://{host}:{settings.http_port}/api/apollo/{note}"
 
 
 def main() -> int:

@@ -82,9 +82,8 @@ class Settings:
             try:
                 parsed = kind(value.strip())
             except ValueError:
-                raise ConfigurationError(
-                    name, f"must be a {kind.__name__}, got {value!r}"
-                ) from None
+                noun = "an integer" if kind is int else "a number"
+                raise ConfigurationError(name, f"must be {noun}, got {value!r}") from None
             if not low <= parsed <= high:
                 raise ConfigurationError(name, f"must be between {low} and {high}, got {parsed}")
             kwargs[attr] = parsed

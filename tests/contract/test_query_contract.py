@@ -163,3 +163,28 @@ async def test_visibility_on_every_read_path(make_apollo):
         )
     assert "not found" in str(hidden.value)
     assert (await apollo.get_entry(p.entry_id)).status == Status.CANDIDATE
+
+
+async def test_unrelated_entries_are_not_matches(make_apollo):
+    """Only entries above min_similarity (default 0) are returned, and only they are boosted."""
+    embedder = KeyedEmbedder(16)
+    apollo = await make_apollo(embedder=embedder)
+    base = embedder.basis(0)
+    embedder.set("the probe", base)
+    embedder.set("a related note", at_cosine(base, 0.6, 1))
+    embedder.set("an opposite note", [-x for x in at_cosine(base, 0.5, 2)])
+    embedder.set("an orthogonal note", embedder.basis(3))
+    ids = {}
+    for text in ("a related note", "an opposite note", "an orthogonal note"):
+        ids[text] = (await apollo.client("writer").store_knowledge(content=text)).entry_id
+    reader = apollo.client("reader")
+    found = await reader.query_knowledge(query="the probe")
+    assert [ids["a related note"]] == [e.id for e in found.entries]
+    assert 0.5 == (await apollo.get_entry(ids["an opposite note"])).confidence
+    stricter = await reader.query_knowledge(query="the probe", min_similarity=0.7)
+    assert () == stricter.entries
+    everything = await reader.query_knowledge(query="the probe", min_similarity=-1.0)
+    assert 3 == len(everything.entries)
+    with pytest.raises(ValidationError) as err:
+        await reader.query_knowledge(query="the probe", min_similarity=2)
+    assert "min_similarity" == err.value.field

@@ -27,13 +27,16 @@ async def query(
     tags: object = None,
     knowledge_domain: object = None,
     count_access: bool = True,
+    min_similarity: object = 0.0,
 ) -> QueryResult:
     """Semantic search (or newest-first browse for queries under three characters).
 
     A semantic query boosts each returned entry's confidence atomically in the store and,
     when ``count_access``, adds to its access count and writes one ``query`` access-log row
     per returned entry — all in one transaction. The access log must be writable before
-    anything is embedded or looked up.
+    anything is embedded or looked up. Only entries whose similarity is above
+    ``min_similarity`` match (by default, unrelated and opposite texts never do, so they are
+    neither returned nor boosted).
     """
     if not isinstance(query, str):
         raise ValidationError("query", "must be a string")
@@ -44,6 +47,7 @@ async def query(
     count = bounded_int("limit", limit, 1, MAX_LIMIT)
     floor = unit_float("min_confidence", min_confidence)
     statuses = parse_statuses(status, DEFAULT_STATUSES)
+    similarity_floor = _similarity("min_similarity", min_similarity)
     text = query.strip()
     semantic = len(text) >= BROWSE_BELOW_CHARS
     store = deps.store
@@ -60,7 +64,11 @@ async def query(
 
     (vector,) = await deps.embedder.embed([text])
     async with store.unit_of_work() as uow:
-        hits = await uow.entries.nearest(vector, flt, count)
+        hits = [
+            h
+            for h in await uow.entries.nearest(vector, flt, count)
+            if h.similarity > similarity_floor
+        ]
         if not hits:
             return QueryResult("semantic", ())
         now = deps.clock.now()
@@ -85,3 +93,15 @@ async def query(
             for h in hits
         ),
     )
+
+
+def _similarity(name: str, value: object) -> float:
+    if isinstance(value, bool):
+        raise ValidationError(name, "must be a number")
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise ValidationError(name, f"must be a number, got {value!r}") from None
+    if not -1.0 <= number <= 1.0:  # NaN fails this too
+        raise ValidationError(name, f"must be within [-1, 1], got {value!r}")
+    return number
