@@ -7,7 +7,6 @@ typed error — leaving nothing changed — when the transition does not apply.
 from __future__ import annotations
 
 import enum
-import math
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -15,6 +14,7 @@ from attrs import evolve
 
 from .errors import InvalidTransition, UnknownResolution, ValidationError
 from .model import Entry, Status
+from .validation import bounded_float
 
 MAX_STALE_DAYS = 36_500  # a century; a cutoff further back than that archives nothing new
 
@@ -51,28 +51,12 @@ def deprecate(entry: Entry, reason: str, now: datetime) -> Entry:
 
 def validate_decay_factor(factor: object) -> float:
     """force_decay's factor: a finite number with 0 ≤ factor ≤ 1."""
-    if isinstance(factor, bool | str):
-        raise ValidationError("factor", f"must be a number, got {factor!r}")
-    try:
-        value = float(factor)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        raise ValidationError("factor", f"must be a number, got {factor!r}") from None
-    if not math.isfinite(value) or not 0.0 <= value <= 1.0:
-        raise ValidationError("factor", f"must be finite and within [0, 1], got {factor!r}")
-    return value
+    return bounded_float("factor", factor, 0.0, 1.0)
 
 
 def validate_stale_days(days: object) -> float:
-    """archive_stale's days: a finite number ≥ 0."""
-    if isinstance(days, bool | str):
-        raise ValidationError("days", f"must be a number, got {days!r}")
-    try:
-        value = float(days)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        raise ValidationError("days", f"must be a number, got {days!r}") from None
-    if not math.isfinite(value) or not 0.0 <= value <= MAX_STALE_DAYS:
-        raise ValidationError("days", f"must be within [0, {MAX_STALE_DAYS}], got {days!r}")
-    return value
+    """archive_stale's days: a finite number ≥ 0 (at most a century)."""
+    return bounded_float("days", days, 0.0, MAX_STALE_DAYS)
 
 
 def stale_cutoff(now: datetime, days: float) -> datetime:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 
 from attrs import frozen
@@ -12,6 +11,7 @@ from ..model import ACTIVE_STATUSES, Principal, Status, Viewer
 from ..normalize import MAX_AGENT_ID, truncate
 from ..policy import ConfidencePolicy
 from ..ports import Clock, ContradictionJudge, Embedder, GasLanguageModel, IdentityDirectory, Store
+from ..validation import bounded_float
 
 UNKNOWN_AGENT = "unknown"
 INGEST_PARTS = ("entries", "evidence", "expertise", "access_log", "outbox")
@@ -57,15 +57,7 @@ async def resolve_viewer(directory: IdentityDirectory, principal: Principal) -> 
 
 
 def unit_float(name: str, value: object) -> float:
-    if isinstance(value, bool):
-        raise ValidationError(name, "must be a number")
-    try:
-        number = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        raise ValidationError(name, f"must be a number, got {value!r}") from None
-    if not math.isfinite(number) or not 0.0 <= number <= 1.0:
-        raise ValidationError(name, f"must be within [0, 1], got {value!r}")
-    return number
+    return bounded_float(name, value, 0.0, 1.0)
 
 
 def bounded_int(name: str, value: object, low: int, high: int) -> int:

@@ -9,6 +9,7 @@ from ..model import Status
 from ..normalize import normalize_tag, normalize_tags
 from ..ports import AccessLogRecord, SearchFilter
 from ..results import EntryView, QueryResult
+from ..validation import bounded_float
 from .context import Caller, Deps, bounded_int, parse_statuses, resolve_viewer, unit_float
 
 BROWSE_BELOW_CHARS = 3
@@ -47,7 +48,7 @@ async def query(
     count = bounded_int("limit", limit, 1, MAX_LIMIT)
     floor = unit_float("min_confidence", min_confidence)
     statuses = parse_statuses(status, DEFAULT_STATUSES)
-    similarity_floor = _similarity("min_similarity", min_similarity)
+    similarity_floor = bounded_float("min_similarity", min_similarity, -1.0, 1.0)
     text = query.strip()
     semantic = len(text) >= BROWSE_BELOW_CHARS
     store = deps.store
@@ -93,15 +94,3 @@ async def query(
             for h in hits
         ),
     )
-
-
-def _similarity(name: str, value: object) -> float:
-    if isinstance(value, bool):
-        raise ValidationError(name, "must be a number")
-    try:
-        number = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        raise ValidationError(name, f"must be a number, got {value!r}") from None
-    if not -1.0 <= number <= 1.0:  # NaN fails this too
-        raise ValidationError(name, f"must be within [-1, 1], got {value!r}")
-    return number
