@@ -36,7 +36,6 @@ from tests.rabbitmq_support import (
     close_connection_named,
     delete_topology,
     list_bindings,
-    rabbitmqctl,
     release_test_broker,
     start_test_broker,
 )
@@ -187,21 +186,6 @@ async def mesh(
     await apollo.close()
 
 
-def drop_connection(name: str) -> bool:
-    """Have the broker close the connection named ``name``. (``close_connection_named``
-    looks for the ``<<"name">>`` format of older rabbitmqctl releases; newer ones print
-    ``{"connection_name","name"}``, matched here as well.)"""
-    if close_connection_named(name):
-        return True
-    listed = rabbitmqctl("list_connections", "--no-table-headers", "pid", "client_properties")
-    if listed is None:
-        return False
-    pids = [line.split("\t")[0] for line in listed.splitlines() if f'"{name}"' in line]
-    return bool(pids) and all(
-        rabbitmqctl("close_connection", pid, "closed by the test") is not None for pid in pids
-    )
-
-
 async def at_least(mesh: Mesh, count: int) -> bool:
     return await mesh.total() >= count
 
@@ -248,7 +232,7 @@ async def test_client_and_service_reconnect_after_the_broker_drops_them(mesh: Me
     await mesh.client.store_knowledge(content="Written before the connections dropped")
     await eventually(lambda: at_least(mesh, 1), "the first entry is stored")
     for name in (mesh.service_name, mesh.client_name):
-        assert await asyncio.to_thread(drop_connection, name), f"could not close {name}"
+        assert await asyncio.to_thread(close_connection_named, name), f"could not close {name}"
 
     await mesh.client.store_knowledge(content="Written after both sides reconnected")
     await eventually(lambda: at_least(mesh, 2), "the second entry is stored")
