@@ -166,3 +166,49 @@ def write_json(name: str, payload: Mapping[str, Any], directory: Path | None = N
 
 def median(values: Sequence[float]) -> float:
     return float(statistics.median(values))
+
+
+class TopicalTextGenerator(TextGenerator):
+    """Texts about ``topics`` recurring subjects, the way facts of a knowledge base are.
+
+    Each topic is a template of key words drawn from the vocabulary; a text of a topic
+    keeps a random part of them in a shuffled order, mixed with filler words (common and
+    vocabulary words) and a number, so texts of one topic are related to different degrees
+    while texts of different topics share little more than common words. The topics are
+    the same for every generator (``topic_seed``), so queries from another seed are new
+    variations of the loaded topics."""
+
+    def __init__(
+        self,
+        seed: int,
+        topics: int = 3000,
+        vocabulary: int = 6000,
+        topic_seed: int = 4321,
+        key_words: tuple[int, int] = (10, 16),
+    ) -> None:
+        super().__init__(seed, vocabulary)
+        topic_random = random.Random(topic_seed)
+        self.topics = [
+            topic_random.sample(self.words, topic_random.randint(*key_words)) for _ in range(topics)
+        ]
+
+    def topic_text(self, topic: int, low: int = 80, high: int = 150) -> str:
+        rnd = self._random
+        keys = self.topics[topic]
+        kept = rnd.sample(keys, rnd.randint(max(2, 2 * len(keys) // 5), len(keys)))
+        if rnd.random() < 0.7:  # mostly the template's order, sometimes shuffled
+            kept.sort(key=keys.index)
+        parts = list(kept)
+        fillers = rnd.randint(0, 3)
+        length = sum(len(w) + 1 for w in parts) - 1
+        while fillers > 0 or length < low:
+            word = str(rnd.randint(2, 9999)) if rnd.random() < 0.15 else self.word()
+            if length + 1 + len(word) > high:
+                break
+            parts.insert(rnd.randint(0, len(parts)), word)
+            length += 1 + len(word)
+            fillers -= 1
+        return (" ".join(parts)).capitalize() + "."
+
+    def text(self, low: int = 80, high: int = 150) -> str:
+        return self.topic_text(self._random.randrange(len(self.topics)), low, high)

@@ -12,6 +12,15 @@ synchronous_commit and full_page_writes off, and the output says so. ``--admin-u
 uses a running server instead (a role that may create databases); the benchmark creates
 its own databases there and drops them at the end.
 
+Corpora (``--corpus``): ``random`` (default) loads word sequences from a seeded
+vocabulary, whose hashing vectors are nearly orthogonal: the worst case for a graph
+index, kept as the default so results stay comparable run to run. ``topical`` loads
+variations of ``--topics`` topics (shared key words, varying fillers, numbers and word
+order; cosine within a topic mostly 0.1–0.8, across topics about 0), queried with new
+variations of the same topics: closer to a knowledge base's facts.
+``--hnsw-m`` / ``--hnsw-ef-construction`` build the HNSW index with those parameters
+instead of the migration's (pgvector defaults: m 16, ef_construction 64).
+
 Phases (``time.perf_counter``; the output and JSON name each baseline):
 
 1. Load ``--entries`` valid rows (same schema, vectors from the same hashing embedder,
@@ -82,6 +91,7 @@ from benchmarks._common import (
     DOMAINS,
     Stopwatch,
     TextGenerator,
+    TopicalTextGenerator,
     comparison_row,
     machine,
     median,
@@ -104,8 +114,21 @@ RAW_TOP10 = "SELECT id FROM entries WHERE status <> 'archived' ORDER BY embeddin
 UNSAFE_SETTINGS = {"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off"}
 HNSW_INDEX = (
     "CREATE INDEX entries_embedding_hnsw ON entries"
-    " USING hnsw (embedding vector_cosine_ops) WHERE status <> 'archived'"
+    " USING hnsw (embedding vector_cosine_ops){options} WHERE status <> 'archived'"
 )
+
+
+def hnsw_index(args: argparse.Namespace) -> sql.Composed:
+    """The migration's HNSW index, with ``--hnsw-m`` / ``--hnsw-ef-construction`` if given."""
+    options = [
+        sql.SQL("{} = {}").format(sql.SQL(name), sql.Literal(value))
+        for name, value in (("m", args.hnsw_m), ("ef_construction", args.hnsw_ef_construction))
+        if value is not None
+    ]
+    clause = sql.SQL(" WITH ({})").format(sql.SQL(", ").join(options)) if options else sql.SQL("")
+    return sql.SQL(HNSW_INDEX).format(options=clause)
+
+
 _COPY_COLUMNS = (
     "id, content, content_hash, content_type, knowledge_domain, tags, confidence, status,"
     " source_agent, source_provider, access_scope, owner_id, embedding, created_at, updated_at"
@@ -146,6 +169,23 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
         default=[40, 100, 200, 400],
         help="hnsw.ef_search values for the recall/latency sweep",
     )
+    parser.add_argument(
+        "--corpus",
+        choices=("random", "topical"),
+        default="random",
+        help="random: word sequences (nearly orthogonal vectors, the hard case);"
+        " topical: variations of a few thousand topics, like the facts of a knowledge base",
+    )
+    parser.add_argument("--topics", type=int, default=3000, help="topics of --corpus topical")
+    parser.add_argument(
+        "--hnsw-m", type=int, default=None, help="rebuild the HNSW index with this m"
+    )
+    parser.add_argument(
+        "--hnsw-ef-construction",
+        type=int,
+        default=None,
+        help="rebuild the HNSW index with this ef_construction",
+    )
     parser.add_argument("--maintenance-work-mem", default="1GB", help="for the HNSW build")
     parser.add_argument("--admin-url", default=None, help="use this server (else embedded)")
     parser.add_argument("--fsync-off", action="store_true", help="unsafe, faster server")
@@ -169,7 +209,11 @@ class Corpus:
     """The loaded rows: texts, scopes, owners and their unit vectors, in load order."""
 
     def __init__(self, args: argparse.Namespace, embedder: HashingEmbedder) -> None:
-        gen = TextGenerator(args.seed)
+        gen: TextGenerator = (
+            TopicalTextGenerator(args.seed, args.topics)
+            if args.corpus == "topical"
+            else TextGenerator(args.seed)
+        )
         total = args.entries + args.ingest
         texts = gen.texts(total)
         self.texts = texts[: args.entries]
@@ -182,7 +226,12 @@ class Corpus:
         matrix: Matrix = np.concatenate(vectors)
         self.matrix = matrix[: args.entries]
         self.extra_matrix = matrix[args.entries :]
-        self.queries = TextGenerator(args.seed + 1000).texts(args.queries, 30, 90)
+        queries: TextGenerator = (
+            TopicalTextGenerator(args.seed + 1000, args.topics)
+            if args.corpus == "topical"
+            else TextGenerator(args.seed + 1000)
+        )
+        self.queries = queries.texts(args.queries, 30, 90)
 
 
 async def copy_rows(
@@ -379,7 +428,14 @@ async def _run(args: argparse.Namespace, conninfos: list[str], admin: str | None
         "name": "postgres_bench",
         "command": "PYTHONPATH=src:. .venv/bin/python benchmarks/postgres_bench.py"
         + (" --quick" if args.quick else "")
-        + (" --fsync-off" if args.fsync_off else ""),
+        + (" --fsync-off" if args.fsync_off else "")
+        + (f" --corpus {args.corpus}" if args.corpus != "random" else "")
+        + (f" --hnsw-m {args.hnsw_m}" if args.hnsw_m is not None else "")
+        + (
+            f" --hnsw-ef-construction {args.hnsw_ef_construction}"
+            if args.hnsw_ef_construction is not None
+            else ""
+        ),
         "machine": {**machine(), "load_average": os.getloadavg()},
         "server": settings,
         "config": {
@@ -392,6 +448,10 @@ async def _run(args: argparse.Namespace, conninfos: list[str], admin: str | None
             "dimension": DIMENSION,
             "ef_search": args.ef_search,
             "maintenance_work_mem": args.maintenance_work_mem,
+            "corpus": args.corpus,
+            "topics": args.topics if args.corpus == "topical" else None,
+            "hnsw_m": args.hnsw_m or 16,
+            "hnsw_ef_construction": args.hnsw_ef_construction or 64,
             "seed": args.seed,
             "quick": args.quick,
             "fsync_off": args.fsync_off,
@@ -425,7 +485,7 @@ async def load_table(
         sql.SQL("SET maintenance_work_mem = {}").format(sql.Literal(args.maintenance_work_mem))
     )
     with Stopwatch() as index_sw:
-        await raw.execute(HNSW_INDEX)
+        await raw.execute(hnsw_index(args))
     await raw.execute("RESET maintenance_work_mem")
     with Stopwatch() as vacuum_sw:
         await raw.execute("VACUUM ANALYZE entries")
@@ -434,6 +494,10 @@ async def load_table(
     )
     sizes = await cur.fetchone()
     assert sizes is not None
+    cur = await raw.execute(
+        "SELECT indexdef FROM pg_indexes WHERE indexname = 'entries_embedding_hnsw'"
+    )
+    definition = await cur.fetchone()
     return {
         "method": "binary COPY of valid rows (HNSW index dropped, rebuilt after)",
         "rows": len(corpus.texts),
@@ -441,6 +505,7 @@ async def load_table(
         "copy_seconds": copy_sw.seconds,
         "copy_rows_per_s": rate(len(corpus.texts), copy_sw.seconds),
         "hnsw_build_seconds": index_sw.seconds,
+        "hnsw_index_definition": None if definition is None else str(definition[0]),
         "vacuum_analyze_seconds": vacuum_sw.seconds,
         "table_total_mb": sizes[0] / 2**20,
         "hnsw_index_mb": sizes[1] / 2**20,
