@@ -25,6 +25,7 @@ from .model import (
     Evidence,
     Relation,
     RelationType,
+    SourceRef,
     Status,
     Viewer,
 )
@@ -301,6 +302,11 @@ class EvidenceRepository(Protocol):
         """Evidence on the entry in insertion order."""
 
     async def for_entries(self, entry_ids: Collection[UUID]) -> dict[UUID, list[Evidence]]: ...
+
+    async def forget_agent(self, agent_id: str, redacted: SourceRef) -> int:
+        """Erasure: delete the agent's corroboration/deduplication evidence everywhere and
+        replace the source of its origin evidence with ``redacted``; returns the rows
+        touched."""
 
 
 class ExpertiseRepository(Protocol):

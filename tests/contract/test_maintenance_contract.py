@@ -270,13 +270,18 @@ async def test_gas_with_llm_relates_and_synthesizes(make_apollo):
 async def test_erase_agent(make_apollo):
     embedder = KeyedEmbedder(16)
     apollo = await make_apollo(embedder=embedder)
-    older, _ = await _pair(apollo, embedder)
+    older, partner = await _pair(apollo, embedder)
     await apollo.check_corroboration()
     extra = await apollo.client("claude-a").store_knowledge(content="an unconfirmed aside")
+    repeat = await apollo.client("claude-a").store_knowledge(content="pair text two")
+    assert (Outcome.DEDUPLICATED, partner) == (repeat.outcome, repeat.entry_id)
     result = await apollo.erase_agent("claude-a")
-    assert (result.deleted, result.redacted) == (1, 1)
+    assert (1, 1) == (result.deleted, result.redacted)
     entry = await apollo.get_entry(older)
-    assert entry.source.agent_id == "redacted"
+    assert "redacted" == entry.source.agent_id
     assert entry.owner_id is None
+    origin = [e for e in await apollo.get_evidence(older) if e.kind == "origin"]
+    assert ["redacted"] == [e.source.agent_id for e in origin]
+    assert "claude-a" not in {e.source.agent_id for e in await apollo.get_evidence(partner)}
     with pytest.raises(NotFound):
         await apollo.get_entry(extra.entry_id)

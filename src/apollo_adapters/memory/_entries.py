@@ -27,6 +27,7 @@ from apollo_domain.model import (
     Evidence,
     Relation,
     RelationType,
+    SourceRef,
     Status,
     Viewer,
 )
@@ -740,6 +741,34 @@ class EvidenceTable:
 
     def for_entry(self, entry_id: UUID) -> list[Evidence]:
         return list(self._rows.get(entry_id, ()))
+
+    def forget_agent(self, agent_id: str, redacted: SourceRef, undo: Undo) -> int:
+        touched = 0
+        for entry_id, rows in list(self._rows.items()):
+            if not any(e.source.agent_id == agent_id for e in rows):
+                continue
+            kept = [
+                attrs.evolve(e, source=redacted) if e.source.agent_id == agent_id else e
+                for e in rows
+                if e.source.agent_id != agent_id or e.kind == "origin"
+            ]
+            touched += sum(e.source.agent_id == agent_id for e in rows)
+            old_rows, old_sources = rows, self._sources[entry_id]
+            self._rows[entry_id] = kept
+            self._sources[entry_id] = {
+                (e.source.agent_id, e.source.provider, e.source.channel) for e in kept
+            }
+
+            def restore(
+                entry_id: UUID = entry_id,
+                rows: list[Evidence] = old_rows,
+                sources: set[tuple[str, str, str | None]] = old_sources,
+            ) -> None:
+                self._rows[entry_id] = rows
+                self._sources[entry_id] = sources
+
+            undo.append(restore)
+        return touched
 
     def drop(self, entry_id: UUID, undo: Undo) -> None:
         rows = self._rows.pop(entry_id, None)

@@ -15,7 +15,15 @@ from typing import Any
 from uuid import UUID
 
 from apollo_domain.errors import PersistenceFailed, StoreUnavailable, ValidationError
-from apollo_domain.model import AccessScope, Entry, Evidence, Relation, RelationType, Viewer
+from apollo_domain.model import (
+    AccessScope,
+    Entry,
+    Evidence,
+    Relation,
+    RelationType,
+    SourceRef,
+    Viewer,
+)
 from apollo_domain.ports import (
     STORE_PARTS,
     AccessLogRecord,
@@ -311,6 +319,10 @@ class InMemoryEvidenceRepository(_Repository):
         self._uow._open("evidence")
         table = self._store._entries.evidence
         return {entry_id: table.for_entry(entry_id) for entry_id in entry_ids}
+
+    async def forget_agent(self, agent_id: str, redacted: SourceRef) -> int:
+        undo = self._uow._open("evidence")
+        return self._store._entries.evidence.forget_agent(agent_id, redacted, undo)
 
 
 class InMemoryExpertiseRepository(_Repository):

@@ -692,6 +692,24 @@ class PostgresEvidenceRepository:
             found.setdefault(row["entry_id"], []).append(_evidence(row))
         return found
 
+    async def forget_agent(self, agent_id: str, redacted: SourceRef) -> int:
+        deleted = await self._s.execute(
+            "DELETE FROM evidence WHERE agent_id = %s AND kind <> 'origin'", (agent_id,)
+        )
+        updated = await self._s.execute(
+            "UPDATE evidence SET agent_id = %s, provider = %s, channel = %s,"
+            " submitted_by = %s, submitted_from = %s WHERE agent_id = %s",
+            (
+                redacted.agent_id,
+                redacted.provider,
+                redacted.channel,
+                redacted.submitted_by,
+                redacted.submitted_from,
+                agent_id,
+            ),
+        )
+        return deleted + updated
+
 
 def _expertise(row: Row) -> ExpertiseRecord:
     return ExpertiseRecord(

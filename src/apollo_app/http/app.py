@@ -789,7 +789,7 @@ def _endpoint(
             body = None
             if op.body is not None:
                 raw = await _read_body(request)
-                data = decode_json(raw) if raw.strip() else {}
+                data = decode_json(raw) if raw else {}  # no body at all means {}
                 body = structure_body(converter, data, op.body)
             call = Call(request, apollo, metrics, principal, body, converter)
             status, payload = await op.handler(call)
