@@ -253,6 +253,7 @@ async def _query(call: Call) -> tuple[int, Any]:
             status=body.status,
             tags=body.tags,
             knowledge_domain=body.knowledge_domain,
+            min_similarity=body.min_similarity,
         ),
     )
 
@@ -268,6 +269,7 @@ async def _retrieve(call: Call) -> tuple[int, Any]:
             min_confidence=body.min_confidence,
             tags=body.tags,
             knowledge_domain=body.knowledge_domain,
+            min_similarity=body.min_similarity,
         ),
     )
 

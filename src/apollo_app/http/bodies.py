@@ -79,6 +79,14 @@ class QueryBody:
     )
     tags: list[str] | None = field(default=None, metadata=_doc("Entries having any tag."))
     knowledge_domain: str | None = field(default=None, metadata=_doc("Restrict to a domain."))
+    min_similarity: float = field(
+        default=0.0,
+        metadata=_doc(
+            "Only entries more similar than this match (unrelated texts never do).",
+            minimum=-1.0,
+            maximum=1.0,
+        ),
+    )
     agent_id: str | None = field(default=None, metadata=_AGENT)
 
 
@@ -91,6 +99,14 @@ class RetrieveBody:
     min_confidence: float = field(default=0.3, metadata=_doc("Confidence floor.", **_UNIT))
     tags: list[str] | None = field(default=None, metadata=_doc("Entries having any tag."))
     knowledge_domain: str | None = field(default=None, metadata=_doc("Restrict to a domain."))
+    min_similarity: float = field(
+        default=0.0,
+        metadata=_doc(
+            "Only entries more similar than this match (unrelated texts never do).",
+            minimum=-1.0,
+            maximum=1.0,
+        ),
+    )
     agent_id: str | None = field(default=None, metadata=_AGENT)
 
 
