@@ -17,7 +17,7 @@ from uuid import uuid4
 
 from attrs import define, evolve, field
 
-from apollo_adapters.rabbitmq.bus import exponential_backoff
+from apollo_adapters.rabbitmq.bus import exponential_backoff, run_handler
 from apollo_adapters.rabbitmq.topology import Topology
 from apollo_domain.errors import RpcTimeout, TransportError, ValidationError
 from apollo_domain.messaging import (
@@ -267,19 +267,7 @@ class _Consumer:
         self._bus._dispatch(self._queue)
 
     async def _handle(self, delivery: _Delivery) -> None:
-        try:
-            await self._handler(delivery)
-        except Exception as e:
-            log.exception("handler for %r failed", self.queue)
-            reason = f"{type(e).__name__}: {e}" if str(e) else repr(e)
-        else:
-            reason = "not settled by the handler"
-        if delivery.is_settled:
-            return
-        try:
-            await delivery.retry(reason)
-        except TransportError as e:
-            log.warning("could not settle a delivery from %r (%s)", self.queue, e)
+        await run_handler(self._handler, delivery, self.queue, lambda: delivery.is_settled)
 
     async def cancel(self) -> None:
         if self._cancelled:

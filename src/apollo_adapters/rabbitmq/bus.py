@@ -34,6 +34,7 @@ from apollo_domain.messaging import (
     DEAD_LETTER_QUEUE_HEADER,
     DEAD_LETTER_REASON_HEADER,
     DeadLetter,
+    Delivery,
     Message,
     MessageHandler,
 )
@@ -498,19 +499,7 @@ class _Consumer:
         task.add_done_callback(self._in_flight.discard)
 
     async def _handle(self, delivery: _Delivery) -> None:
-        try:
-            await self._handler(delivery)
-        except Exception as e:
-            log.exception("handler for %r failed", self.queue)
-            reason = describe(e)
-        else:
-            reason = "not settled by the handler"
-        if delivery.settled:
-            return
-        try:
-            await delivery.retry(reason)
-        except TransportError as e:
-            log.warning("could not settle a delivery from %r (%s); it returns later", self.queue, e)
+        await run_handler(self._handler, delivery, self.queue, lambda: delivery.settled)
 
     async def cancel(self) -> None:
         if self._cancelled:
@@ -588,6 +577,26 @@ class _Delivery:
 
 def _stamped(message: Message) -> Message:
     return message if message.message_id else evolve(message, message_id=uuid4().hex)
+
+
+async def run_handler(
+    handler: MessageHandler, delivery: Delivery, queue: str, settled: Callable[[], bool]
+) -> None:
+    """Run a consumer's handler; a handler that raises, or returns without settling the
+    delivery, counts as a retry (bounded by the bus). Shared by both bus adapters."""
+    try:
+        await handler(delivery)
+    except Exception as e:
+        log.exception("handler for %r failed", queue)
+        reason = describe(e)
+    else:
+        reason = "not settled by the handler"
+    if settled():
+        return
+    try:
+        await delivery.retry(reason)
+    except TransportError as e:
+        log.warning("could not settle a delivery from %r (%s)", queue, e)
 
 
 def _properties(message: Message, delivery_mode: int) -> spec.Basic.Properties:
