@@ -21,7 +21,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 from uuid import UUID, uuid4
 
-from apollo_adapters.rabbitmq import AiormqBus, Topology
+from apollo_adapters.rabbitmq import AiormqBus
 from apollo_domain import services
 from apollo_domain.errors import RpcTimeout, ValidationError
 from apollo_domain.expertise import DomainCoverage
@@ -34,6 +34,7 @@ from apollo_domain.services import Caller
 from apollo_domain.services.context import bounded_int, parse_statuses, unit_float
 from apollo_domain.services.graph import parse_id
 from apollo_domain.services.query import DEFAULT_STATUSES, MAX_LIMIT
+from apollo_domain.topology import Topology
 from apollo_domain.traversal import parse_relation_types, validate_depth
 
 from .messages import (

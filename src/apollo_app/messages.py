@@ -36,7 +36,6 @@ from cattrs.errors import (
     IterableValidationError,
 )
 
-from apollo_adapters.rabbitmq.topology import Topology
 from apollo_domain.errors import (
     ApolloError,
     Conflict,
@@ -53,6 +52,7 @@ from apollo_domain.errors import (
 from apollo_domain.expertise import DomainCoverage
 from apollo_domain.ports import ExpertiseRecord
 from apollo_domain.results import AgentProfile, QueryResult, RelatedEntry
+from apollo_domain.topology import Topology
 
 from . import serialization
 

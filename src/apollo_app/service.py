@@ -37,7 +37,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from apollo_adapters.inprocess import InProcessBus
-from apollo_adapters.rabbitmq import AiormqBus, Topology
+from apollo_adapters.rabbitmq import AiormqBus
 from apollo_domain import services
 from apollo_domain.errors import (
     ApolloError,
@@ -51,6 +51,7 @@ from apollo_domain.errors import (
 from apollo_domain.messaging import Delivery, MessageBus, MessageHandler, Subscription
 from apollo_domain.model import Principal
 from apollo_domain.services import Caller
+from apollo_domain.topology import Topology
 
 from .facade import Apollo
 from .messages import (

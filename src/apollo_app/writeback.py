@@ -13,10 +13,10 @@ from collections.abc import Mapping
 from typing import Any
 from uuid import uuid4
 
-from apollo_adapters.rabbitmq import Topology
 from apollo_domain.errors import ValidationError
 from apollo_domain.messaging import Message, MessageBus
 from apollo_domain.results import Dispatch
+from apollo_domain.topology import Topology
 from apollo_domain.writeback import MIN_CONTENT_CHARS, STORE_ROUTE, evaluate_writeback
 
 from .messages import (

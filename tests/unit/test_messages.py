@@ -11,7 +11,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from apollo_adapters.rabbitmq import Topology
 from apollo_app.messages import (
     ACTIONS,
     BODIES,
@@ -50,6 +49,7 @@ from apollo_domain.results import (
     QueryResult,
     RelatedEntry,
 )
+from apollo_domain.topology import Topology
 
 
 def raw(document: Any) -> bytes:
