@@ -78,9 +78,10 @@ from yarl import URL
 
 from apollo_adapters.embedders import HashingEmbedder
 from apollo_adapters.postgres import EmbeddedPostgres, PostgresStore, migrate
-from apollo_adapters.rabbitmq import AiormqBus, Topology
+from apollo_adapters.rabbitmq import AiormqBus
 from apollo_app import Apollo, RemoteClient, Settings
 from apollo_domain.messaging import Delivery, Message
+from apollo_domain.topology import Topology
 from benchmarks._common import (
     COMPARISON_HEADER,
     DOMAINS,

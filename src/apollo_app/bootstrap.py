@@ -16,13 +16,13 @@ from attrs import frozen
 from apollo_adapters.clock import ManualClock, SystemClock
 from apollo_adapters.embedders import CachingEmbedder, HashingEmbedder
 from apollo_adapters.memory import InMemoryStore
-from apollo_adapters.rabbitmq import Topology
 from apollo_domain.contradiction import HeuristicContradictionJudge
 from apollo_domain.errors import ConfigurationError
 from apollo_domain.messaging import MessageBus
 from apollo_domain.policy import ConfidencePolicy
 from apollo_domain.ports import Clock, ContradictionJudge, Embedder, GasLanguageModel, Store
 from apollo_domain.services import Deps
+from apollo_domain.topology import Topology
 
 from .settings import Settings
 
@@ -274,7 +274,6 @@ __all__ = [
     "HashingEmbedder",
     "ManualClock",
     "Overrides",
-    "Topology",
     "Wired",
     "build_embedder",
     "build_llm",

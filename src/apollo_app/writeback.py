@@ -17,6 +17,7 @@ from apollo_domain import commands as c
 from apollo_domain.errors import ValidationError
 from apollo_domain.messaging import Message, MessageBus
 from apollo_domain.results import Dispatch
+from apollo_domain.topology import Topology
 from apollo_domain.writeback import (
     MIN_CONTENT_CHARS,
     STORE_ROUTE,
@@ -24,7 +25,6 @@ from apollo_domain.writeback import (
     evaluate_writeback,
 )
 
-from .bootstrap import Topology
 from .wire.envelope import action_of, encode_command, payload_of
 
 #: Response attributes copied into the writeback metadata when present.

@@ -23,13 +23,14 @@ import pytest
 from attrs import define, field
 from yarl import URL
 
-from apollo_adapters.rabbitmq import AiormqBus, Topology
+from apollo_adapters.rabbitmq import AiormqBus
 from apollo_app import Apollo, Principal, RemoteClient, Settings
 from apollo_app.bootstrap import open_bus, topology_of
 from apollo_app.entrypoints.service import ApolloService
 from apollo_app.wire.envelope import encode_gas_event
 from apollo_domain.messaging import DeadLetter, Message
 from apollo_domain.results import EntryView
+from apollo_domain.topology import Topology
 from tests.postgres_support import PostgresTestServer, fresh_store
 from tests.rabbitmq_support import (
     amqp_test_url,

@@ -11,7 +11,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from apollo_adapters.rabbitmq import Topology
 from apollo_app.bootstrap import topology_of
 from apollo_app.settings import Settings
 from apollo_app.wire.envelope import (
@@ -44,6 +43,7 @@ from apollo_domain.results import (
     QueryResult,
     RelatedEntry,
 )
+from apollo_domain.topology import Topology
 from apollo_domain.writeback import writeback_arguments
 
 

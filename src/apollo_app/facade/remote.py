@@ -35,11 +35,11 @@ from apollo_domain.services import Caller
 from apollo_domain.services.context import bounded_int, parse_statuses, unit_float
 from apollo_domain.services.graph import parse_id
 from apollo_domain.services.query import DEFAULT_STATUSES, MAX_LIMIT
+from apollo_domain.topology import Topology
 from apollo_domain.traversal import parse_relation_types, validate_depth
 from apollo_domain.validation import bounded_float
 
 from .. import bootstrap
-from ..bootstrap import Topology
 from ..wire.envelope import DEADLINE_HEADER, action_of, encode_command, payload_of
 from ..wire.replies import decode_reply
 from .client import store_command, store_many_command

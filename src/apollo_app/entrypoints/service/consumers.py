@@ -38,8 +38,9 @@ from apollo_domain.handlers import handle, handler_of
 from apollo_domain.messaging import Delivery, MessageBus, MessageHandler, Subscription
 from apollo_domain.model import Principal
 from apollo_domain.services import Caller
+from apollo_domain.topology import Topology
 
-from ...bootstrap import Topology, topology_of
+from ...bootstrap import topology_of
 from ...error_policy import Settlement, rule_for
 from ...facade import Apollo
 from ...settings import Settings
