@@ -11,7 +11,15 @@ from apollo_domain.errors import (
     TransportError,
     ValidationError,
 )
-from apollo_domain.model import AccessScope, ContentType, Outcome, Principal, RelationType, Status
+from apollo_domain.model import (
+    AccessScope,
+    ContentType,
+    Outcome,
+    Principal,
+    RelationType,
+    Role,
+    Status,
+)
 from apollo_domain.policy import ConfidencePolicy, meets_write_gate
 from apollo_domain.results import (
     AgentProfile,
@@ -65,6 +73,7 @@ __all__ = [
     "RelatedEntry",
     "RelationType",
     "RemoteClient",
+    "Role",
     "Settings",
     "Status",
     "StoreUnavailable",

@@ -254,7 +254,10 @@ async def open_bus(
         from apollo_adapters.rabbitmq import AiormqBus
 
         return await AiormqBus.connect(
-            url, topology=topology, max_redeliveries=settings.max_redeliveries
+            url,
+            topology=topology,
+            max_redeliveries=settings.max_redeliveries,
+            gateway_users=settings.gateway_users,
         )
     from apollo_adapters.inprocess import InProcessBus
 

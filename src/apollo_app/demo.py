@@ -18,7 +18,7 @@ import numpy as np
 
 from apollo_domain.credibility import SourceCredibility
 from apollo_domain.errors import NotFound
-from apollo_domain.model import Entry, Outcome, Principal, Status
+from apollo_domain.model import Entry, Outcome, Principal, Role, Status
 from apollo_domain.ports import CredibilityRecord
 from apollo_domain.traversal import DECAY_PER_HOP
 
@@ -127,7 +127,7 @@ async def run_tour(apollo: Apollo, clock: ManualClock, out: TextIO | None = None
     claude = apollo.client("claude-net-1", Principal("alice"))
     openai = apollo.client("openai-net-2", Principal("bob"))
     gemini = apollo.client("gemini-ops-3", Principal("carol"))
-    human = apollo.client("human-ops-4", Principal("dana"))
+    human = apollo.client("human-ops-4", Principal("dana", role=Role.ADMIN))
     troll = apollo.client("troll-bot-9", Principal("mallory"))
     try:
         ids = await _publish(tour, claude, gemini, troll)

@@ -10,6 +10,7 @@ from typing import Any
 from attrs import evolve, field, frozen
 
 from apollo_domain.errors import ConfigurationError, ValidationError
+from apollo_domain.model import Principal, Role
 from apollo_domain.policy import ConfidencePolicy
 
 EMBEDDERS = ("hashing", "sentence-transformers", "openai")
@@ -52,6 +53,11 @@ class Settings:
     http_port: int = 8765
     http_enabled: bool = True
     api_tokens: Mapping[str, str] = field(factory=dict, converter=_tokens)
+    #: Broker users whose messages may credit other agents and carry the identity header
+    #: (``None``: every user, the seed's shared-transport mesh).
+    gateway_users: frozenset[str] | None = None
+    #: Broker users whose messages may run admin commands (none by default).
+    admin_users: frozenset[str] = frozenset()
     decay_interval: float = 3600.0
     expertise_interval: float = 1800.0
     corroboration_interval: float = 900.0
@@ -127,6 +133,15 @@ class Settings:
                     "APOLLO_HTTP_ENABLED", f"must be true or false, got {enabled!r}"
                 )
             kwargs["http_enabled"] = _BOOLEANS[flag]
+        gateways = env.get("APOLLO_GATEWAY_USERS")
+        if gateways is not None and gateways.strip():
+            kwargs["gateway_users"] = parse_users("APOLLO_GATEWAY_USERS", gateways)
+        admins = env.get("APOLLO_ADMIN_USERS")
+        if admins is not None and admins.strip():
+            found = parse_users("APOLLO_ADMIN_USERS", admins)
+            if found is None:
+                raise ConfigurationError("APOLLO_ADMIN_USERS", "must list users, not '*'")
+            kwargs["admin_users"] = found
         tokens = env.get("APOLLO_API_TOKENS")
         if tokens and tokens.strip():
             kwargs["api_tokens"] = parse_tokens(tokens)
@@ -145,18 +160,57 @@ class Settings:
     def replace(self, **changes: Any) -> Settings:
         return evolve(self, **changes)
 
+    def bus_principal(self, user_id: str | None) -> Principal:
+        """The principal of a message with the broker-verified ``user_id``: an admin when
+        listed in ``admin_users``, a gateway when listed in ``gateway_users`` (or all are),
+        else a writer; no user id is the anonymous writer of global data."""
+        if user_id is None:
+            return Principal(None)
+        if user_id in self.admin_users:
+            return Principal(user_id, role=Role.ADMIN)
+        if self.gateway_users is None or user_id in self.gateway_users:
+            return Principal(user_id, role=Role.GATEWAY)
+        return Principal(user_id, role=Role.WRITER)
+
 
 def parse_tokens(value: str) -> dict[str, str]:
-    """``token=principal,token2=principal2`` → {token: principal}."""
+    """``token=principal[:role[:agent]],...`` → {token: grant}; each grant is checked here
+    (:func:`principal_of_grant`), so a bad one fails at start naming the variable."""
     tokens: dict[str, str] = {}
     for pair in value.split(","):
         pair = pair.strip()
         if not pair:
             continue
-        token, sep, principal = pair.partition("=")
-        if not sep or not token.strip() or not principal.strip():
+        token, sep, grant = pair.partition("=")
+        if not sep or not token.strip() or not grant.strip():
             raise ConfigurationError(
-                "APOLLO_API_TOKENS", "expected comma-separated token=principal pairs"
+                "APOLLO_API_TOKENS", "expected comma-separated token=principal[:role[:agent]]"
             )
-        tokens[token.strip()] = principal.strip()
+        try:
+            principal_of_grant(grant)
+        except ValidationError as exc:
+            raise ConfigurationError("APOLLO_API_TOKENS", exc.message) from None
+        tokens[token.strip()] = grant.strip()
     return tokens
+
+
+def principal_of_grant(grant: str) -> Principal:
+    """A token's grant ``principal[:role[:agent]]`` as the principal it authenticates: role
+    ``writer`` unless given (reader, writer, gateway or admin); a writer acts as ``agent``
+    (default: the principal id)."""
+    parts = [part.strip() for part in grant.strip().split(":")]
+    if len(parts) > 3 or not parts[0]:
+        raise ValidationError("grant", f"expected principal[:role[:agent]], got {grant!r}")
+    role = parts[1] if len(parts) > 1 and parts[1] else Role.WRITER
+    agent = parts[2] if len(parts) > 2 and parts[2] else None
+    return Principal(parts[0], role=role, agent=agent)
+
+
+def parse_users(name: str, value: str) -> frozenset[str] | None:
+    """A comma-separated list of broker users; ``*`` means every user (``None``)."""
+    users = frozenset(part.strip() for part in value.split(",") if part.strip())
+    if "*" in users:
+        if len(users) > 1:
+            raise ConfigurationError(name, "'*' means every user; list no others beside it")
+        return None
+    return users

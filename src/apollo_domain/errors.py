@@ -26,7 +26,13 @@ class NotFound(ApolloError, LookupError):
 
 
 class Forbidden(ApolloError):
-    """The caller may not do this (its role, or the object is not its own). Nothing changed."""
+    """The caller may not do this (its role, or the object is not its own). Nothing changed.
+
+    ``field`` names the input that asked for too much, when one did (``agent_id``)."""
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
 
 
 class Conflict(ApolloError):

@@ -11,14 +11,15 @@ second time.
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final, TypeVar
 
-from attrs import frozen
+from attrs import evolve, frozen
 
 from . import commands as c
 from . import services
-from .errors import NotFound, ValidationError
+from .errors import Forbidden, NotFound, ValidationError
 from .expertise import DomainCoverage
 from .model import Entry, Evidence
 from .ports import ExpertiseRecord, StoreStats
@@ -44,12 +45,26 @@ R = TypeVar("R")
 Run = Callable[[Deps, Caller, Any, str | None], Awaitable[Any]]
 
 
+class Access(enum.Enum):
+    """Who may run a command: every role (``READ``), roles that write (``WRITE``: writer,
+    gateway, admin), or only ``ADMIN``."""
+
+    READ = "read"
+    WRITE = "write"
+    ADMIN = "admin"
+
+
 @frozen
 class Handler:
-    """How a command is carried out; ``mutation`` says whether it changes the store."""
+    """How a command is carried out, and who may run it."""
 
     run: Run
-    mutation: bool
+    access: Access
+
+    @property
+    def mutation(self) -> bool:
+        """Whether the command changes the store."""
+        return self.access is not Access.READ
 
 
 def _ingest_request(caller: Caller, command: c.StoreKnowledge) -> services.IngestRequest:
@@ -195,10 +210,13 @@ async def _get_entry(deps: Deps, caller: Caller, command: c.GetEntry, key: str |
         entry = await uow.entries.get(target)
     if entry is None:
         raise NotFound(f"entry {target} not found")
-    if not caller.trusted:
-        viewer = await services.resolve_viewer(deps.store.directory, caller.principal)
-        if not is_visible(entry, viewer):
-            raise NotFound(f"entry {target} not found")
+    if caller.trusted:
+        return entry
+    viewer = await services.resolve_viewer(deps.store.directory, caller.principal)
+    if not is_visible(entry, viewer):
+        raise NotFound(f"entry {target} not found")
+    if caller.principal.id is None:  # who wrote it is not for anonymous eyes
+        entry = evolve(entry, owner_id=None, source=evolve(entry.source, submitted_by=None))
     return entry
 
 
@@ -213,19 +231,19 @@ async def _get_evidence(
 async def _expertise(
     deps: Deps, caller: Caller, command: c.GetExpertise, key: str | None
 ) -> list[ExpertiseRecord]:
-    return await services.get_expertise(deps, command.domain, command.min_proficiency)
+    return await services.get_expertise(deps, caller, command.domain, command.min_proficiency)
 
 
 async def _at_risk(
     deps: Deps, caller: Caller, command: c.DomainsAtRisk, key: str | None
 ) -> list[DomainCoverage]:
-    return await services.domains_at_risk(deps, command.min_agents)
+    return await services.domains_at_risk(deps, caller, command.min_agents)
 
 
 async def _profile(
     deps: Deps, caller: Caller, command: c.GetAgentProfile, key: str | None
 ) -> AgentProfile:
-    return await services.agent_profile(deps, command.target_agent_id)
+    return await services.agent_profile(deps, caller, command.target_agent_id)
 
 
 async def _stats(deps: Deps, caller: Caller, command: c.Stats, key: str | None) -> StoreStats:
@@ -259,11 +277,15 @@ async def _outbox(
 
 
 def _read(run: Run) -> Handler:
-    return Handler(run, mutation=False)
+    return Handler(run, Access.READ)
 
 
 def _write(run: Run) -> Handler:
-    return Handler(run, mutation=True)
+    return Handler(run, Access.WRITE)
+
+
+def _admin(run: Run) -> Handler:
+    return Handler(run, Access.ADMIN)
 
 
 #: Every command type and how it is handled.
@@ -274,10 +296,10 @@ COMMAND_HANDLERS: Final[Mapping[type[c.Command[Any]], Handler]] = {
     c.WritebackVectorize: _write(_writeback),
     c.LinkEntries: _write(_link),
     c.DeprecateEntry: _write(_deprecate),
-    c.ResolveDispute: _write(_resolve),
-    c.ForceDecay: _write(_force_decay),
-    c.ArchiveStale: _write(_archive_stale),
-    c.EraseAgent: _write(_erase),
+    c.ResolveDispute: _admin(_resolve),
+    c.ForceDecay: _admin(_force_decay),
+    c.ArchiveStale: _admin(_archive_stale),
+    c.EraseAgent: _admin(_erase),
     c.ProcessGasEvent: _write(_gas),
     c.QueryKnowledge: _read(_query),
     c.Traverse: _read(_traverse),
@@ -287,10 +309,10 @@ COMMAND_HANDLERS: Final[Mapping[type[c.Command[Any]], Handler]] = {
     c.DomainsAtRisk: _read(_at_risk),
     c.GetAgentProfile: _read(_profile),
     c.Stats: _read(_stats),
-    c.RunDecayCycle: _write(_decay_cycle),
-    c.CheckCorroboration: _write(_corroboration),
-    c.AggregateExpertise: _write(_aggregate),
-    c.ProcessOutbox: _write(_outbox),
+    c.RunDecayCycle: _admin(_decay_cycle),
+    c.CheckCorroboration: _admin(_corroboration),
+    c.AggregateExpertise: _admin(_aggregate),
+    c.ProcessOutbox: _admin(_outbox),
 }
 
 
@@ -303,12 +325,45 @@ def handler_of(command: c.Command[Any] | type[c.Command[Any]]) -> Handler:
     return found
 
 
+def _attributed(command: c.Command[Any]) -> list[str]:
+    """The agent ids a command asks to be credited to (its items' included)."""
+    named = [command.agent_id]
+    if isinstance(command, c.StoreMany):
+        named.extend(item.agent_id for item in command.items)
+    return [agent for agent in named if agent is not None and agent.strip()]
+
+
+def authorize(caller: Caller, command: c.Command[Any]) -> None:
+    """Refuse (:class:`Forbidden`, nothing changed) what the caller's role does not allow:
+    writes to readers, administration to non-admins, and crediting work to another agent
+    to anyone but gateways and admins (so one caller cannot pose as several independent
+    sources)."""
+    handler = handler_of(command)
+    role = caller.principal.role
+    name = type(command).__name__
+    if handler.access is Access.ADMIN and not role.administers:
+        raise Forbidden(f"{name} needs the admin role; the caller is a {role.value}")
+    if handler.access is Access.WRITE and not role.writes:
+        raise Forbidden(f"{name} needs a role that writes; the caller is a {role.value}")
+    if role.speaks_for_others:
+        return
+    for agent in _attributed(command):
+        if Caller.of(agent, caller.principal).agent_id != caller.agent_id:
+            raise Forbidden(
+                f"a {role.value} acts as its own agent {caller.agent_id!r}; only gateways "
+                f"and admins credit work to another agent ({agent!r})",
+                field="agent_id",
+            )
+
+
 async def handle(
     deps: Deps, caller: Caller, command: c.Command[R], *, idempotency_key: str | None = None
 ) -> R:
-    """Carry out ``command`` for ``caller``; returns the use case's result."""
+    """Carry out ``command`` for ``caller`` once :func:`authorize` allows it; returns the
+    use case's result."""
+    authorize(caller, command)
     result: R = await handler_of(command).run(deps, caller, command, idempotency_key)
     return result
 
 
-__all__ = ["COMMAND_HANDLERS", "Handler", "handle", "handler_of"]
+__all__ = ["COMMAND_HANDLERS", "Access", "Handler", "authorize", "handle", "handler_of"]

@@ -10,6 +10,8 @@ from uuid import UUID
 
 from attrs import field, frozen
 
+from .errors import ValidationError
+
 
 class ContentType(enum.StrEnum):
     FACT = "fact"
@@ -69,15 +71,57 @@ def _frozen_groups(value: Any) -> frozenset[str]:
     return frozenset(str(v) for v in value)
 
 
+class Role(enum.StrEnum):
+    """What a principal may do (decided by the command handlers, for every edge).
+
+    ``reader`` reads what it may see; ``writer`` also ingests, links entries it may see and
+    deprecates its own entries, always as its own agent; ``gateway`` is a writer that speaks
+    for many agents (an orchestrator); ``admin`` may do everything: deprecate any visible
+    entry, resolve disputes, run maintenance, label sources, erase agents.
+    """
+
+    READER = "reader"
+    WRITER = "writer"
+    GATEWAY = "gateway"
+    ADMIN = "admin"
+
+    @property
+    def writes(self) -> bool:
+        return self is not Role.READER
+
+    @property
+    def administers(self) -> bool:
+        return self is Role.ADMIN
+
+    @property
+    def speaks_for_others(self) -> bool:
+        """Whether work may be attributed to agent ids other than the caller's own."""
+        return self in (Role.GATEWAY, Role.ADMIN)
+
+
+def _role(value: Any) -> Role:
+    if isinstance(value, Role):
+        return value
+    try:
+        return Role(str(value).strip().lower())
+    except ValueError:
+        allowed = ", ".join(r.value for r in Role)
+        raise ValidationError("role", f"unknown role {value!r}; expected {allowed}") from None
+
+
 @frozen
 class Principal:
     """Who is calling. ``id`` None means unresolved: such a caller sees only global entries.
 
     ``groups`` are the groups known at the edge; the identity directory adds the rest.
+    ``role`` says what it may do (a library caller is a ``writer`` unless the embedding
+    program says otherwise). ``agent`` is the one agent a writer acts as (default: its id).
     """
 
     id: str | None
     groups: frozenset[str] = field(factory=frozenset, converter=_frozen_groups)
+    role: Role = field(default=Role.WRITER, converter=_role)
+    agent: str | None = None
 
     @classmethod
     def anonymous(cls) -> Principal:

@@ -265,8 +265,16 @@ class EntryRepository(Protocol):
     async def candidates(self, limit: int) -> list[Entry]:
         """Up to ``limit`` candidate entries with embeddings, oldest first (created_at, id)."""
 
-    async def agent_domain_stats(self) -> list[AgentDomainStats]:
-        """Per (source agent, domain): count and average confidence of active entries."""
+    async def agent_domain_stats(
+        self,
+        viewer: Viewer | None = None,
+        *,
+        domain: str | None = None,
+        agent_id: str | None = None,
+    ) -> list[AgentDomainStats]:
+        """Per (source agent, domain): count and average confidence of active entries, over
+        the entries ``viewer`` may see (``None``: every entry), optionally of one domain or
+        one agent; ordered by agent, then domain."""
 
     async def stats(self, viewer: Viewer, now: datetime) -> StoreStats:
         """Counts over the entries the viewer can see (total relations included)."""

@@ -9,9 +9,11 @@ from itertools import pairwise
 import pytest
 
 from apollo_adapters.clock import ManualClock
-from apollo_app import InvalidTransition, NotFound, Status, ValidationError
+from apollo_app import InvalidTransition, NotFound, Principal, Status, ValidationError
 from apollo_domain.errors import UnknownResolution
 from tests.contract.stores import EPOCH
+
+ADMIN = Principal("ops", role="admin")
 
 
 async def _chain(apollo, n: int, relation: str = "depends_on", weight: float = 1.0):
@@ -112,14 +114,14 @@ async def test_force_decay_rejects_bad_factors(make_apollo, factor):
     apollo = await make_apollo()
     r = await apollo.client("a").store_knowledge(content="stays as it is")
     with pytest.raises(ValidationError) as err:
-        await apollo.client("a").force_decay(factor=factor)
+        await apollo.client("a", ADMIN).force_decay(factor=factor)
     assert err.value.field == "factor"
     assert (await apollo.get_entry(r.entry_id)).confidence == 0.5
 
 
 async def test_force_decay_scales_and_never_archives(make_apollo):
     apollo = await make_apollo()
-    client = apollo.client("a")
+    client = apollo.client("a", ADMIN)
     live = await client.store_knowledge(content="a live entry")
     dead = await client.store_knowledge(content="an archived entry")
     await client.deprecate_entry(entry_id=dead.entry_id, reason="old")
@@ -134,7 +136,7 @@ async def test_force_decay_scales_and_never_archives(make_apollo):
 async def test_archive_stale_uses_last_touch(make_apollo):
     clock = ManualClock(EPOCH)
     apollo = await make_apollo(clock=clock)
-    client = apollo.client("a")
+    client = apollo.client("a", ADMIN)
     old = await client.store_knowledge(content="written long ago")
     clock.advance(days=50)
     touched = await client.store_knowledge(content="written later")
@@ -165,7 +167,7 @@ async def _disputed(apollo):
 async def test_resolve_dispute(make_apollo, resolution, status):
     apollo = await make_apollo()
     entry_id = await _disputed(apollo)
-    result = await apollo.client("moderator").resolve_dispute(
+    result = await apollo.client("moderator", ADMIN).resolve_dispute(
         entry_id=entry_id, resolution=resolution
     )
     assert status == result.status
@@ -184,7 +186,7 @@ async def test_resolve_dispute(make_apollo, resolution, status):
 async def test_resolve_dispute_failures_change_nothing(make_apollo):
     apollo = await make_apollo()
     entry_id = await _disputed(apollo)
-    client = apollo.client("moderator")
+    client = apollo.client("moderator", ADMIN)
     with pytest.raises(UnknownResolution):
         await client.resolve_dispute(entry_id=entry_id, resolution="maybe")
     assert (await apollo.get_entry(entry_id)).status == Status.DISPUTED

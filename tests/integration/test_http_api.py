@@ -20,7 +20,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from apollo_adapters.memory import InMemoryStore
-from apollo_app import Apollo, Settings, Status
+from apollo_app import Apollo, Principal, Settings, Status
 from apollo_app.entrypoints.http import HttpServer, bind_host, create_app, serve_http
 from apollo_app.metrics import Metrics
 from apollo_app.wire.codec import decode_json, encode_json, make_converter
@@ -29,10 +29,21 @@ from apollo_domain.ports import CredibilityRecord
 from apollo_domain.results import AgentProfile, DomainExpertise, IngestResult
 from tests.support import FaultInjectingStore
 
-TOKENS = {"tok-alice": "alice", "tok-bob": "bob", "tok-carol": "carol"}
+TOKENS = {
+    "tok-alice": "alice",
+    "tok-bob": "bob",
+    "tok-carol": "carol",
+    "tok-mesh": "mesh:gateway",
+    "tok-ops": "ops:admin",
+    "tok-reader": "rita:reader",
+}
 ALICE = {"Authorization": "Bearer tok-alice"}
 BOB = {"Authorization": "Bearer tok-bob"}
 CAROL = {"Authorization": "Bearer tok-carol"}
+#: The default caller of these tests: a gateway, which may credit work to any agent.
+MESH = {"Authorization": "Bearer tok-mesh"}
+OPS = {"Authorization": "Bearer tok-ops"}
+READER = {"Authorization": "Bearer tok-reader"}
 API = "/api/apollo"
 
 
@@ -85,7 +96,7 @@ async def api(server: tuple[_Swappable, str]) -> AsyncIterator[Api]:
     async with Apollo.with_store(store, closers=[store.close]) as apollo:
         app = create_app(apollo, tokens=TOKENS, metrics=metrics)
         swappable.app = app
-        async with httpx.AsyncClient(base_url=url) as http:
+        async with httpx.AsyncClient(base_url=url, headers=MESH) as http:
             yield Api(http, apollo, store, memory, metrics, app)
         swappable.app = None
 
@@ -156,7 +167,7 @@ async def test_ingest_rejected_is_422_with_the_reason(api: Api) -> None:
         (b"{}", "content", "required"),
         (b'{"content": 5}', "content", "string"),
         (b'{"content": "ok", "tags": "db"}', "tags", "list"),
-        (b'{"content": "ok", "tags": ["db", 3]}', "tags", "[1]"),
+        (b'{"content": "ok", "tags": ["db", 3]}', "tags[1]", "string"),
         (b'{"content": "ok", "context": [1]}', "context", "object"),
         (b'{"content": "   "}', "content", ""),
         (b'{"content": "ok", "access_scope": "galaxy"}', "access_scope", ""),
@@ -199,33 +210,55 @@ async def test_unknown_fields_are_all_named(api: Api) -> None:
 
 
 async def test_agent_id_attributes_authorship_but_the_token_owns_the_entry(api: Api) -> None:
-    """agent_id names the author; the owner is the token's principal, so a private entry
-    written by alice 'as bob' is still alice's and bob cannot see it."""
-    created = await api.ingest(
-        ALICE, content="Alice's private runbook step", access_scope="private", agent_id="bob"
+    """A writer acts as its own agent: crediting another is a 403 and writes nothing. A
+    gateway may credit any agent, and the owner is still the token's principal."""
+    refused = await api.http.post(
+        f"{API}/ingest",
+        json={"content": "Alice poses as bob", "agent_id": "bob"},
+        headers=ALICE,
     )
-    entry = (await api.http.get(f"{API}/entries/{created['entry_id']}", headers=ALICE)).json()
-    assert ("alice", "bob") == (entry["owner_id"], entry["source"]["agent_id"])
+    assert_error(refused, 403, "forbidden", "agent_id")
+    assert 0 == (await api.apollo.stats(Principal("alice"))).total
+    created = await api.ingest(
+        content="The mesh's private runbook step", access_scope="private", agent_id="bob"
+    )
+    entry = (await api.http.get(f"{API}/entries/{created['entry_id']}")).json()
+    assert ("mesh", "bob") == (entry["owner_id"], entry["source"]["agent_id"])
     assert_error(
         await api.http.get(f"{API}/entries/{created['entry_id']}", headers=BOB), 404, "not_found"
     )
 
 
 async def test_author_defaults_to_the_principal_else_http(api: Api) -> None:
+    """The author is the token's agent (its principal unless the token names one); without
+    tokens, anonymous callers write as ``http``."""
     mine = await api.ingest(ALICE, content="Attributed to the token's principal")
-    anonymous = await api.ingest(content="Attributed to the HTTP edge")
-    authors = []
-    for created in (mine, anonymous):
-        entry = await api.apollo.get_entry(created["entry_id"])
-        authors.append(entry.source.agent_id)
-    assert ["alice", "http"] == authors
+    entry = await api.apollo.get_entry(mine["entry_id"])
+    assert "alice" == entry.source.agent_id
+    app = create_app(api.apollo)
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as local:
+        response = await local.post(f"{API}/ingest", json={"content": "From the HTTP edge"})
+    anonymous = await api.apollo.get_entry(response.json()["entry_id"])
+    assert "http" == anonymous.source.agent_id
 
 
 async def test_private_scope_needs_a_token(api: Api) -> None:
+    """With tokens configured an anonymous request is a 401; without tokens an anonymous
+    caller cannot own a private entry (400)."""
     response = await api.http.post(
-        f"{API}/ingest", json={"content": "secret", "access_scope": "private"}
+        f"{API}/ingest",
+        json={"content": "secret", "access_scope": "private"},
+        headers={"Authorization": ""},
     )
-    assert_error(response, 400, "validation_error", "access_scope")
+    assert 401 == response.status_code
+    app = create_app(api.apollo)
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as local:
+        local_response = await local.post(
+            f"{API}/ingest", json={"content": "secret", "access_scope": "private"}
+        )
+    assert_error(local_response, 400, "validation_error", "access_scope")
 
 
 # --------------------------------------------------------------------------- auth & visibility
@@ -423,17 +456,19 @@ async def test_resolve(api: Api) -> None:
     disputed = await api.ingest(content="The cache TTL is 60 seconds")
     await api.set_status(disputed["entry_id"], Status.DISPUTED)
     url = f"{API}/entries/{disputed['entry_id']}/resolve"
-    unknown = await api.http.post(url, json={"resolution": "maybe"})
+    unknown = await api.http.post(url, json={"resolution": "maybe"}, headers=OPS)
     assert_error(unknown, 400, "unknown_resolution", "resolution")
-    accepted = await api.http.post(url, json={"resolution": "accept"})
+    accepted = await api.http.post(url, json={"resolution": "accept"}, headers=OPS)
     assert (200, "confirmed", True) == (
         accepted.status_code,
         accepted.json()["status"],
         accepted.json()["changed"],
     )
-    again = await api.http.post(url, json={"resolution": "accept"})
+    again = await api.http.post(url, json={"resolution": "accept"}, headers=OPS)
     assert_error(again, 409, "invalid_transition")
-    missing = await api.http.post(f"{API}/entries/{uuid4()}/resolve", json={"resolution": "keep"})
+    missing = await api.http.post(
+        f"{API}/entries/{uuid4()}/resolve", json={"resolution": "keep"}, headers=OPS
+    )
     assert_error(missing, 404, "not_found")
 
 
@@ -442,12 +477,16 @@ async def test_unknown_resolution_wins_over_not_disputed(api: Api) -> None:
     created = await api.ingest(content="Candidates are not disputed")
     url = f"{API}/entries/{created['entry_id']}/resolve"
     assert_error(
-        await api.http.post(url, json={"resolution": "maybe"}),
+        await api.http.post(url, json={"resolution": "maybe"}, headers=OPS),
         400,
         "unknown_resolution",
         "resolution",
     )
-    assert_error(await api.http.post(url, json={"resolution": "reject"}), 409, "invalid_transition")
+    assert_error(
+        await api.http.post(url, json={"resolution": "reject"}, headers=OPS),
+        409,
+        "invalid_transition",
+    )
 
 
 # --------------------------------------------------------------------------- expertise
@@ -493,49 +532,54 @@ async def test_expertise_invalid_parameters_are_400(api: Api, url: str, field: s
 
 async def test_maintenance_decay_and_archive(api: Api) -> None:
     created = await api.ingest(content="Confidence decays when nobody uses it")
-    forced = await api.http.post(f"{API}/maintenance/decay", json={"factor": 0.5}, headers=ALICE)
+    forced = await api.http.post(f"{API}/maintenance/decay", json={"factor": 0.5}, headers=OPS)
     assert (200, {"action": "force_decay", "affected": 1, "archived": 0}) == (
         forced.status_code,
         forced.json(),
     )
     assert 0.25 == (await api.apollo.get_entry(created["entry_id"])).confidence
-    cycle = await api.http.post(f"{API}/maintenance/decay", headers=ALICE)
+    cycle = await api.http.post(f"{API}/maintenance/decay", headers=OPS)
     assert (200, "decay") == (cycle.status_code, cycle.json()["action"])
-    stale = await api.http.post(f"{API}/maintenance/archive-stale", json={"days": 0}, headers=ALICE)
+    stale = await api.http.post(f"{API}/maintenance/archive-stale", json={"days": 0}, headers=OPS)
     assert (200, 1) == (stale.status_code, stale.json()["archived"])
     assert Status.ARCHIVED == (await api.apollo.get_entry(created["entry_id"])).status
 
 
 async def test_maintenance_errors(api: Api) -> None:
     decay = f"{API}/maintenance/decay"
-    assert_error(await api.http.post(decay, json={"factor": 0.5}), 401, "unauthorized")
     assert_error(
-        await api.http.post(decay, json={"factor": 2}, headers=ALICE),
+        await api.http.post(decay, json={"factor": 0.5}, headers={"Authorization": ""}),
+        401,
+        "unauthorized",
+    )
+    assert_error(await api.http.post(decay, json={"factor": 0.5}, headers=ALICE), 403, "forbidden")
+    assert_error(
+        await api.http.post(decay, json={"factor": 2}, headers=OPS),
         400,
         "validation_error",
         "factor",
     )
     assert_error(
-        await api.http.post(f"{API}/maintenance/archive-stale", json={}, headers=ALICE),
+        await api.http.post(f"{API}/maintenance/archive-stale", json={}, headers=OPS),
         400,
         "validation_error",
         "days",
     )
     assert_error(
-        await api.http.post(f"{API}/maintenance/archive-stale", json={"days": -1}, headers=ALICE),
+        await api.http.post(f"{API}/maintenance/archive-stale", json={"days": -1}, headers=OPS),
         400,
         "validation_error",
         "days",
     )
 
 
-async def test_maintenance_is_open_on_a_server_without_tokens(api: Api) -> None:
-    """Without tokens the server listens on loopback only and nothing needs a token."""
+async def test_maintenance_needs_an_admin_even_without_tokens(api: Api) -> None:
+    """Without tokens the anonymous caller is a writer: maintenance is refused (403)."""
     app = create_app(api.apollo)
     transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://apollo") as local:
-        response = await local.post(f"{API}/maintenance/decay", json={"factor": 1})
-    assert 200 == response.status_code
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as local:
+        response = await local.post(f"{API}/maintenance/decay", json={"factor": 0})
+    assert_error(response, 403, "forbidden")
 
 
 async def test_stats(api: Api) -> None:

@@ -298,8 +298,22 @@ class EntryTable(VectorSearch):
         rows = np.flatnonzero(self.alive[:n] & (self.agent[:n] == code))
         return [self.entry(int(row)) for row in self._ordered(rows, newest_first=False)]
 
-    def agent_domain_stats(self) -> list[AgentDomainStats]:
+    def agent_domain_stats(
+        self,
+        viewer: Viewer | None = None,
+        *,
+        domain: str | None = None,
+        agent_id: str | None = None,
+    ) -> list[AgentDomainStats]:
         rows = self._active_rows()
+        if viewer is not None:
+            rows = rows[self.visible(viewer, rows)]
+        if domain is not None:
+            code = self.domains.codes.get(domain)
+            rows = rows[self.domain[rows] == code] if code is not None else rows[:0]
+        if agent_id is not None:
+            code = self.agents.codes.get(agent_id)
+            rows = rows[self.agent[rows] == code] if code is not None else rows[:0]
         if rows.size == 0:
             return []
         width = np.int64(len(self.domains.names))

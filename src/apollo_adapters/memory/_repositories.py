@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 from uuid import UUID
 
 from apollo_domain.model import (
@@ -28,14 +28,36 @@ from apollo_domain.ports import (
     StoreStats,
 )
 
-if TYPE_CHECKING:
-    from .store import InMemoryUnitOfWork
+from ._columns import Undo
+from ._entries import EntryTable
+from ._records import AccessLogTable, CredibilityTable, ExpertiseTable, OutboxTable, ProcessedTable
+
+
+class _Tables(Protocol):
+    """What the repositories use of the store: its tables."""
+
+    _entries: EntryTable
+    _expertise: ExpertiseTable
+    _access_log: AccessLogTable
+    _credibility: CredibilityTable
+    _outbox: OutboxTable
+    _processed: ProcessedTable
+
+
+class _Work(Protocol):
+    """What the repositories use of their unit of work: the store, and the undo log of a
+    part once checked that it may be used now."""
+
+    @property
+    def _store(self) -> _Tables: ...
+
+    def _open(self, part: str) -> Undo: ...
 
 
 class _Repository:
     __slots__ = ("_store", "_uow")
 
-    def __init__(self, uow: InMemoryUnitOfWork) -> None:
+    def __init__(self, uow: _Work) -> None:
         self._uow = uow
         self._store = uow._store
 
@@ -101,9 +123,15 @@ class InMemoryEntryRepository(_Repository):
         self._uow._open("entries")
         return self._store._entries.candidates(limit)
 
-    async def agent_domain_stats(self) -> list[AgentDomainStats]:
+    async def agent_domain_stats(
+        self,
+        viewer: Viewer | None = None,
+        *,
+        domain: str | None = None,
+        agent_id: str | None = None,
+    ) -> list[AgentDomainStats]:
         self._uow._open("entries")
-        return self._store._entries.agent_domain_stats()
+        return self._store._entries.agent_domain_stats(viewer, domain=domain, agent_id=agent_id)
 
     async def stats(self, viewer: Viewer, now: datetime) -> StoreStats:
         self._uow._open("entries")

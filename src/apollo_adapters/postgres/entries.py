@@ -260,11 +260,29 @@ class PostgresEntryRepository:
         )
         return [entry_from_row(row) for row in rows]
 
-    async def agent_domain_stats(self) -> list[AgentDomainStats]:
+    async def agent_domain_stats(
+        self,
+        viewer: Viewer | None = None,
+        *,
+        domain: str | None = None,
+        agent_id: str | None = None,
+    ) -> list[AgentDomainStats]:
+        where = Where()
+        where.add("status <> 'archived'")
+        if viewer is not None:
+            where.visible_to(viewer)
+        if domain is not None:
+            where.add("knowledge_domain = {}", domain)
+        if agent_id is not None:
+            where.add("source_agent = {}", agent_id)
         rows = await self._s.rows(
-            "SELECT source_agent, knowledge_domain, count(*) AS n, avg(confidence) AS average,"
-            " max(updated_at) AS last_active_at FROM entries WHERE status <> 'archived'"
-            " GROUP BY source_agent, knowledge_domain ORDER BY source_agent, knowledge_domain"
+            sql.SQL(
+                "SELECT source_agent, knowledge_domain, count(*) AS n,"
+                " avg(confidence) AS average, max(updated_at) AS last_active_at"
+                " FROM entries WHERE {} GROUP BY source_agent, knowledge_domain"
+                " ORDER BY source_agent, knowledge_domain"
+            ).format(where.sql()),
+            where.params,
         )
         return [
             AgentDomainStats(

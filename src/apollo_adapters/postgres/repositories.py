@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 from uuid import UUID
 
+import psycopg
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
@@ -25,8 +27,11 @@ from .rows import (
 )
 from .session import Session
 
-if TYPE_CHECKING:
-    from .store import PostgresStore
+
+class _Connections(Protocol):
+    """What the identity directory uses of the store: pooled connections."""
+
+    def connection(self) -> AbstractAsyncContextManager[psycopg.AsyncConnection[Any]]: ...
 
 
 class PostgresRelationRepository:
@@ -315,7 +320,7 @@ class PostgresProcessedKeys:
 class PostgresIdentityDirectory:
     """Group memberships; each call is its own transaction."""
 
-    def __init__(self, store: PostgresStore) -> None:
+    def __init__(self, store: _Connections) -> None:
         self._store = store
 
     async def _rows(self, query: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:

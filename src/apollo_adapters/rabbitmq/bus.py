@@ -77,8 +77,10 @@ class AiormqBus:
         publish_attempts: int,
         publish_timeout: float,
         close_timeout: float,
+        gateway_users: frozenset[str] | None = None,
     ) -> None:
         self._url = url
+        self._gateway_users = gateway_users
         self.topology = topology
         self.login: str = URL(url).user or "guest"
         self._max_redeliveries = max_redeliveries
@@ -112,6 +114,7 @@ class AiormqBus:
         publish_attempts: int = 3,
         publish_timeout: float = 30.0,
         close_timeout: float = 30.0,
+        gateway_users: frozenset[str] | None = None,
     ) -> AiormqBus:
         """Connect, declare ``topology`` and return the bus.
 
@@ -120,10 +123,14 @@ class AiormqBus:
         the n-th failed delivery. After a lost connection, a publish waits up to
         ``reconnect_timeout`` seconds for the reconnect and is tried ``publish_attempts``
         times in all. ``close`` waits ``close_timeout`` seconds for handlers in flight.
+        ``gateway_users`` (``None``: every user) are the logins whose messages may carry
+        another identity in the ``x-apollo-user-id`` header: the bus's own retries and dead
+        letters carry it, so they keep it only while the bus's login is a gateway.
         Raises :class:`TransportError` when the broker cannot be reached.
         """
         bus = cls(
             url,
+            gateway_users=gateway_users,
             topology=topology or Topology(),
             max_redeliveries=max_redeliveries,
             retry_backoff=retry_backoff,
@@ -313,11 +320,12 @@ class AiormqBus:
         properties = raw.header.properties
         headers: dict[str, Any] = dict(properties.headers or {})
         own = properties.user_id is not None and properties.user_id == self.login
+        relays = self._gateway_users is None or self.login in self._gateway_users
         user_id = properties.user_id
         routing_key = raw.routing_key or ""
         attempts = 0
         if own:
-            if USER_ID_HEADER in headers:
+            if USER_ID_HEADER in headers and relays:
                 user_id = _text(headers[USER_ID_HEADER]) or None
             if ROUTING_KEY_HEADER in headers:
                 routing_key = _text(headers[ROUTING_KEY_HEADER])

@@ -12,7 +12,7 @@ from attrs import frozen
 from apollo_domain import commands as c
 from apollo_domain.errors import StoreUnavailable
 from apollo_domain.handlers import handle
-from apollo_domain.model import Entry, Evidence, Principal
+from apollo_domain.model import Entry, Evidence, Principal, Role
 from apollo_domain.policy import ConfidencePolicy
 from apollo_domain.ports import (
     STORE_PARTS,
@@ -40,7 +40,7 @@ from .client import Client
 R = TypeVar("R")
 ALL_PARTS = sorted(STORE_PARTS)
 #: The embedding program itself: no principal, reads any entry by id.
-PROGRAM = Caller("apollo", Principal(None), trusted=True)
+PROGRAM = Caller("apollo", Principal(None, role=Role.ADMIN), trusted=True)
 
 
 @frozen

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..credibility import SourceCredibility
-from ..errors import ValidationError
+from ..errors import Forbidden, ValidationError
 from ..expertise import DomainCoverage, proficiency
 from ..expertise import domains_at_risk as select_at_risk
 from ..lifecycle import (
@@ -34,6 +34,9 @@ async def deprecate_entry(
     viewer = await resolve_viewer(deps.store.directory, caller.principal)
     async with deps.store.unit_of_work() as uow:
         entry = await visible_entry(uow, target, viewer)
+        principal = caller.principal
+        if not principal.role.administers and entry.owner_id != principal.id:
+            raise Forbidden(f"only its owner or an admin may deprecate entry {entry.id}")
         now = deps.clock.now()
         changed = deprecate(entry, reason, now)
         if changed is entry:
@@ -106,48 +109,64 @@ async def run_decay_cycle(deps: Deps) -> MaintenanceResult:
 
 
 async def get_expertise(
-    deps: Deps, domain: object, min_proficiency: object = 0.0
+    deps: Deps, caller: Caller, domain: object, min_proficiency: object = 0.0
 ) -> list[ExpertiseRecord]:
+    """Agents by proficiency in ``domain``, most proficient first, computed over the active
+    entries the caller may see (nothing invisible counts, nor shows)."""
     name = normalize_tag(domain) if isinstance(domain, str) else None
     if not name:
         raise ValidationError("domain", "must be a non-empty string")
     floor = unit_float("min_proficiency", min_proficiency)
+    viewer = await resolve_viewer(deps.store.directory, caller.principal)
     async with deps.store.unit_of_work() as uow:
-        return await uow.expertise.for_domain(name, floor)
-
-
-async def domains_at_risk(deps: Deps, min_agents: object = 2) -> list[DomainCoverage]:
-    threshold = bounded_int("min_agents", min_agents, 1, 1_000_000)
-    async with deps.store.unit_of_work() as uow:
-        records = await uow.expertise.all()
-    return select_at_risk(
-        ((r.agent_id, r.knowledge_domain) for r in records if r.entry_count > 0), threshold
+        stats = await uow.entries.agent_domain_stats(viewer, domain=name)
+    records = [
+        ExpertiseRecord(
+            s.agent_id,
+            s.knowledge_domain,
+            s.entry_count,
+            proficiency(s.average_confidence, s.entry_count),
+            s.last_active_at,
+        )
+        for s in stats
+    ]
+    return sorted(
+        (r for r in records if r.proficiency >= floor),
+        key=lambda r: (-r.proficiency, r.agent_id),
     )
 
 
-async def agent_profile(deps: Deps, agent_id: object) -> AgentProfile:
+async def domains_at_risk(
+    deps: Deps, caller: Caller, min_agents: object = 2
+) -> list[DomainCoverage]:
+    """Domains that fewer than ``min_agents`` agents cover, among the entries the caller
+    may see."""
+    threshold = bounded_int("min_agents", min_agents, 1, 1_000_000)
+    viewer = await resolve_viewer(deps.store.directory, caller.principal)
+    async with deps.store.unit_of_work() as uow:
+        stats = await uow.entries.agent_domain_stats(viewer)
+    return select_at_risk(((s.agent_id, s.knowledge_domain) for s in stats), threshold)
+
+
+async def agent_profile(deps: Deps, caller: Caller, agent_id: object) -> AgentProfile:
+    """An agent's domains, counts, proficiency, average confidence and last activity, over
+    the active entries the caller may see."""
     if not isinstance(agent_id, str) or not agent_id.strip():
         raise ValidationError("agent_id", "must be a non-empty string")
     agent = agent_id.strip()
+    viewer = await resolve_viewer(deps.store.directory, caller.principal)
     async with deps.store.unit_of_work() as uow:
-        records = await uow.expertise.for_agent(agent)
-        stats = {
-            s.knowledge_domain: s
-            for s in await uow.entries.agent_domain_stats()
-            if s.agent_id == agent
-        }
-    domains = []
-    for r in records:
-        s = stats.get(r.knowledge_domain)
-        domains.append(
-            DomainExpertise(
-                r.knowledge_domain,
-                s.entry_count if s else 0,
-                r.proficiency,
-                s.average_confidence if s else 0.0,
-                r.last_active_at,
-            )
+        stats = await uow.entries.agent_domain_stats(viewer, agent_id=agent)
+    domains = [
+        DomainExpertise(
+            s.knowledge_domain,
+            s.entry_count,
+            proficiency(s.average_confidence, s.entry_count),
+            s.average_confidence,
+            s.last_active_at,
         )
+        for s in stats
+    ]
     domains.sort(key=lambda d: (-d.proficiency, d.knowledge_domain))
     total = sum(d.entry_count for d in domains)
     average = sum(d.average_confidence * d.entry_count for d in domains) / total if total else 0.0

@@ -27,7 +27,7 @@ from ...wire.codec import decode_json, encode_json, json_type, make_converter
 from ...wire.envelope import structure
 from .auth import UNAUTHORIZED_HEADERS, Authenticator, Unauthorized
 from .errors import JSON, error_response, http_error, map_error, server_error
-from .middleware import Instrumentation
+from .middleware import Instrumentation, LoopbackOnly
 from .openapi import openapi_document
 from .operations import HTTP_AGENT, OPERATIONS, Call, Operation
 
@@ -37,6 +37,19 @@ MAX_BODY_BYTES = 2 * 1024 * 1024
 
 class _TooLarge(Exception):
     pass
+
+
+class _NotJson(Exception):
+    pass
+
+
+def _require_json(request: Request) -> None:
+    """A body must be declared JSON: a browser cannot send that cross-site without a CORS
+    preflight, which Apollo never grants."""
+    declared = request.headers.get("content-type", "")
+    media_type = declared.split(";", 1)[0].strip().lower()
+    if media_type != JSON:
+        raise _NotJson(f"request bodies must be {JSON}, got {media_type or 'none'}")
 
 
 async def _read_body(request: Request) -> bytes:
@@ -85,7 +98,10 @@ async def _inputs(op: Operation, request: Request) -> dict[str, Any]:
     if not op.reads_body:
         return {}
     received = await _read_body(request)
-    body = decode_json(received) if received else {}  # no body at all means {}
+    if not received:
+        return {}  # no body at all means {}
+    _require_json(request)
+    body = decode_json(received)  # no body at all means {}
     if not isinstance(body, dict):
         raise ValidationError("body", f"must be a JSON object, got {json_type(body)}")
     extra = sorted(set(body) - set(accepted))
@@ -121,15 +137,15 @@ def _endpoint(
     async def endpoint(request: Request) -> Response:
         try:
             principal = auth.principal(request)
-            if op.authenticated and auth.configured and principal.id is None:
-                raise Unauthorized("this operation needs a bearer token")
+            if op.command is not None and auth.configured and principal.id is None:
+                raise Unauthorized("a bearer token is required")
             data = await _inputs(op, request)
             call = Call(request, apollo, metrics, principal, converter)
             if op.command is None:
                 status, payload = await _health(apollo)
             else:
                 command = _command(op, call, data)
-                caller = Caller.of(principal.id or HTTP_AGENT, principal)
+                caller = Caller.of(principal.agent or principal.id or HTTP_AGENT, principal)
                 started = time.perf_counter()
                 result = await handle(apollo.deps, caller, command)
                 if metrics is not None:
@@ -141,6 +157,8 @@ def _endpoint(
             )
         except Unauthorized as exc:
             return error_response(401, "unauthorized", exc.message, headers=UNAUTHORIZED_HEADERS)
+        except _NotJson as exc:
+            return error_response(415, "unsupported_media_type", str(exc))
         except ApolloError as exc:
             return map_error(exc)
         except HTTPException:
@@ -179,6 +197,11 @@ def create_app(
         return Response(document, media_type=JSON)
 
     async def exposition(request: Request) -> Response:
+        try:
+            if auth.configured and auth.principal(request).id is None:
+                raise Unauthorized("a bearer token is required")
+        except Unauthorized as exc:
+            return error_response(401, "unauthorized", exc.message, headers=UNAUTHORIZED_HEADERS)
         if metrics is None:
             return error_response(404, "not_found", "metrics are not enabled")
         try:
@@ -192,6 +215,8 @@ def create_app(
     routes.append(Route("/openapi.json", openapi, methods=["GET"]))
     routes.append(Route("/metrics", exposition, methods=["GET"]))
     middleware = [Middleware(Instrumentation, metrics=metrics)] if metrics is not None else []
+    if not auth.configured:  # no authentication: only this machine's own pages and tools
+        middleware.insert(0, Middleware(LoopbackOnly))
     return Starlette(
         routes=routes,
         middleware=middleware,

@@ -9,6 +9,8 @@ from starlette.requests import Request
 
 from apollo_domain.model import Principal
 
+from ...settings import principal_of_grant
+
 UNAUTHORIZED_HEADERS = {"WWW-Authenticate": "Bearer"}
 
 
@@ -23,7 +25,7 @@ class Authenticator:
     the configured tokens; no header means the anonymous principal."""
 
     def __init__(self, tokens: Mapping[str, str] | None) -> None:
-        self._tokens = [(t.encode(), p) for t, p in (tokens or {}).items()]
+        self._tokens = [(t.encode(), principal_of_grant(g)) for t, g in (tokens or {}).items()]
         self.configured = bool(self._tokens)
 
     def principal(self, request: Request) -> Principal:
@@ -34,13 +36,13 @@ class Authenticator:
         if scheme.lower() != "bearer" or not token.strip():
             raise Unauthorized("expected 'Authorization: Bearer <token>'")
         presented = token.strip().encode("utf-8", "surrogateescape")
-        found: str | None = None
+        found: Principal | None = None
         for known, principal in self._tokens:  # no early exit: constant time over tokens
             if hmac.compare_digest(presented, known):
                 found = principal
         if found is None:
             raise Unauthorized("unknown bearer token")
-        return Principal(found)
+        return found
 
 
 __all__ = ["UNAUTHORIZED_HEADERS", "Authenticator", "Unauthorized"]

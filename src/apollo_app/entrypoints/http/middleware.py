@@ -1,4 +1,5 @@
-"""Request instrumentation for ``/metrics``."""
+"""Middleware: request instrumentation for ``/metrics``, and the loopback guard of the
+no-token mode."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import time
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ...metrics import Metrics
+from ...wire.codec import encode_json
 
 _METHODS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"})
 
@@ -41,4 +43,53 @@ class Instrumentation:
             self.metrics.observe_http(method, template, status, time.perf_counter() - started)
 
 
-__all__ = ["Instrumentation"]
+LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "[::1]", "::1"})
+
+
+def _host_name(value: str) -> str:
+    """``host[:port]`` → host, lowercased (IPv6 literals keep their brackets)."""
+    value = value.strip().lower()
+    if value.startswith("["):
+        return value.split("]", 1)[0] + "]"
+    return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
+
+
+class LoopbackOnly:
+    """Without tokens nobody is authenticated, so the API answers only this machine's own
+    callers: a ``Host`` that is not a loopback name (DNS rebinding) or an ``Origin`` that is
+    not a loopback page (a cross-site request from a browser) is refused with 403."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+        problem = None
+        host = headers.get("host")
+        if host is not None and _host_name(host) not in LOOPBACK_HOSTS:
+            problem = f"host {host!r} is not this machine; without tokens Apollo is loopback-only"
+        origin = headers.get("origin")
+        if origin is not None and origin != "null":
+            origin_host = origin.split("://", 1)[-1].split("/", 1)[0]
+            if _host_name(origin_host) not in LOOPBACK_HOSTS:
+                problem = f"cross-site requests from {origin!r} are refused"
+        elif origin == "null":
+            problem = "requests from opaque origins are refused"
+        if problem is None:
+            await self.app(scope, receive, send)
+            return
+        body = encode_json({"error": {"type": "forbidden", "message": problem, "field": None}})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 403,
+                "headers": [(b"content-type", b"application/json")],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})
+
+
+__all__ = ["LOOPBACK_HOSTS", "Instrumentation", "LoopbackOnly"]

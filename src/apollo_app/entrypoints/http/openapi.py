@@ -123,7 +123,12 @@ def openapi_document(operations: tuple[Operation, ...] = OPERATIONS) -> dict[str
                 "description": "Degraded: some part of the store cannot be written.",
                 "content": {JSON: {"schema": SHAPED["health"]}},
             }
-        for code in sorted({*op.errors, 401}):
+        codes = {*op.errors, 401}
+        if op.command is not None:
+            codes.add(403)  # a role that may not, or (no tokens) a foreign Host or Origin
+        if op.reads_body:
+            codes.add(415)
+        for code in sorted(codes):
             responses[str(code)] = {
                 "description": ERROR_DESCRIPTIONS[code],
                 "content": {JSON: {"schema": error_ref}},

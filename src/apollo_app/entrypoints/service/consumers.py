@@ -36,7 +36,7 @@ from apollo_domain import commands as c
 from apollo_domain.errors import ApolloError, TransportError
 from apollo_domain.handlers import handle, handler_of
 from apollo_domain.messaging import Delivery, MessageBus, MessageHandler, Subscription
-from apollo_domain.model import Principal
+from apollo_domain.model import Principal, Role
 from apollo_domain.services import Caller
 from apollo_domain.topology import Topology
 
@@ -155,12 +155,14 @@ class ApolloService:
         return result
 
     def _job(self, command: c.Command[Any]) -> Callable[[], Awaitable[Any]]:
-        caller = Caller("apollo", Principal(None), trusted=True)
+        caller = Caller("apollo", Principal(None, role=Role.ADMIN), trusted=True)
         return lambda: self._run(caller, command)
 
-    @staticmethod
-    def _caller(delivery: Delivery) -> Caller:
-        return Caller.of(None, Principal(delivery.message.user_id))
+    def _caller(self, delivery: Delivery) -> Caller:
+        """The broker-verified user is the principal (its role from the settings); a writer
+        acts as its own agent, the user id."""
+        principal = self.settings.bus_principal(delivery.message.user_id)
+        return Caller.of(principal.agent or principal.id, principal)
 
     # -- consumers -------------------------------------------------------------------------
 
