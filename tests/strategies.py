@@ -1,4 +1,8 @@
-"""The hypothesis strategies shared by the unit suites, plus a plain entry factory for examples."""
+"""The hypothesis strategies shared by the unit suites, plus a plain entry factory for examples.
+
+The strategies a user of Apollo may want too live in :mod:`apollo_domain.testing` and are
+re-exported here, so each is defined once; the rest serve only Apollo's own tests.
+"""
 
 from __future__ import annotations
 
@@ -9,67 +13,52 @@ from uuid import UUID, uuid4
 from attrs import evolve
 from hypothesis import strategies as st
 
-from apollo_domain.model import (
-    AccessScope,
-    ContentType,
-    Entry,
-    Relation,
-    RelationType,
-    SourceRef,
-    Status,
-    Viewer,
-)
+from apollo_domain.model import AccessScope, ContentType, Entry, Relation, SourceRef, Status, Viewer
 from apollo_domain.normalize import content_hash
+from apollo_domain.testing import (
+    KNOWN_PROVIDER_NAMES,
+    PRINCIPAL_IDS,
+    agent_ids,
+    channels,
+    confidences,
+    content_types,
+    credibilities,
+    datetimes,
+    entries,
+    hours,
+    knowledge_domains,
+    known_providers,
+    owner_ids,
+    policies,
+    principal_ids,
+    principals,
+    providers,
+    relation_types,
+    scopes,
+    similarities,
+    sources,
+    statuses,
+    unit_floats,
+    viewers,
+)
 
 EPOCH = datetime(2025, 1, 1, tzinfo=UTC)
 
-# -- numbers ---------------------------------------------------------------------------
+# -- test-only strategies (the public ones come from apollo_domain.testing) -------------
 
-unit_floats = st.floats(min_value=0.0, max_value=1.0, allow_nan=False)
-confidences = unit_floats
-credibilities = unit_floats
-similarities = unit_floats
-hours = st.floats(min_value=0.0, max_value=50_000.0, allow_nan=False, allow_infinity=False)
 positive_weights = st.floats(
     min_value=1e-6, max_value=1_000.0, allow_nan=False, allow_infinity=False
 )
 relation_weights = st.floats(min_value=0.0, max_value=1.0, allow_nan=False)
 entry_counts = st.integers(min_value=0, max_value=10_000)
 
-# -- identities and sources ------------------------------------------------------------
-
-PRINCIPAL_IDS = ("alice", "bob", "carol", "dave")
-principal_ids = st.sampled_from(PRINCIPAL_IDS)
-owner_ids = st.none() | principal_ids
-
-KNOWN_PROVIDER_NAMES = ("claude", "openai", "gemini", "human", "system")
-known_providers = st.sampled_from(KNOWN_PROVIDER_NAMES)
-providers = known_providers | st.just("unknown")
-
-agent_ids = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-_", min_size=1, max_size=12)
-channels = st.none() | st.just("") | st.sampled_from(("slack", "email", "cli", "api"))
-
-sources = st.builds(SourceRef, agent_id=agent_ids, provider=providers, channel=channels)
 source_lists = st.lists(sources, max_size=5)
 
-viewers = st.builds(
-    Viewer,
-    principal_id=st.none() | principal_ids,
-    team_owners=st.frozensets(principal_ids, max_size=len(PRINCIPAL_IDS)),
-)
 anonymous_viewers = st.builds(
     Viewer,
     principal_id=st.none(),
     team_owners=st.frozensets(principal_ids, max_size=len(PRINCIPAL_IDS)),
 )
-
-# -- entry fields ----------------------------------------------------------------------
-
-content_types = st.sampled_from(ContentType)
-statuses = st.sampled_from(Status)
-scopes = st.sampled_from(AccessScope)
-relation_types = st.sampled_from(RelationType)
-knowledge_domains = st.sampled_from(("general", "networking", "databases", "python"))
 
 raw_tags = st.text(max_size=15) | st.sampled_from(
     ("c#", ".NET", " C++ ", "Node.js", "Machine Learning", "--x--", "!!!", "python", "PYTHON")
@@ -78,38 +67,6 @@ raw_tag_lists = st.lists(raw_tags, max_size=25)
 
 ascii_words = st.text(alphabet="abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ", min_size=1)
 whitespace_runs = st.text(alphabet=" \t\n\r", min_size=1, max_size=4)
-
-datetimes = st.datetimes(
-    min_value=datetime(2020, 1, 1), max_value=datetime(2030, 1, 1), timezones=st.just(UTC)
-)
-
-
-@st.composite
-def entries(
-    draw: st.DrawFn,
-    *,
-    scope: st.SearchStrategy[AccessScope] = scopes,
-    status: st.SearchStrategy[Status] = statuses,
-) -> Entry:
-    """Any entry: scope, owner, status, domain, type, confidence and times drawn freely."""
-    content = draw(st.text(min_size=1, max_size=40).filter(str.strip))
-    created = draw(datetimes)
-    updated = draw(st.none() | datetimes)
-    return Entry(
-        id=draw(st.uuids()),
-        content=content,
-        content_hash=content_hash(content),
-        content_type=draw(content_types),
-        knowledge_domain=draw(knowledge_domains),
-        tags=(),
-        confidence=draw(confidences),
-        status=draw(status),
-        source=draw(sources),
-        access_scope=draw(scope),
-        owner_id=draw(owner_ids),
-        created_at=created,
-        updated_at=updated,  # type: ignore[arg-type]  # the store may leave it unset
-    )
 
 
 # -- relation graphs -------------------------------------------------------------------
@@ -153,3 +110,46 @@ def make_entry(**overrides: Any) -> Entry:
         source_context={"origin": "test"},
     )
     return evolve(base, **overrides)
+
+
+__all__ = [
+    "EPOCH",
+    "GRAPH_NODES",
+    "KNOWN_PROVIDER_NAMES",
+    "PRINCIPAL_IDS",
+    "agent_ids",
+    "anonymous_viewers",
+    "ascii_words",
+    "channels",
+    "confidences",
+    "content_types",
+    "credibilities",
+    "datetimes",
+    "entries",
+    "entry_counts",
+    "graph_nodes",
+    "hours",
+    "knowledge_domains",
+    "known_providers",
+    "make_entry",
+    "owner_ids",
+    "policies",
+    "positive_weights",
+    "principal_ids",
+    "principals",
+    "providers",
+    "raw_tag_lists",
+    "raw_tags",
+    "relation_lists",
+    "relation_types",
+    "relation_weights",
+    "relations",
+    "scopes",
+    "similarities",
+    "source_lists",
+    "sources",
+    "statuses",
+    "unit_floats",
+    "viewers",
+    "whitespace_runs",
+]

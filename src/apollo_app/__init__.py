@@ -1,5 +1,6 @@
 """Apollo: a shared, durable knowledge store for AI agent meshes."""
 
+from apollo_domain import __version__ as __version__
 from apollo_domain.errors import (
     ApolloError,
     ConfigurationError,

@@ -3,6 +3,7 @@
 No I/O happens here; adapters implement the ports in :mod:`apollo_domain.ports`.
 """
 
+from ._version import __version__ as __version__
 from .credibility import SourceCredibility
 from .errors import (
     ApolloError,

@@ -3,15 +3,24 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import pytest
 from attrs import fields
-from hypothesis import given
+from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 
 from apollo_domain.errors import ValidationError
-from apollo_domain.policy import DEFAULT_POLICY, ConfidencePolicy, meets_write_gate
-from tests.strategies import confidences, credibilities, hours, similarities, unit_floats
+from apollo_domain.policy import DEFAULT_POLICY, ConfidencePolicy, clamp01, meets_write_gate
+from apollo_domain.testing import POLICY_CASES, check_policy_invariants, policy_invariants_test
+from tests.strategies import (
+    confidences,
+    credibilities,
+    hours,
+    policies,
+    similarities,
+    unit_floats,
+)
 
 DESIGN_DEFAULTS = {
     "initial_confidence": 0.5,
@@ -29,14 +38,6 @@ DESIGN_DEFAULTS = {
     "relation_confidence_gate": 0.7,
     "synthesis_confidence_cap": 0.7,
 }
-
-policies = st.builds(
-    ConfidencePolicy,
-    retrieval_boost=unit_floats,
-    corroboration_boost=unit_floats,
-    decay_factor_per_hour=unit_floats,
-    synthesis_confidence_cap=unit_floats,
-)
 
 
 def in_unit(value: float) -> bool:
@@ -84,7 +85,7 @@ def test_overrides_accept_the_closed_unit_interval(value: float) -> None:
 # -- every function stays within [0, 1] -------------------------------------------------
 
 
-@given(policies, confidences)
+@given(policies(), confidences)
 def test_retrieval_stays_in_unit_interval_and_never_decreases(
     policy: ConfidencePolicy, confidence: float
 ) -> None:
@@ -100,7 +101,7 @@ def test_retrieval_adds_the_boost_capped_at_one(confidence: float) -> None:
     assert min(confidence + 0.02, 1.0) == DEFAULT_POLICY.after_retrieval(confidence)
 
 
-@given(policies, confidences, credibilities)
+@given(policies(), confidences, credibilities)
 def test_corroboration_stays_in_unit_interval_and_never_decreases(
     policy: ConfidencePolicy, confidence: float, credibility: float
 ) -> None:
@@ -128,7 +129,7 @@ def test_corroboration_boost_grows_with_credibility(low: float, high: float) -> 
     )
 
 
-@given(policies, confidences, hours)
+@given(policies(), confidences, hours)
 def test_decay_stays_in_unit_interval_and_never_increases(
     policy: ConfidencePolicy, confidence: float, elapsed: float
 ) -> None:
@@ -138,7 +139,7 @@ def test_decay_stays_in_unit_interval_and_never_increases(
     assert decayed <= confidence
 
 
-@given(policies, confidences, hours, hours)
+@given(policies(), confidences, hours, hours)
 def test_decay_composes_over_consecutive_intervals(
     policy: ConfidencePolicy, confidence: float, h1: float, h2: float
 ) -> None:
@@ -161,7 +162,7 @@ def test_no_elapsed_time_is_no_decay(confidence: float) -> None:
     assert confidence == DEFAULT_POLICY.decayed(confidence, 0.0)
 
 
-@given(policies, st.lists(confidences, max_size=6))
+@given(policies(), st.lists(confidences, max_size=6))
 def test_synthesis_confidence_is_in_unit_interval_and_capped(
     policy: ConfidencePolicy, sources: list[float]
 ) -> None:
@@ -243,3 +244,134 @@ def test_corroboration_similarity_is_inclusive(similarity: float, expected: bool
 def test_archive_below_is_strict(confidence: float, expected: bool) -> None:
     """Decay archives confidences strictly below 0.1."""
     assert expected == DEFAULT_POLICY.should_archive(confidence)
+
+
+# -- the public invariant checks (apollo_domain.testing) --------------------------------
+
+test_the_default_policy_keeps_every_invariant = policy_invariants_test(st.just(DEFAULT_POLICY))
+test_every_drawn_policy_keeps_every_invariant = policy_invariants_test(policies())
+
+
+def test_the_invariant_checks_meet_every_notable_case() -> None:
+    """Drawn policies and points reach each assertion with a non-trivial case: boosts that
+    raise and boosts capped at 1, decay that lowers and composes above 0, a capped synthesis.
+    (Inside the run each case is also a hypothesis event; see the README example's test.)"""
+    met: set[str] = set()
+
+    @settings(derandomize=True, max_examples=300, database=None)
+    @given(
+        policies(),
+        confidences,
+        credibilities,
+        hours,
+        hours,
+        st.lists(confidences, max_size=6),
+    )
+    def run(
+        policy: ConfidencePolicy,
+        confidence: float,
+        credibility: float,
+        h1: float,
+        h2: float,
+        sources: list[float],
+    ) -> None:
+        met.update(
+            check_policy_invariants(
+                policy, confidence, credibility, h1, h2, source_confidences=sources
+            )
+        )
+
+    run()
+    assert set(POLICY_CASES) == met
+
+
+class LowersOnRetrieval(ConfidencePolicy):
+    def after_retrieval(self, confidence: float) -> float:
+        return clamp01(confidence - 0.01)
+
+
+class EscapesOnRetrieval(ConfidencePolicy):
+    def after_retrieval(self, confidence: float) -> float:
+        return confidence + 0.5
+
+
+class LowersOnCorroboration(ConfidencePolicy):
+    def after_corroboration(self, confidence: float, credibility: float) -> float:
+        return confidence * 0.9
+
+
+class RaisesOnDecay(ConfidencePolicy):
+    def decayed(self, confidence: float, hours: float) -> float:
+        return clamp01(confidence + 0.001 * hours)
+
+
+class ForgetsWhenDecayRan(ConfidencePolicy):
+    def decayed(self, confidence: float, hours: float) -> float:
+        return confidence * self.decay_factor_per_hour ** math.sqrt(hours)
+
+
+class UncappedSynthesis(ConfidencePolicy):
+    def synthesis_confidence(self, source_confidences: Sequence[float]) -> float:
+        if not source_confidences:
+            return 0.5
+        return math.prod(source_confidences) ** (1.0 / len(source_confidences))
+
+
+class NegativeNovelty(ConfidencePolicy):
+    @staticmethod
+    def novelty(max_similarity: float | None) -> float:
+        return (max_similarity or 0.0) - 1.0
+
+
+BROKEN_POLICIES = [
+    (LowersOnRetrieval(), "after_retrieval(0.9) = 0.89 lowers the confidence"),
+    (EscapesOnRetrieval(), "after_retrieval(0.9) = 1.4 is outside [0, 1]"),
+    (LowersOnCorroboration(), "after_corroboration(0.9, 0.5) = 0.81 lowers the confidence"),
+    (RaisesOnDecay(), "decayed(0.9, 10.0) = 0.91 raises the confidence"),
+    (ForgetsWhenDecayRan(), "decayed over 10.0 h then 20.0 h"),
+    (UncappedSynthesis(), "synthesis_confidence([0.9, 0.95]) = 0.92"),
+    (NegativeNovelty(), "novelty(0.5) = -0.5 is outside [0, 1]"),
+]
+
+BROKEN_IDS = [type(policy).__name__ for policy, _ in BROKEN_POLICIES]
+
+
+@pytest.mark.parametrize(("policy", "message"), BROKEN_POLICIES, ids=BROKEN_IDS)
+def test_the_check_names_the_broken_invariant(policy: ConfidencePolicy, message: str) -> None:
+    """A policy that breaks one invariant fails the check with a message naming the call."""
+    with pytest.raises(AssertionError) as raised:
+        check_policy_invariants(
+            policy, 0.9, 0.5, 10.0, 20.0, similarity=0.5, source_confidences=[0.9, 0.95]
+        )
+    assert str(raised.value).startswith(message)
+
+
+@pytest.mark.parametrize(("policy", "message"), BROKEN_POLICIES, ids=BROKEN_IDS)
+def test_the_generated_test_finds_a_broken_policy(policy: ConfidencePolicy, message: str) -> None:
+    """policy_invariants_test draws its own points and still catches every broken rule."""
+    test = settings(
+        derandomize=True,
+        database=None,
+        report_multiple_bugs=False,
+        phases=[Phase.generate],  # finding the failure is the point, not shrinking it
+    )(policy_invariants_test(st.just(policy)))
+    with pytest.raises(AssertionError):
+        test()
+
+
+@pytest.mark.parametrize(
+    ("arguments", "name"),
+    [
+        ((1.5, 0.5, 1.0, 1.0), "confidence"),
+        ((0.5, -0.1, 1.0, 1.0), "credibility"),
+        ((0.5, 0.5, -1.0, 1.0), "hours"),
+        ((0.5, 0.5, 1.0, math.nan), "more_hours"),
+    ],
+)
+def test_the_check_refuses_inputs_the_invariants_do_not_cover(
+    arguments: tuple[float, float, float, float], name: str
+) -> None:
+    """The invariants speak of inputs in [0, 1] and elapsed hours ≥ 0: others are a
+    ValueError naming the argument, not a verdict on the policy."""
+    with pytest.raises(ValueError, match=f"^{name} must be"):
+        check_policy_invariants(DEFAULT_POLICY, *arguments)

@@ -1,0 +1,86 @@
+"""What a user of the distribution relies on: typing markers, the version, the optional
+testing extra and the pytest plugin's entry point."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.resources
+import os
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+import apollo_app
+import apollo_domain
+from apollo_domain import _version
+from tests.pytest_runs import SOURCE_ROOT
+
+PYPROJECT = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())
+PACKAGES = ["apollo_domain", "apollo_adapters", "apollo_app"]
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_every_package_is_marked_typed(package: str) -> None:
+    """Each package ships a PEP 561 py.typed marker, so type checkers read its annotations."""
+    assert importlib.resources.files(package).joinpath("py.typed").is_file()
+
+
+def test_the_version_is_the_distributions() -> None:
+    """Both packages report the installed distribution's version, which is pyproject's."""
+    expected = PYPROJECT["project"]["version"]
+    assert expected == importlib.metadata.version("apollo-knowledge")
+    assert expected == apollo_domain.__version__
+    assert expected == apollo_app.__version__
+
+
+def test_an_uninstalled_tree_has_a_placeholder_version(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without installed metadata the version is the PEP 440 placeholder 0+unknown."""
+
+    def not_installed(name: str) -> str:
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(_version, "version", not_installed)
+    assert "0+unknown" == _version.installed_version()
+
+
+def test_the_testing_extra_brings_hypothesis_and_pytest_asyncio() -> None:
+    """apollo_domain.testing and the pytest plugin need nothing beyond the testing extra."""
+    extra = PYPROJECT["project"]["optional-dependencies"]["testing"]
+    assert {"hypothesis", "pytest", "pytest-asyncio"} == {r.split(">=")[0] for r in extra}
+
+
+def test_the_pytest_plugin_is_registered_under_its_module_name() -> None:
+    """The pytest11 entry point is named after the module it loads: pytest then finds it
+    registered when a project also names it with -p or pytest_plugins."""
+    assert {"apollo_app.pytest_plugin": "apollo_app.pytest_plugin"} == PYPROJECT["project"][
+        "entry-points"
+    ]["pytest11"]
+
+
+def test_apollo_imports_without_hypothesis() -> None:
+    """hypothesis is optional: the domain, the application and the pytest plugin import
+    without it, and apollo_domain.testing says which extra it needs."""
+    script = "\n".join(
+        [
+            "import sys",
+            "sys.modules['hypothesis'] = None  # as if it were not installed",
+            "import apollo_domain, apollo_app, apollo_app.pytest_plugin",
+            "try:",
+            "    import apollo_domain.testing",
+            "except ImportError as exc:",
+            "    print(exc)",
+        ]
+    )
+    completed = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(SOURCE_ROOT)},
+    )
+    assert 0 == completed.returncode, completed.stderr
+    expected = 'apollo_domain.testing needs hypothesis: pip install "apollo-knowledge[testing]"'
+    assert expected == completed.stdout.strip()
