@@ -9,7 +9,8 @@ through the same functions (:class:`Overrides`). Nothing here runs at import tim
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from attrs import frozen
 
@@ -25,6 +26,9 @@ from apollo_domain.services import Deps
 from apollo_domain.topology import Topology
 
 from .settings import Settings
+
+if TYPE_CHECKING:
+    from apollo_adapters.postgres import EmbeddedPostgres
 
 EMBEDDING_CACHE_SIZE = 10_000
 Closer = Callable[[], Awaitable[None]]
@@ -64,6 +68,32 @@ def hashing_embedder(dimension: int = 384) -> HashingEmbedder:
 def manual_clock() -> ManualClock:
     """A clock that moves only when told to (``advance``): simulations and tests."""
     return ManualClock()
+
+
+def embedded_server(data_dir: Path, **options: Any) -> EmbeddedPostgres:
+    """An embedded PostgreSQL + pgvector server in ``data_dir`` (not started)."""
+    from apollo_adapters.postgres import EmbeddedPostgres
+
+    return EmbeddedPostgres(data_dir, **options)
+
+
+async def migrate_schema(conninfo: str, embedder: Embedder) -> list[int]:
+    """Apply pending migrations for ``embedder``'s model and dimension; the versions applied."""
+    from apollo_adapters.postgres import migrate
+
+    return await migrate(conninfo, dimension=embedder.dimension, model_id=embedder.model_id)
+
+
+async def open_postgres(conninfo: str, embedder: Embedder, *, migrate: bool = True) -> Store:
+    """The PostgreSQL store at ``conninfo`` for ``embedder``'s model and dimension."""
+    from apollo_adapters.postgres import PostgresStore
+
+    return await PostgresStore.open(
+        conninfo,
+        embedder_model_id=embedder.model_id,
+        dimension=embedder.dimension,
+        migrate=migrate,
+    )
 
 
 def wire(store: Store, overrides: Overrides = Overrides()) -> Deps:
@@ -282,12 +312,15 @@ __all__ = [
     "build_llm",
     "connect_broker",
     "default_embedder",
+    "embedded_server",
     "hashing_embedder",
     "in_memory",
     "manual_clock",
     "migrate_database",
+    "migrate_schema",
     "open_bus",
     "open_durable",
+    "open_postgres",
     "topology_of",
     "wire",
 ]

@@ -3,7 +3,7 @@
 Installing ``apollo-knowledge`` registers this plugin (entry point ``pytest11``); the
 fixtures are async and need pytest-asyncio (``pip install "apollo-knowledge[testing]"``).
 
-- ``apollo_clock``: a :class:`~apollo_adapters.clock.ManualClock` at 2025-01-01 UTC that
+- ``apollo_clock``: a :class:`~apollo_app.bootstrap.ManualClock` at 2025-01-01 UTC that
   moves only when the test says so: ``apollo_clock.advance(hours=48)``.
 - ``apollo_memory``: ``Apollo.in_memory(clock=apollo_clock)``, closed after the test.
 - ``apollo_postgres``: an :class:`~apollo_app.Apollo` on PostgreSQL + pgvector, on the same
@@ -25,7 +25,7 @@ import uuid
 from collections.abc import AsyncIterator, Coroutine, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import pytest
 
@@ -35,11 +35,21 @@ except ImportError:  # pytest itself then reports the async fixtures as unsuppor
     async_fixture = pytest.fixture  # type: ignore[assignment]
 
 if TYPE_CHECKING:
-    from apollo_adapters.clock import ManualClock
-    from apollo_adapters.postgres import EmbeddedPostgres
     from apollo_app import Apollo
+    from apollo_app.bootstrap import ManualClock
 
 T = TypeVar("T")
+
+
+class _Server(Protocol):
+    """An embedded server, as this plugin uses it."""
+
+    @property
+    def admin_conninfo(self) -> str: ...
+
+    async def start(self) -> str: ...
+
+    async def stop(self) -> None: ...
 
 TEST_SERVER_SETTINGS = {"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off"}
 
@@ -59,12 +69,13 @@ class ApolloTestServer:
         self,
         admin_conninfo: str,
         *,
-        embedded: EmbeddedPostgres | None = None,
+        embedded: _Server | None = None,
         workdir: Path | None = None,
     ) -> None:
-        from apollo_adapters.embedders import HashingEmbedder
+        from apollo_app.bootstrap import hashing_embedder
 
-        embedder = HashingEmbedder()  # the template is migrated for the default embedder
+        embedder = hashing_embedder()  # the template is migrated for the default embedder
+        self.embedder = embedder
         self.admin_conninfo = admin_conninfo
         self.embedder_model_id = embedder.model_id
         self.dimension = embedder.dimension
@@ -79,14 +90,14 @@ class ApolloTestServer:
     async def start(cls) -> ApolloTestServer:
         """The server of ``APOLLO_TEST_DATABASE_URL``, else an embedded one in a new
         temporary folder; either way with the template database migrated."""
-        from apollo_adapters.postgres import EmbeddedPostgres
+        from apollo_app.bootstrap import embedded_server
 
         url = os.environ.get("APOLLO_TEST_DATABASE_URL")
         if url:
             server = cls(url)
         else:
             workdir = Path(tempfile.mkdtemp(prefix="apollo-pytest-"))
-            embedded = EmbeddedPostgres(
+            embedded = embedded_server(
                 workdir / "pgdata", database="postgres", settings=TEST_SERVER_SETTINGS
             )
             try:
@@ -118,14 +129,10 @@ class ApolloTestServer:
             await conn.execute(query)
 
     async def _create_template(self) -> None:
-        from apollo_adapters.postgres import migrate
+        from apollo_app.bootstrap import migrate_schema
 
         await self._admin("CREATE DATABASE {}", self._template)
-        await migrate(
-            self.conninfo(self._template),
-            dimension=self.dimension,
-            model_id=self.embedder_model_id,
-        )
+        await migrate_schema(self.conninfo(self._template), self.embedder)
 
     async def create_database(self) -> str:
         """A new migrated, empty database; returns its name."""
@@ -155,9 +162,9 @@ class ApolloTestServer:
 def apollo_clock() -> ManualClock:
     """A manual clock at 2025-01-01 UTC shared by ``apollo_memory`` and ``apollo_postgres``:
     ``apollo_clock.advance(hours=5)`` moves it forward."""
-    from apollo_adapters.clock import ManualClock
+    from apollo_app.bootstrap import manual_clock
 
-    return ManualClock()
+    return manual_clock()
 
 
 @async_fixture
@@ -185,22 +192,16 @@ async def apollo_postgres(
 ) -> AsyncIterator[Apollo]:
     """An Apollo on a new PostgreSQL + pgvector database (dropped after the test), on
     ``apollo_clock``."""
-    from apollo_adapters.embedders import HashingEmbedder
-    from apollo_adapters.postgres import PostgresStore
     from apollo_app import Apollo
+    from apollo_app.bootstrap import open_postgres
 
     server = apollo_postgres_server
     database = await server.create_database()
     try:
-        store = await PostgresStore.open(
-            server.conninfo(database),
-            embedder_model_id=server.embedder_model_id,
-            dimension=server.dimension,
-            migrate=False,
-        )
+        store = await open_postgres(server.conninfo(database), server.embedder, migrate=False)
         async with Apollo.with_store(
             store,
-            embedder=HashingEmbedder(server.dimension),
+            embedder=server.embedder,
             clock=apollo_clock,
             closers=[store.close],
         ) as apollo:
