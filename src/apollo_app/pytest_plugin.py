@@ -51,6 +51,7 @@ class _Server(Protocol):
 
     async def stop(self) -> None: ...
 
+
 TEST_SERVER_SETTINGS = {"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off"}
 
 
