@@ -26,6 +26,7 @@ from apollo_domain.errors import (
     ConfigurationError,
     Conflict,
     NotFound,
+    PersistenceFailed,
     StoreUnavailable,
     ValidationError,
 )
@@ -128,7 +129,7 @@ class _Session:
 
     def check_open(self) -> None:
         if not self.open:
-            raise RuntimeError("this unit of work has ended; start a new one")
+            raise PersistenceFailed("this unit of work has ended; start a new one")
 
     async def execute(self, query: sql.Composable | str, params: Params = None) -> int:
         self.check_open()
@@ -902,7 +903,7 @@ class PostgresUnitOfWork:
 
     async def __aenter__(self) -> PostgresUnitOfWork:
         if self._stack is not None:
-            raise RuntimeError("a unit of work can be entered only once")
+            raise PersistenceFailed("a unit of work can be entered only once")
         self._stack = AsyncExitStack()
         try:
             conn = await self._stack.enter_async_context(self._store.connection())
@@ -942,7 +943,7 @@ class PostgresUnitOfWork:
 
     async def commit(self) -> None:
         if self._session is None or self._tx is None:
-            raise RuntimeError("commit outside an open unit of work")
+            raise PersistenceFailed("commit outside an open unit of work")
         self._session.check_open()
         tx, self._tx = self._tx, None
         self._session.open = False
@@ -952,7 +953,7 @@ class PostgresUnitOfWork:
     @asynccontextmanager
     async def savepoint(self) -> AsyncIterator[None]:
         if self._session is None:
-            raise RuntimeError("savepoint outside an open unit of work")
+            raise PersistenceFailed("savepoint outside an open unit of work")
         self._session.check_open()
         with translated():
             async with self._session.conn.transaction():
