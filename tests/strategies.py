@@ -6,16 +6,19 @@ re-exported here, so each is defined once; the rest serve only Apollo's own test
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID, uuid4
 
-from attrs import evolve
+from attrs import evolve, frozen
 from hypothesis import strategies as st
 
 from apollo_domain.model import AccessScope, ContentType, Entry, Relation, SourceRef, Status, Viewer
 from apollo_domain.normalize import content_hash
+from apollo_domain.rules import Corroborator
 from apollo_domain.testing import (
+    CHANNEL_NAMES,
     KNOWN_PROVIDER_NAMES,
     PRINCIPAL_IDS,
     agent_ids,
@@ -67,6 +70,113 @@ raw_tag_lists = st.lists(raw_tags, max_size=25)
 
 ascii_words = st.text(alphabet="abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ", min_size=1)
 whitespace_runs = st.text(alphabet=" \t\n\r", min_size=1, max_size=4)
+
+
+# -- corroboration attempts ------------------------------------------------------------
+
+
+@frozen
+class Attempt:
+    """The arguments of one ``may_corroborate`` call (the threshold aside)."""
+
+    evidence: Corroborator
+    target: Entry
+    similarity: float
+    recorded: tuple[SourceRef, ...]
+    owners_sharing_group: frozenset[str]
+
+
+EVIDENCE_AGENT = "EVIDENCE"  # upper case: outside the alphabet of ``agent_ids``
+
+
+@st.composite
+def allowed_attempts(draw: st.DrawFn, threshold: float) -> Attempt:
+    """An attempt meeting every corroboration rule, in any scope: evidence of the target's
+    domain, type and scope, similar enough, from a source independent of every recorded
+    one (the target's own first); private → the target's owner; team → the same owner or
+    one sharing a group with it."""
+    scope = draw(scopes)
+    target = make_entry(
+        access_scope=scope,
+        owner_id=draw(owner_ids if scope is AccessScope.GLOBAL else principal_ids),
+        knowledge_domain=draw(knowledge_domains),
+        content_type=draw(content_types),
+        source=draw(sources),
+    )
+    sharing = draw(st.frozensets(principal_ids))
+    if scope is AccessScope.GLOBAL:
+        owner = draw(owner_ids)
+    elif scope is AccessScope.PRIVATE:
+        owner = target.owner_id
+    else:
+        owner = draw(principal_ids)
+        if owner != target.owner_id:
+            sharing |= {target.owner_id}
+    recorded = (target.source, *draw(source_lists))
+    used_providers = {s.provider for s in recorded}
+    used_channels = {s.channel for s in recorded}
+    provider = draw(
+        st.sampled_from(["unknown", *(p for p in KNOWN_PROVIDER_NAMES if p not in used_providers)])
+    )
+    channel = draw(
+        st.sampled_from([None, "", *(c for c in CHANNEL_NAMES if c not in used_channels)])
+    )
+    evidence = Corroborator(
+        knowledge_domain=target.knowledge_domain,
+        content_type=target.content_type,
+        access_scope=scope,
+        owner_id=owner,
+        source=SourceRef(EVIDENCE_AGENT, provider, channel),
+    )
+    similarity = draw(st.floats(min_value=threshold, max_value=1.0))
+    return Attempt(evidence, target, similarity, recorded, sharing)
+
+
+CORROBORATION_FIELDS = (
+    "similarity",
+    "domain",
+    "content type",
+    "scope",
+    "evidence owner",
+    "target owner",
+    "groups",
+    "source",
+)
+
+
+@st.composite
+def one_field_changed(draw: st.DrawFn, field: str, threshold: float) -> tuple[Attempt, Attempt]:
+    """``(allowed, changed)``: an allowed attempt and a copy with ``field`` (one of
+    ``CORROBORATION_FIELDS``) redrawn; the new value may still meet its rule."""
+    allowed = draw(allowed_attempts(threshold))
+    evidence, target = allowed.evidence, allowed.target
+    if field == "similarity":
+        edge = st.sampled_from([threshold, math.nextafter(threshold, 0.0)])
+        return allowed, evolve(allowed, similarity=draw(edge | similarities))
+    if field == "groups":
+        return allowed, evolve(allowed, owners_sharing_group=draw(st.frozensets(principal_ids)))
+    if field == "target owner":
+        return allowed, evolve(allowed, target=evolve(target, owner_id=draw(owner_ids)))
+    if field == "source":
+        other = draw(st.sampled_from(allowed.recorded))
+        shared = draw(st.sampled_from(["agent", "provider", "channel", "nothing"]))
+        changes = {
+            "agent": {"agent_id": other.agent_id},
+            "provider": {"provider": other.provider},
+            "channel": {"channel": other.channel},
+            "nothing": {},
+        }[shared]
+        source = evolve(evidence.source, **changes) if changes else draw(sources)
+        return allowed, evolve(allowed, evidence=evolve(evidence, source=source))
+    redrawn = {
+        "domain": ("knowledge_domain", knowledge_domains),
+        "content type": ("content_type", content_types),
+        "scope": ("access_scope", scopes),
+        "evidence owner": ("owner_id", owner_ids),
+    }
+    name, values = redrawn[field]
+    changed = evolve(evidence, **{name: draw(values)})
+    return allowed, evolve(allowed, evidence=changed)
 
 
 # -- relation graphs -------------------------------------------------------------------

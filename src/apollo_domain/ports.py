@@ -391,6 +391,8 @@ class UnitOfWork(Protocol):
     ``async with store.unit_of_work() as uow: ...; await uow.commit()``.
     ``uow.savepoint()`` is an async context manager: an exception inside it rolls back
     only the work done inside it, then propagates.
+    Once committed or left, a unit of work raises :class:`PersistenceFailed` on every
+    call (repositories, ``commit``, ``savepoint``) and cannot be entered again.
     """
 
     @property

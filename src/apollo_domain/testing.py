@@ -99,7 +99,9 @@ known_providers = st.sampled_from(KNOWN_PROVIDER_NAMES)
 providers = known_providers | st.just("unknown")
 """A provider as stored on a source: a known one or ``unknown``."""
 agent_ids = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-_", min_size=1, max_size=12)
-channels = st.none() | st.just("") | st.sampled_from(("slack", "email", "cli", "api"))
+#: Channel names the strategies draw from.
+CHANNEL_NAMES = ("slack", "email", "cli", "api")
+channels = st.none() | st.just("") | st.sampled_from(CHANNEL_NAMES)
 """A channel: none, empty, or one of a few names (so two sources often share one)."""
 sources = st.builds(SourceRef, agent_id=agent_ids, provider=providers, channel=channels)
 """A source ``(agent_id, provider, channel)``; independence rules apply to pairs of them."""
@@ -347,6 +349,7 @@ def policy_invariants_test(
 
 
 __all__ = [
+    "CHANNEL_NAMES",
     "CORROBORATION_CAPPED",
     "CORROBORATION_RAISED",
     "DECAY_COMPOSED",

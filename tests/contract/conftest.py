@@ -98,4 +98,4 @@ async def bus_factory(request: pytest.FixtureRequest) -> AsyncIterator[BusFactor
 # Store fixtures (every store adapter: in-memory and PostgreSQL)
 # ======================================================================================
 
-from tests.contract.stores import make_apollo, store_kind  # noqa: E402, F401
+from tests.contract.stores import make_apollo, store, store_kind  # noqa: E402, F401

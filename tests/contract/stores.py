@@ -1,4 +1,8 @@
-"""Store fixtures of the contract suite: every use-case test runs on every store adapter."""
+"""Store fixtures of the contract suite: every store test runs on every store adapter.
+
+The PostgreSQL parameter carries ``pytest.mark.postgres``, so ``-m "not postgres"``
+deselects it before any fixture runs and no server is started.
+"""
 
 from __future__ import annotations
 
@@ -11,17 +15,21 @@ import pytest
 from apollo_adapters.clock import ManualClock
 from apollo_adapters.memory import InMemoryStore
 from apollo_app import Apollo
+from apollo_domain.ports import Store
 from tests.support import FaultInjectingStore, KeyedEmbedder
 
-STORE_KINDS = ["memory", "postgres"]
+STORE_KINDS = ["memory", pytest.param("postgres", marks=pytest.mark.postgres)]
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
+STORE_DIMENSION = 16
+"""The embedding dimension of the bare ``store`` fixture."""
 
 ApolloFactory = Callable[..., Awaitable[Apollo]]
 
 
 async def open_store(
-    kind: str, request: pytest.FixtureRequest, *, dimension: int, model_id: str
+    kind: str, request: pytest.FixtureRequest, *, dimension: int, model_id: str | None = None
 ) -> Any:
+    """A fresh, empty store of ``kind``; ``model_id`` None is the hashing embedder's."""
     if kind == "memory":
         return InMemoryStore()
     server = request.getfixturevalue("postgres_server")
@@ -33,6 +41,16 @@ async def open_store(
 @pytest.fixture(params=STORE_KINDS)
 def store_kind(request: pytest.FixtureRequest) -> str:
     return str(request.param)
+
+
+@pytest.fixture
+async def store(store_kind: str, request: pytest.FixtureRequest) -> AsyncIterator[Store]:
+    """A fresh, empty store of the parametrized kind for vectors of ``STORE_DIMENSION``."""
+    opened = await open_store(store_kind, request, dimension=STORE_DIMENSION)
+    try:
+        yield opened
+    finally:
+        await opened.close()
 
 
 @pytest.fixture

@@ -117,7 +117,7 @@ def run_machine(kind: str, request: pytest.FixtureRequest) -> None:
                         entry_id=entry, reason="stale"
                     )
                 )
-            except NotFound:  # invisible or erased entries
+            except NotFound:  # invisible to ``who``, or erased
                 pass
             except Forbidden:  # only the owner (or an admin) deprecates an entry
                 assert who.id != (self.run(self.apollo.get_entry(entry))).owner_id
@@ -128,7 +128,7 @@ def run_machine(kind: str, request: pytest.FixtureRequest) -> None:
                 return
             try:
                 current = self.run(self.apollo.get_entry(entry))
-            except Exception:
+            except NotFound:  # erased
                 return
             if current.status is Status.DISPUTED:
                 owner = Principal(current.owner_id, role="admin")

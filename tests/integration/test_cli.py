@@ -1,7 +1,8 @@
 """The installed ``apollo`` command, run for real in a subprocess.
 
 Every store-backed command runs on an embedded PostgreSQL + pgvector in one data folder
-shared by this module (each call starts and stops the server, ~2 s).
+shared by this module (each call starts and stops the server, ~2 s); those tests are
+marked ``postgres``.
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ def run(
     )
 
 
+@pytest.mark.postgres
 def test_demo_tours_the_embedded_store_and_every_claim_holds(data_dir: Path) -> None:
     """The default demo runs on a throwaway embedded PostgreSQL, narrates each step with
     its reason, checks each claim, and leaves the configured data folder untouched."""
@@ -90,6 +92,7 @@ def test_demo_in_memory() -> None:
     assert "every claim of the tour held" in result.stdout
 
 
+@pytest.mark.postgres
 def test_migrate_reports_the_schema_version(data_dir: Path) -> None:
     """The first migrate applies every migration shipped; the second finds nothing pending."""
     from apollo_adapters.postgres.schema import migrations
@@ -105,6 +108,7 @@ def test_migrate_reports_the_schema_version(data_dir: Path) -> None:
     assert f"schema version {latest} " in second.stdout
 
 
+@pytest.mark.postgres
 def test_ingest_skips_bad_lines_and_stores_the_rest(data_dir: Path, tmp_path: Path) -> None:
     """A line of broken JSON and a line that fails validation are reported by number;
     every other line is stored, and the exit code is 0."""
@@ -147,6 +151,7 @@ def test_ingest_skips_bad_lines_and_stores_the_rest(data_dir: Path, tmp_path: Pa
     assert 1 == counts["by_content_type"]["concept"]
 
 
+@pytest.mark.postgres
 def test_ingest_reads_stdin(tmp_path: Path) -> None:
     """``-`` reads the JSONL from standard input."""
     line = json.dumps({"content": "Bloom filters never give false negatives"})
@@ -184,11 +189,15 @@ def test_a_bad_setting_exits_2_naming_the_variable(data_dir: Path) -> None:
     assert "Traceback" not in result.stderr
 
 
-def test_a_bad_argument_exits_2_naming_it(data_dir: Path) -> None:
-    """Validation by Apollo itself (limit) and by the parser (noise) both exit 2."""
+@pytest.mark.postgres
+def test_an_argument_apollo_refuses_exits_2_naming_it(data_dir: Path) -> None:
+    """Validation by Apollo itself (limit, checked once the store is open) exits 2."""
     limit = run("query", "anything", "--limit", "500", data_dir=data_dir)
     assert 2 == limit.returncode
     assert "apollo: error: limit:" in limit.stderr
+
+
+def test_an_argument_the_parser_refuses_exits_2_naming_it() -> None:
     noise = run("simulate", "--noise", "1.5")
     assert 2 == noise.returncode
     assert "--noise" in noise.stderr

@@ -1,5 +1,8 @@
-"""The PostgreSQL store against a real server: migrations, atomicity, filtered vector
-search, maintenance statements, error translation and reconnection."""
+"""What only the PostgreSQL store has: migrations, units of work open at once on separate
+connections, the HNSW index under a selective filter, error translation and reconnection.
+
+The Store port's contract, which it shares with the in-memory store, is checked in
+``tests/contract/test_store_contract.py``."""
 
 from __future__ import annotations
 
@@ -11,7 +14,7 @@ import sys
 import tempfile
 import uuid
 from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +26,6 @@ from apollo_adapters.postgres import EmbeddedPostgres, PostgresStore, migrate
 from apollo_adapters.postgres.schema import migrations
 from apollo_domain.errors import (
     ConfigurationError,
-    Conflict,
     NotFound,
     PersistenceFailed,
     StoreUnavailable,
@@ -33,19 +35,11 @@ from apollo_domain.model import (
     AccessScope,
     ContentType,
     Entry,
-    Evidence,
-    Relation,
-    RelationType,
     SourceRef,
     Status,
     Viewer,
 )
-from apollo_domain.ports import (
-    AccessLogRecord,
-    CredibilityRecord,
-    ExpertiseRecord,
-    SearchFilter,
-)
+from apollo_domain.ports import SearchFilter
 from tests.postgres_support import (
     DisposablePostgresStore,
     PostgresTestServer,
@@ -195,87 +189,28 @@ async def test_fifty_concurrent_boosts_on_separate_connections_are_never_lost(
     assert [found[capped.id].access_count, found[uncapped.id].access_count] == [50, 50]
 
 
-async def test_leaving_a_unit_of_work_without_commit_rolls_back_every_repository(
+async def test_open_units_of_work_claim_disjoint_outbox_items(
     pg_store: DisposablePostgresStore,
 ) -> None:
-    kept = entry("kept")
-    await add(pg_store, kept)
-    with pytest.raises(RuntimeError, match="boom"):
-        async with pg_store.unit_of_work() as uow:
-            e = entry("discarded")
-            await uow.entries.add(e)
-            await uow.entries.boost([kept.id], 0.3, NOW, count_access=True)
-            await uow.evidence.add(Evidence(kept.id, SourceRef("agent-b"), 0.9, NOW))
-            await uow.relations.add(Relation(kept.id, e.id, RelationType.SUPPORTS_BY))
-            await uow.expertise.record_activity("agent-b", "physics", NOW)
-            await uow.access_log.record([AccessLogRecord("query", "agent-b", kept.id, NOW)])
-            await uow.credibility.save(CredibilityRecord("agent-b", 3.0, 1.0))
-            await uow.outbox.enqueue("contradiction_scan", {"id": str(e.id)}, NOW)
-            assert await uow.processed.mark("request-1", NOW)
-            raise RuntimeError("boom")
+    """A claimed item stays invisible to a concurrent claimer until the claiming unit of
+    work ends. (The in-memory store runs one unit of work at a time: this interleaving
+    exists only on PostgreSQL.)"""
     async with pg_store.unit_of_work() as uow:
-        assert (await uow.entries.get(kept.id)) == kept
-        assert await uow.entries.get_many([e.id]) == {}
-        assert await uow.evidence.for_entry(kept.id) == []
-        assert await uow.relations.count() == 0
-        assert await uow.expertise.all() == []
-        assert await uow.access_log.count() == 0
-        assert await uow.credibility.get("agent-b") == CredibilityRecord("agent-b")
-        assert await uow.outbox.pending() == 0
-        assert not await uow.processed.seen("request-1")
-
-
-async def test_a_finished_unit_of_work_cannot_be_used_again(
-    pg_store: DisposablePostgresStore,
-) -> None:
-    async with pg_store.unit_of_work() as uow:
+        await uow.outbox.enqueue("contradiction_scan", {"id": 1}, NOW)
+        await uow.outbox.enqueue("contradiction_scan", {"id": 2}, NOW)
         await uow.commit()
-        with pytest.raises(RuntimeError):
-            await uow.entries.get(uuid.uuid4())
 
+    async with pg_store.unit_of_work() as first, pg_store.unit_of_work() as second:
+        claimed = await first.outbox.claim(1, NOW)
+        assert [{"id": 1}] == [i.payload for i in claimed]
+        assert [{"id": 2}] == [i.payload for i in await second.outbox.claim(5, NOW)]
+        assert [] == await first.outbox.claim(5, NOW)
+        await first.outbox.fail(claimed[0].id, "judge down", give_up=True)
+        await first.commit()
 
-async def test_a_dedup_conflict_inside_a_savepoint_rolls_back_only_the_savepoint(
-    pg_store: DisposablePostgresStore,
-) -> None:
-    original = entry("original")
-    await add(pg_store, original)
-    inside, after = entry("inside"), entry("after")
-    duplicate = entry("original")
     async with pg_store.unit_of_work() as uow:
-        with pytest.raises(Conflict):
-            async with uow.savepoint():
-                await uow.entries.add(inside)
-                await uow.entries.add(duplicate)
-        await uow.entries.add(after)
-        await uow.commit()
-    async with pg_store.unit_of_work() as uow:
-        found = await uow.entries.get_many([original.id, inside.id, after.id, duplicate.id])
-    assert set(found) == {original.id, after.id}
-
-
-async def test_dedup_partitions_are_per_owner_except_that_global_is_one(
-    pg_store: DisposablePostgresStore,
-) -> None:
-    """Archived entries and other owners' private entries never conflict; every global
-    entry shares one partition whoever owns it."""
-    archived = entry("same", status=Status.ARCHIVED)
-    mine = entry("same", access_scope=AccessScope.PRIVATE, owner_id="p1")
-    theirs = entry("same", access_scope=AccessScope.PRIVATE, owner_id="p2")
-    shared = entry("same", owner_id="p1")
-    await add(pg_store, archived, mine, theirs, shared)
-    async with pg_store.unit_of_work() as uow:
-        with pytest.raises(Conflict):
-            await uow.entries.add(entry("same", access_scope=AccessScope.PRIVATE, owner_id="p1"))
-        with pytest.raises(Conflict):
-            await uow.entries.add(entry("same", owner_id="p2"))
-        assert await uow.entries.find_by_hash("hash-same", AccessScope.PRIVATE, "p1") == mine
-        assert await uow.entries.find_by_hash("hash-same", AccessScope.GLOBAL, "p9") == shared
-        assert await uow.entries.find_by_hash("hash-same", AccessScope.TEAM, "p1") is None
-        everyone = Viewer("p1", frozenset({"p2"}))
-        in_global = SearchFilter(everyone, frozenset(Status), partition=(AccessScope.GLOBAL, "x"))
-        private = SearchFilter(everyone, frozenset(Status), access_scope=AccessScope.PRIVATE)
-        assert {e.id for e in await uow.entries.browse(in_global, 10)} == {archived.id, shared.id}
-        assert [e.id for e in await uow.entries.browse(private, 10)] == [mine.id]
+        assert 1 == await uow.outbox.pending()
+        assert [{"id": 2}] == [i.payload for i in await uow.outbox.claim(5, NOW)]
 
 
 # --------------------------------------------------------------------------- search
@@ -353,141 +288,6 @@ async def test_a_query_filtered_to_ten_private_entries_among_20000_returns_all_t
             await small_budget.close()
     finally:
         await store.close()
-
-
-async def test_nearest_orders_by_similarity_then_id_and_applies_the_filter(
-    pg_store: DisposablePostgresStore,
-) -> None:
-    ties = sorted(
-        (entry(f"tie {i}", embedding=unit(1.0, 1.0)) for i in range(3)), key=lambda e: str(e.id)
-    )
-    best = entry("best", embedding=unit(1.0, 0.0))
-    archived = entry("archived", embedding=unit(1.0), status=Status.ARCHIVED)
-    other_team = entry("team", embedding=unit(1.0), access_scope=AccessScope.TEAM, owner_id="t")
-    no_vector = entry("none", embedding=None)
-    await add(pg_store, *ties, best, archived, other_team, no_vector)
-    flt = SearchFilter(Viewer("me"), ACTIVE_STATUSES)
-    async with pg_store.unit_of_work() as uow:
-        found = await uow.entries.nearest(unit(1.0), flt, 3)
-        teammate = await uow.entries.nearest(
-            unit(1.0), attrs.evolve(flt, viewer=Viewer("me", frozenset({"t"}))), 10
-        )
-    assert [s.entry.id for s in found] == [best.id, ties[0].id, ties[1].id]
-    assert found[0].similarity == pytest.approx(1.0)
-    assert found[1].similarity == pytest.approx(math.sqrt(0.5), rel=1e-6)
-    assert other_team.id in {s.entry.id for s in teammate}
-    assert len(teammate) == 5
-
-
-# --------------------------------------------------------------------------- maintenance
-
-
-async def test_decay_is_one_pass_and_idempotent_at_the_same_instant(
-    pg_store: DisposablePostgresStore,
-) -> None:
-    fresh = entry("fresh", confidence=0.8, created_at=NOW - timedelta(hours=2))
-    fading = entry("fading", confidence=0.3, created_at=NOW - timedelta(hours=10))
-    await add(pg_store, fresh, fading)
-    async with pg_store.unit_of_work() as uow:
-        first = await uow.entries.decay(NOW, 0.9, 0.2)
-        await uow.commit()
-    async with pg_store.unit_of_work() as uow:
-        before = await uow.entries.get_many([fresh.id, fading.id])
-        second = await uow.entries.decay(NOW, 0.9, 0.2)
-        after = await uow.entries.get_many([fresh.id, fading.id])
-        await uow.commit()
-
-    assert (first.decayed, first.archived) == (2, 1)
-    assert (second.decayed, second.archived) == (1, 0)
-    assert before == after
-    kept, archived = after[fresh.id], after[fading.id]
-    assert kept.confidence == pytest.approx(0.8 * 0.9**2)
-    assert (kept.status, kept.decayed_at, kept.updated_at) == (
-        Status.CANDIDATE,
-        NOW,
-        fresh.updated_at,
-    )
-    assert archived.confidence == pytest.approx(0.3 * 0.9**10)
-    assert (archived.status, archived.updated_at) == (Status.ARCHIVED, NOW)
-    assert archived.source_context == {"origin": "test", "archive_reason": "decayed"}
-
-
-async def test_scale_and_archive_stale_touch_only_active_entries(
-    pg_store: DisposablePostgresStore,
-) -> None:
-    old = entry("old", created_at=NOW - timedelta(days=40))
-    new = entry("new", created_at=NOW)
-    gone = entry("gone", status=Status.ARCHIVED, created_at=NOW - timedelta(days=90))
-    await add(pg_store, old, new, gone)
-    async with pg_store.unit_of_work() as uow:
-        assert await uow.entries.scale_confidence(0.5, NOW) == 2
-        assert await uow.entries.archive_stale(NOW - timedelta(days=30), NOW) == 1
-        found = await uow.entries.get_many([old.id, new.id, gone.id])
-    assert [found[e.id].confidence for e in (old, new, gone)] == [0.25, 0.25, 0.5]
-    assert found[old.id].status is Status.ARCHIVED
-    assert found[old.id].source_context["archive_reason"] == "stale"
-    assert found[new.id].status is Status.CANDIDATE
-
-
-# --------------------------------------------------------------------------- repositories
-
-
-async def test_repositories_round_trip_their_values(pg_store: DisposablePostgresStore) -> None:
-    a, b = entry("a", tags=("x", "y")), entry("b", access_scope=AccessScope.TEAM, owner_id="t1")
-    await add(pg_store, a, b)
-    async with pg_store.unit_of_work() as uow:
-        origin = Evidence(a.id, SourceRef("agent-a", "openai", None), 1.0, NOW, "origin")
-        assert await uow.evidence.add(origin)
-        assert not await uow.evidence.add(attrs.evolve(origin, similarity=0.5))
-        assert await uow.evidence.add(
-            attrs.evolve(origin, source=SourceRef("agent-a", "openai", "c"))
-        )
-        relation = Relation(a.id, b.id, RelationType.SUPPORTS_BY, 0.7, NOW, {"k": "v"})
-        assert await uow.relations.add(relation)
-        assert not await uow.relations.add(relation)
-        with pytest.raises(NotFound):
-            await uow.relations.add(Relation(a.id, uuid.uuid4(), RelationType.IS_A))
-        await uow.expertise.replace_all([ExpertiseRecord("agent-a", "physics", 3, 0.9, NOW)])
-        await uow.expertise.record_activity("agent-a", "physics", NOW + timedelta(hours=1))
-        assert await uow.processed.mark("k", NOW)
-        assert not await uow.processed.mark("k", NOW)
-        await uow.outbox.enqueue("contradiction_scan", {"id": 1}, NOW)
-        await uow.outbox.enqueue("contradiction_scan", {"id": 2}, NOW)
-        await uow.commit()
-
-    async with pg_store.unit_of_work() as first, pg_store.unit_of_work() as second:
-        claimed = await first.outbox.claim(1, NOW)
-        assert [i.payload for i in claimed] == [{"id": 1}]
-        assert [i.payload for i in await second.outbox.claim(5, NOW)] == [{"id": 2}]
-        assert await first.outbox.claim(5, NOW) == []
-        await first.outbox.fail(claimed[0].id, "judge down", give_up=True)
-        await first.commit()
-
-    async with pg_store.unit_of_work() as uow:
-        evidence = await uow.evidence.for_entry(a.id)
-        assert [e.source.channel for e in evidence] == [None, "c"]
-        assert evidence[0] == origin
-        assert await uow.relations.outgoing([a.id]) == [relation]
-        assert await uow.relations.outgoing([a.id], [RelationType.IS_A]) == []
-        assert await uow.expertise.for_domain("physics", 0.5) == [
-            ExpertiseRecord("agent-a", "physics", 4, 0.9, NOW + timedelta(hours=1))
-        ]
-        assert await uow.outbox.pending() == 1
-        stats = await uow.entries.stats(Viewer("t1"), NOW)
-        assert (stats.total, stats.by_status["active"], stats.total_relations) == (2, 2, 1)
-        outsider = await uow.entries.stats(Viewer("z"), NOW)
-        assert (outsider.total, outsider.total_relations) == (1, 0)
-        assert await uow.entries.delete([a.id]) == 1
-        assert await uow.evidence.for_entry(a.id) == []
-        assert await uow.relations.count() == 0
-
-    directory = pg_store.directory
-    await directory.add_membership("p1", "g")
-    await directory.add_membership("p1", "g")
-    await directory.add_membership("p2", "g")
-    assert await directory.members_of(["g"]) == {"p1", "p2"}
-    await directory.remove_membership("p1", "g")
-    assert await directory.groups_of("p1") == frozenset()
 
 
 # --------------------------------------------------------------------------- failures

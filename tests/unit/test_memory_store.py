@@ -1,5 +1,9 @@
-"""The in-memory store: undo-log rollback, savepoints, matrix growth, vectorised filters
-checked against a plain Python reference, set-based decay and archiving, and the clocks."""
+"""The in-memory store: serialized units of work, injected unavailability, matrix growth,
+lazily rebuilt rows, repository details, vectorised filters and decay checked against a
+plain Python reference; and the clocks.
+
+The Store port's contract, which it shares with the PostgreSQL store, is checked in
+``tests/contract/test_store_contract.py``."""
 
 from __future__ import annotations
 
@@ -22,7 +26,6 @@ from apollo_adapters.memory import InMemoryStore, InMemoryUnitOfWork
 from apollo_domain.errors import (
     Conflict,
     NotFound,
-    PersistenceFailed,
     StoreUnavailable,
     ValidationError,
 )
@@ -40,7 +43,6 @@ from apollo_domain.model import (
 )
 from apollo_domain.ports import (
     AccessLogRecord,
-    CredibilityRecord,
     ExpertiseRecord,
     SearchFilter,
 )
@@ -96,186 +98,6 @@ async def seeded(*entries: Entry) -> InMemoryStore:
     return store
 
 
-async def snapshot(store: InMemoryStore, ids: Sequence[UUID]) -> dict[str, Any]:
-    """Everything observable through the ports about ``ids`` and the whole store."""
-
-    async def take(uow: InMemoryUnitOfWork) -> dict[str, Any]:
-        entries = {i: await uow.entries.get(i, with_embedding=True) for i in ids}
-        return {
-            "entries": {
-                i: None if e is None else (attrs.asdict(e, recurse=False), e.embedding)
-                for i, e in entries.items()
-            },
-            "by_hash": [
-                await uow.entries.find_by_hash(e.content_hash, e.access_scope, e.owner_id)
-                for e in entries.values()
-                if e is not None
-            ],
-            "browse": await uow.entries.browse(everything(), 1000),
-            "nearest": await uow.entries.nearest((1.0, 0.5, 0.25), everything(), 1000),
-            "candidates": await uow.entries.candidates(1000),
-            "agents": await uow.entries.agent_domain_stats(),
-            "stats": await uow.entries.stats(Viewer("alice", frozenset({"bob"})), T0),
-            "evidence": await uow.evidence.for_entries(ids),
-            "relations": await uow.relations.outgoing(ids),
-            "relation_count": await uow.relations.count(),
-            "expertise": await uow.expertise.all(),
-            "log": (await uow.access_log.count(), await uow.access_log.count("ingest")),
-            "credibility": await uow.credibility.get("claude-1"),
-            "outbox": (await uow.outbox.pending(), await uow.outbox.claim(100, T0)),
-            "processed": await uow.processed.seen("message-1"),
-        }
-
-    return await read(store, take)
-
-
-async def populated() -> tuple[InMemoryStore, list[UUID]]:
-    """A store with a little of everything, committed."""
-    first = make_entry("first", embedding=(1.0, 0.0, 0.0))
-    second = make_entry("second", embedding=(0.0, 1.0, 0.0), created_at=T0 + timedelta(hours=1))
-    third = make_entry("third", embedding=None, access_scope=AccessScope.PRIVATE, owner_id="bob")
-    store = await seeded(first, second, third)
-    async with store.unit_of_work() as uow:
-        await uow.evidence.add(Evidence(first.id, first.source, 1.0, T0, "origin"))
-        await uow.relations.add(Relation(first.id, second.id, RelationType.SIMILAR_TO, 0.9, T0))
-        await uow.expertise.record_activity("claude-1", "networking", T0)
-        await uow.access_log.record([AccessLogRecord("ingest", "claude-1", first.id, T0)])
-        await uow.credibility.save(CredibilityRecord("claude-1", 3.0, 1.0))
-        await uow.outbox.enqueue("contradiction_scan", {"entry_id": str(first.id)}, T0)
-        await uow.commit()
-    return store, [first.id, second.id, third.id]
-
-
-async def mutate_everything(uow: InMemoryUnitOfWork, ids: Sequence[UUID]) -> None:
-    """One call of every mutating repository method."""
-    first, second, third = ids
-    later = T0 + timedelta(days=3)
-    fresh = make_entry("fresh", embedding=(0.0, 0.0, 1.0), created_at=later)
-    await uow.entries.add(fresh)
-    current = await uow.entries.get(second)
-    assert current is not None
-    await uow.entries.update(
-        attrs.evolve(
-            current,
-            status=Status.CONFIRMED,
-            tags=("changed",),
-            owner_id="alice",
-            access_scope=AccessScope.TEAM,
-            source_context={"x": 1},
-            confirmed_at=later,
-        )
-    )
-    await uow.entries.boost([first, third], 0.2, later, count_access=True)
-    await uow.entries.decay(later, 0.9, 0.3)
-    await uow.entries.scale_confidence(0.5, later)
-    await uow.entries.archive_stale(later, later)
-    await uow.evidence.add(Evidence(fresh.id, SourceRef("openai-2", "openai"), 0.95, later))
-    await uow.relations.add(Relation(fresh.id, first, RelationType.SUPPORTS_BY))
-    await uow.expertise.record_activity("openai-2", "physics", later)
-    await uow.expertise.replace_all([ExpertiseRecord("gemini-3", "math", 4, 0.8, later)])
-    await uow.expertise.forget_agent("gemini-3")
-    await uow.access_log.record([AccessLogRecord("query", "openai-2", first, later)])
-    await uow.credibility.save(CredibilityRecord("claude-1", 1.0, 9.0, "troll"))
-    (item,) = await uow.outbox.claim(10, later)
-    await uow.outbox.fail(item.id, "boom", give_up=True)
-    await uow.outbox.enqueue("contradiction_scan", {}, later)
-    await uow.processed.mark("message-1", later)
-    await uow.entries.delete([first, third])
-
-
-async def test_leaving_without_commit_rolls_back_every_repository() -> None:
-    """Every mutation of every repository is undone when the block ends uncommitted."""
-    store, ids = await populated()
-    before = await snapshot(store, ids)
-    async with store.unit_of_work() as uow:
-        await mutate_everything(uow, ids)
-    assert before == await snapshot(store, ids)
-
-
-async def test_an_exception_rolls_back_and_propagates() -> None:
-    store, ids = await populated()
-    before = await snapshot(store, ids)
-    with pytest.raises(RuntimeError, match="crash"):
-        async with store.unit_of_work() as uow:
-            await mutate_everything(uow, ids)
-            raise RuntimeError("crash")
-    assert before == await snapshot(store, ids)
-
-
-async def test_commit_keeps_every_change() -> None:
-    store, ids = await populated()
-    before = await snapshot(store, ids)
-    async with store.unit_of_work() as uow:
-        await mutate_everything(uow, ids)
-        await uow.commit()
-    after = await snapshot(store, ids)
-    assert before != after
-    assert after["entries"][ids[0]] is None
-    assert after["processed"] is True
-    assert (after["outbox"][0], after["log"][0], after["log"][1]) == (1, 2, 1)
-
-
-async def test_savepoint_rolls_back_only_its_own_work() -> None:
-    """The work before the savepoint stays; the work inside is undone; the error propagates."""
-    kept, dropped = make_entry("kept"), make_entry("dropped")
-    store = InMemoryStore()
-    async with store.unit_of_work() as uow:
-        await uow.entries.add(kept)
-        with pytest.raises(Conflict):
-            async with uow.savepoint():
-                await uow.entries.add(dropped)
-                await uow.processed.mark("k", T0)
-                await uow.entries.add(make_entry("kept"))  # same partition and hash
-        async with uow.savepoint():
-            await uow.processed.mark("other", T0)
-        await uow.commit()
-
-    async def check(uow: InMemoryUnitOfWork) -> tuple[Any, ...]:
-        return (
-            await uow.entries.get(kept.id) is not None,
-            await uow.entries.get(dropped.id),
-            await uow.processed.seen("k"),
-            await uow.processed.seen("other"),
-        )
-
-    assert await read(store, check) == (True, None, False, True)
-
-
-async def test_nested_savepoints_unwind_to_their_own_mark() -> None:
-    store = InMemoryStore()
-    async with store.unit_of_work() as uow:
-        await uow.processed.mark("outer", T0)
-        async with uow.savepoint():
-            await uow.processed.mark("middle", T0)
-            with pytest.raises(KeyError):
-                async with uow.savepoint():
-                    await uow.processed.mark("inner", T0)
-                    raise KeyError("inner")
-        await uow.commit()
-
-    async def seen(uow: InMemoryUnitOfWork) -> list[bool]:
-        return [await uow.processed.seen(k) for k in ("outer", "middle", "inner")]
-
-    assert await read(store, seen) == [True, True, False]
-
-
-async def test_a_committed_unit_of_work_cannot_be_reused() -> None:
-    store = InMemoryStore()
-    uow = store.unit_of_work()
-    async with uow:
-        await uow.processed.mark("k", T0)
-        await uow.commit()
-        with pytest.raises(PersistenceFailed):
-            await uow.processed.mark("again", T0)
-        with pytest.raises(PersistenceFailed):
-            await uow.commit()
-    with pytest.raises(PersistenceFailed):
-        async with uow:
-            pass
-    assert await read(store, lambda u: u.processed.seen("k"))
-    assert not await read(store, lambda u: u.processed.seen("again"))
-
-
 async def test_units_of_work_are_serialized() -> None:
     """A second unit of work does not start before the first one ends."""
     store = InMemoryStore()
@@ -316,20 +138,6 @@ async def test_unavailable_parts_fail_preflight_and_calls() -> None:
         await store.preflight(["entries"])
 
 
-async def test_directory_memberships_are_idempotent() -> None:
-    store = InMemoryStore()
-    directory = store.directory
-    for _ in range(2):
-        await directory.add_membership("alice", "red")
-    await directory.add_membership("bob", "red")
-    await directory.add_membership("carol", "blue")
-    await directory.remove_membership("bob", "red")
-    await directory.remove_membership("bob", "red")
-    assert frozenset({"red"}) == await directory.groups_of("alice")
-    assert frozenset({"alice", "carol"}) == await directory.members_of(["red", "blue"])
-    assert frozenset() == await directory.groups_of("nobody")
-
-
 # ---------------------------------------------------------------------- entries
 
 
@@ -352,38 +160,6 @@ async def test_matrix_grows_past_its_initial_capacity() -> None:
     stored = await read(store, lambda u: u.entries.get(entries[39].id, with_embedding=True))
     assert stored is not None and stored.embedding is not None
     assert stored.embedding == pytest.approx(entries[39].embedding, abs=1e-6)
-
-
-async def test_nearest_breaks_ties_by_id_and_fills_the_limit() -> None:
-    same = [make_entry(f"same {i}", embedding=(2.0, 0.0)) for i in range(6)]
-    other = [make_entry(f"other {i}", embedding=(0.0, 1.0)) for i in range(3)]
-    store = await seeded(*same, *other)
-    found = await read(store, lambda u: u.entries.nearest((1.0, 0.0), everything(), 4))
-    assert sorted(str(e.id) for e in same)[:4] == [str(s.entry.id) for s in found]
-    found = await read(store, lambda u: u.entries.nearest((1.0, 0.0), everything(), 100))
-    assert len(found) == 9
-
-
-async def test_add_rejects_an_active_duplicate_of_the_same_partition() -> None:
-    original = make_entry("text")
-    store = await seeded(original)
-    async with store.unit_of_work() as uow:
-        with pytest.raises(Conflict):
-            await uow.entries.add(make_entry("text"))
-        with pytest.raises(Conflict):
-            await uow.entries.add(original)
-        await uow.entries.add(make_entry("text", access_scope=AccessScope.PRIVATE, owner_id="a"))
-        await uow.entries.add(make_entry("text", access_scope=AccessScope.PRIVATE, owner_id="b"))
-        await uow.entries.update(attrs.evolve(original, status=Status.ARCHIVED))
-        assert (
-            await uow.entries.find_by_hash(original.content_hash, AccessScope.GLOBAL, None) is None
-        )
-        replacement = make_entry("text")
-        await uow.entries.add(replacement)
-        with pytest.raises(Conflict):
-            await uow.entries.update(original)  # reviving it would duplicate the replacement
-        found = await uow.entries.find_by_hash(original.content_hash, AccessScope.GLOBAL, None)
-        assert found is not None and replacement.id == found.id
 
 
 async def test_update_writes_only_the_mutable_fields() -> None:
@@ -436,53 +212,6 @@ async def test_boost_caps_at_one_and_counts_access() -> None:
     assert later == stored[low.id].updated_at
 
 
-async def test_decay_is_set_based_exact_and_idempotent_at_one_instant() -> None:
-    fresh = make_entry("fresh", confidence=0.5)
-    weak = make_entry("weak", confidence=0.11)
-    decayed_before = make_entry(
-        "decayed before", confidence=0.5, decayed_at=T0 + timedelta(hours=6)
-    )
-    future = make_entry("future", confidence=0.5, created_at=T0 + timedelta(days=9))
-    archived = make_entry("archived", confidence=0.5, status=Status.ARCHIVED)
-    store = await seeded(fresh, weak, decayed_before, future, archived)
-    now = T0 + timedelta(hours=10)
-    async with store.unit_of_work() as uow:
-        outcome = await uow.entries.decay(now, 0.9, 0.1)
-        again = await uow.entries.decay(now, 0.9, 0.1)
-        await uow.commit()
-    assert (outcome.decayed, outcome.archived) == (4, 1)
-    assert (again.decayed, again.archived) == (3, 0)
-    stored = await read(
-        store,
-        lambda u: u.entries.get_many(
-            [e.id for e in (fresh, weak, decayed_before, future, archived)]
-        ),
-    )
-    assert stored[fresh.id].confidence == pytest.approx(0.5 * 0.9**10)
-    assert stored[decayed_before.id].confidence == pytest.approx(0.5 * 0.9**4)
-    assert stored[future.id].confidence == 0.5
-    assert (stored[archived.id].confidence, stored[archived.id].decayed_at) == (0.5, None)
-    assert {fresh.id, weak.id, decayed_before.id, future.id} == {
-        i for i, e in stored.items() if e.decayed_at == now
-    }
-    assert stored[fresh.id].updated_at == T0
-    gone = stored[weak.id]
-    assert (Status.ARCHIVED, now, "decayed") == (
-        gone.status,
-        gone.updated_at,
-        gone.source_context["archive_reason"],
-    )
-    assert (
-        await read(
-            store, lambda u: u.entries.find_by_hash(weak.content_hash, AccessScope.GLOBAL, None)
-        )
-        is None
-    )
-    async with store.unit_of_work() as uow:
-        await uow.entries.add(make_entry("weak"))  # its partition is free again
-        await uow.commit()
-
-
 async def test_decay_then_update_then_rollback_restores_the_decayed_values() -> None:
     """Lazily rebuilt rows stay exact across an update and a rollback after a decay."""
     entry = make_entry("x", confidence=0.5)
@@ -500,29 +229,6 @@ async def test_decay_then_update_then_rollback_restores_the_decayed_values() -> 
     assert attrs.asdict(decayed) == attrs.asdict(
         await read(store, lambda u: u.entries.get(entry.id))
     )  # type: ignore[arg-type]
-
-
-async def test_scale_confidence_and_archive_stale() -> None:
-    old = make_entry("old", confidence=0.8)
-    touched = make_entry("touched", confidence=0.8, updated_at=T0 + timedelta(days=10))
-    archived = make_entry("archived", confidence=0.8, status=Status.ARCHIVED)
-    store = await seeded(old, touched, archived)
-    now = T0 + timedelta(days=20)
-    async with store.unit_of_work() as uow:
-        assert await uow.entries.scale_confidence(0.5, now) == 2
-        assert await uow.entries.archive_stale(T0 + timedelta(days=5), now) == 1
-        await uow.commit()
-    stored = await read(store, lambda u: u.entries.get_many([old.id, touched.id, archived.id]))
-    assert [stored[i].confidence for i in (old.id, touched.id, archived.id)] == [0.4, 0.4, 0.8]
-    assert (Status.ARCHIVED, now, "stale") == (
-        stored[old.id].status,
-        stored[old.id].updated_at,
-        stored[old.id].source_context["archive_reason"],
-    )
-    assert (Status.CANDIDATE, T0 + timedelta(days=10)) == (
-        stored[touched.id].status,
-        stored[touched.id].updated_at,
-    )
 
 
 async def test_delete_removes_evidence_and_relations() -> None:

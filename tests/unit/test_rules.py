@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 from attrs import evolve
-from hypothesis import given
+from hypothesis import Phase, event, find, given, settings
 from hypothesis import strategies as st
 
 from apollo_domain.model import (
@@ -26,15 +26,12 @@ from apollo_domain.rules import (
     may_corroborate,
 )
 from tests.strategies import (
+    CORROBORATION_FIELDS,
+    Attempt,
     anonymous_viewers,
-    content_types,
     entries,
-    knowledge_domains,
     make_entry,
-    owner_ids,
-    principal_ids,
-    scopes,
-    similarities,
+    one_field_changed,
     source_lists,
     sources,
     viewers,
@@ -187,52 +184,82 @@ def corroborator_for(target: Entry, **overrides: Any) -> Corroborator:
     return evolve(base, **overrides)
 
 
-corroborators = st.builds(
-    Corroborator,
-    knowledge_domain=knowledge_domains,
-    content_type=content_types,
-    access_scope=scopes,
-    owner_id=owner_ids,
-    source=sources,
-)
+def scope_allows(
+    scope: AccessScope, evidence_owner: str | None, target: Entry, sharing: frozenset[str]
+) -> bool:
+    """DESIGN §2, restated: global always; private and team need both owners resolved;
+    private the same owner; team the same owner or the target's owner sharing a group."""
+    if scope is AccessScope.GLOBAL:
+        return True
+    if evidence_owner is None or target.owner_id is None:
+        return False
+    if scope is AccessScope.PRIVATE:
+        return evidence_owner == target.owner_id
+    return evidence_owner == target.owner_id or target.owner_id in sharing
 
 
-@given(
-    corroborators,
-    entries(),
-    similarities,
-    source_lists,
-    st.frozensets(principal_ids),
-)
-def test_corroboration_never_crosses_partitions(
-    evidence: Corroborator,
-    target: Entry,
-    similarity: float,
-    recorded: list[SourceRef],
-    sharing: frozenset[str],
-) -> None:
-    """Whenever corroboration is allowed, every rule of DESIGN §2 holds."""
-    allowed = may_corroborate(
-        evidence,
-        target,
-        similarity,
-        recorded,
+def depends_on(a: SourceRef, b: SourceRef) -> bool:
+    """DESIGN §2, restated: same agent, same known provider or same non-empty channel."""
+    same_provider = a.provider == b.provider and "unknown" not in (a.provider, b.provider)
+    return a.agent_id == b.agent_id or same_provider or bool(a.channel and a.channel == b.channel)
+
+
+def rule_of(field: str, attempt: Attempt) -> bool:
+    """Whether ``attempt`` meets the one rule that changing ``field`` can break."""
+    evidence, target = attempt.evidence, attempt.target
+    if field == "similarity":
+        return attempt.similarity >= THRESHOLD
+    if field == "domain":
+        return evidence.knowledge_domain == target.knowledge_domain
+    if field == "content type":
+        return evidence.content_type == target.content_type
+    if field == "scope":
+        return evidence.access_scope is target.access_scope
+    if field in ("evidence owner", "target owner", "groups"):
+        return scope_allows(
+            target.access_scope, evidence.owner_id, target, attempt.owners_sharing_group
+        )
+    if field == "source":
+        return not any(depends_on(evidence.source, r) for r in attempt.recorded)
+    raise AssertionError(f"no rule for {field!r}")
+
+
+def corroborates_in(attempt: Attempt) -> bool:
+    return may_corroborate(
+        attempt.evidence,
+        attempt.target,
+        attempt.similarity,
+        attempt.recorded,
         min_similarity=THRESHOLD,
-        owners_sharing_group=sharing,
+        owners_sharing_group=attempt.owners_sharing_group,
     )
-    if allowed:
-        assert similarity >= THRESHOLD
-        assert evidence.knowledge_domain == target.knowledge_domain
-        assert evidence.content_type == target.content_type
-        assert evidence.access_scope == target.access_scope
-        assert independent_of_all(evidence.source, recorded)
-        if target.access_scope is not AccessScope.GLOBAL:
-            assert evidence.owner_id is not None
-            assert target.owner_id is not None
-        if target.access_scope is AccessScope.PRIVATE:
-            assert evidence.owner_id == target.owner_id
-        if target.access_scope is AccessScope.TEAM:
-            assert target.owner_id == evidence.owner_id or target.owner_id in sharing
+
+
+@pytest.mark.parametrize("field", CORROBORATION_FIELDS)
+@given(data=st.data())
+def test_corroboration_never_crosses_partitions(field: str, data: st.DataObject) -> None:
+    """Corroboration is allowed exactly when every rule of DESIGN §2 holds: an attempt
+    meeting them all corroborates, and with one field changed it corroborates exactly when
+    that field still meets its rule (so scope, owners and groups never let evidence cross
+    into another partition). The events count both outcomes for each field."""
+    allowed, changed = data.draw(one_field_changed(field, THRESHOLD))
+    assert corroborates_in(allowed)
+    expected = rule_of(field, changed)
+    event("allowed" if expected else "refused")
+    assert expected == corroborates_in(changed)
+
+
+@pytest.mark.parametrize("field", CORROBORATION_FIELDS)
+@pytest.mark.parametrize("outcome", ["allowed", "refused"])
+def test_each_changed_field_is_drawn_both_allowed_and_refused(field: str, outcome: str) -> None:
+    """The property above meets both outcomes for every field: ``find`` raises
+    NoSuchExample when the strategy cannot produce one."""
+    changed = find(
+        one_field_changed(field, THRESHOLD),
+        lambda case: rule_of(field, case[1]) == (outcome == "allowed"),
+        settings=settings(phases=[Phase.generate], database=None),
+    )[1]
+    assert (outcome == "allowed") == corroborates_in(changed)
 
 
 @given(entries(scope=st.just(AccessScope.GLOBAL)), st.floats(min_value=THRESHOLD, max_value=1.0))

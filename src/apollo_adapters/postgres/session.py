@@ -9,6 +9,8 @@ import psycopg
 from psycopg import sql
 from psycopg.rows import dict_row
 
+from apollo_domain.errors import PersistenceFailed
+
 from .errors import translated
 
 Row = dict[str, Any]
@@ -24,7 +26,7 @@ class Session:
 
     def check_open(self) -> None:
         if not self.open:
-            raise RuntimeError("this unit of work has ended; start a new one")
+            raise PersistenceFailed("this unit of work has ended; start a new one")
 
     async def execute(self, query: sql.Composable | str, params: Params = None) -> int:
         self.check_open()

@@ -11,7 +11,12 @@ import psycopg
 from pgvector.psycopg import register_vector_async
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from apollo_domain.errors import ConfigurationError, StoreUnavailable, ValidationError
+from apollo_domain.errors import (
+    ConfigurationError,
+    PersistenceFailed,
+    StoreUnavailable,
+    ValidationError,
+)
 
 from . import schema
 from .entries import PostgresEntryRepository
@@ -61,7 +66,7 @@ class PostgresUnitOfWork:
 
     async def __aenter__(self) -> PostgresUnitOfWork:
         if self._stack is not None:
-            raise RuntimeError("a unit of work can be entered only once")
+            raise PersistenceFailed("a unit of work can be entered only once")
         self._stack = AsyncExitStack()
         try:
             conn = await self._stack.enter_async_context(self._store.connection())
@@ -101,7 +106,7 @@ class PostgresUnitOfWork:
 
     async def commit(self) -> None:
         if self._session is None or self._tx is None:
-            raise RuntimeError("commit outside an open unit of work")
+            raise PersistenceFailed("commit outside an open unit of work")
         self._session.check_open()
         tx, self._tx = self._tx, None
         self._session.open = False
@@ -111,7 +116,7 @@ class PostgresUnitOfWork:
     @asynccontextmanager
     async def savepoint(self) -> AsyncIterator[None]:
         if self._session is None:
-            raise RuntimeError("savepoint outside an open unit of work")
+            raise PersistenceFailed("savepoint outside an open unit of work")
         self._session.check_open()
         with translated():
             async with self._session.conn.transaction():
