@@ -72,6 +72,10 @@ class InMemoryEntryRepository(_Repository):
         self._uow._open("entries")
         return self._store._entries.nearest_many(embeddings, flt, limit)
 
+    async def lexical_search(self, query: str, flt: SearchFilter, limit: int) -> list[ScoredEntry]:
+        self._uow._open("entries")
+        return self._store._entries.lexical_search(query, flt, limit)
+
     async def browse(self, flt: SearchFilter, limit: int) -> list[Entry]:
         self._uow._open("entries")
         return self._store._entries.browse(flt, limit)
