@@ -44,6 +44,7 @@ from ._columns import (
     micros,
 )
 from ._evidence import EvidenceTable
+from ._graph import GraphTable
 from ._lexical import LexicalIndex
 from ._relations import RelationTable
 from ._vectors import VectorSearch
@@ -57,6 +58,7 @@ class EntryTable(VectorSearch):
         self.evidence = EvidenceTable(self)
         self.relations = RelationTable(self)
         self.lexical = LexicalIndex()
+        self.graph = GraphTable(self)
 
     # ------------------------------------------------------------------ writes
 
@@ -240,6 +242,7 @@ class EntryTable(VectorSearch):
             self.evidence.drop(entry_id, undo)
             self.relations.drop(entry_id, undo)
             self.lexical.remove(row, undo)
+            self.graph.drop(entry_id, undo)
             count += 1
         return count
 
