@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from apollo_app import ValidationError
+from apollo_app import Principal, ValidationError
 from tests.support import KeyedEmbedder, at_cosine
 
 
@@ -109,3 +109,61 @@ async def test_unknown_mode_is_rejected(make_apollo):
     with pytest.raises(ValidationError) as err:
         await apollo.client("reader").query_knowledge(query="anything", mode="fuzzy")
     assert "mode" == err.value.field
+
+
+async def _graph_world(apollo):
+    alice = Principal("alice")
+    writer = apollo.client("writer")
+    ids = {
+        "works": (await writer.store_knowledge(content="Alice Moreau works at Acme Corp.")),
+        "office": (await writer.store_knowledge(content="Acme Corp opened an office in Porto.")),
+        "globex": (await writer.store_knowledge(content="Engineers join Globex in Porto.")),
+        "secret": (
+            await apollo.client("writer", alice).store_knowledge(
+                content="Alice Moreau plans a move to Globex.", access_scope="private"
+            )
+        ),
+        "noise": (await writer.store_knowledge(content="Zoltan Kis repairs bicycles.")),
+    }
+    return {name: result.entry_id for name, result in ids.items()}
+
+
+async def test_graph_fill_adds_entries_of_the_query_entities_and_their_neighbours(make_apollo):
+    """``alice moreau`` seeds the graph; Acme Corp is her neighbour, so the office note is
+    found by the graph alone."""
+    apollo = await make_apollo()
+    ids = await _graph_world(apollo)
+    result = await apollo.client("reader").query_knowledge(
+        query="what about alice moreau", min_similarity=0.99
+    )
+    by_id = {view.id: view for view in result.entries}
+    assert {ids["works"], ids["office"]} == set(by_id)
+    assert {"lexical", "graph"} == set(by_id[ids["works"]].signals)
+    assert 1.5 == by_id[ids["works"]].signals["graph"]  # Alice, and Acme Corp next to her
+    assert {"graph": 0.5} == dict(by_id[ids["office"]].signals)
+    assert ids["works"] == result.entries[0].id
+
+
+async def test_graph_fill_walks_only_edges_the_caller_may_see(make_apollo):
+    """Alice's private note links her to Globex: only Alice's query reaches Globex's note."""
+    apollo = await make_apollo()
+    ids = await _graph_world(apollo)
+    query = {"query": "Alice Moreau", "min_similarity": 0.99}
+    bob = await apollo.client("reader", Principal("bob")).query_knowledge(**query)
+    assert {ids["works"], ids["office"]} == {view.id for view in bob.entries}
+    owner = await apollo.client("reader", Principal("alice")).query_knowledge(**query)
+    assert {ids["works"], ids["office"], ids["secret"], ids["globex"]} == {
+        view.id for view in owner.entries
+    }
+
+
+async def test_single_signal_modes_have_no_graph_fill(make_apollo):
+    apollo = await make_apollo()
+    ids = await _graph_world(apollo)
+    reader = apollo.client("reader")
+    lexical = await reader.query_knowledge(query="what about alice moreau", mode="lexical")
+    assert [ids["works"]] == [view.id for view in lexical.entries]
+    vector = await reader.query_knowledge(
+        query="what about alice moreau", mode="vector", min_similarity=0.99
+    )
+    assert () == vector.entries

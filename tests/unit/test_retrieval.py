@@ -63,3 +63,14 @@ def test_fusion_returns_each_ranked_entry_once_best_first(ranked):
         assert set(f.signals) == {
             s for s, r in ranked.items() if any(e == f.entry_id for e, _ in r)
         }
+
+
+def test_query_names_are_word_runs_longest_first_without_lone_stop_words():
+    from apollo_domain.services.query import query_names
+
+    names = query_names("Where did Alice Moreau's team move, in 2023?")
+    assert "alice moreau" in names
+    assert "2023" in names and "alice" in names
+    assert "where" not in names and "in" not in names
+    assert names.index("alice moreau") < names.index("alice")
+    assert [] == query_names("  ?! ")

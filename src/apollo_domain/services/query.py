@@ -6,12 +6,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 from uuid import UUID
 
+from ..entities import normalize_entity_name
 from ..errors import ValidationError
+from ..lexical import STOPWORDS
 from ..model import Entry, Status
 from ..normalize import normalize_tag, normalize_tags
-from ..ports import AccessLogRecord, SearchFilter
+from ..ports import AccessLogRecord, SearchFilter, UnitOfWork
 from ..results import EntryView, QueryResult
-from ..retrieval import LEXICAL, VECTOR, Fused, fuse
+from ..retrieval import GRAPH, LEXICAL, VECTOR, Fused, RetrievalSettings, fuse
 from ..validation import bounded_float
 from .context import Caller, Deps, bounded_int, parse_statuses, resolve_viewer, unit_float
 
@@ -23,6 +25,9 @@ QUERY_MODES: Final = ("hybrid", "vector", "lexical")
 DEFAULT_MODE: Final = "hybrid"
 
 Ranking = list[tuple[UUID, float]]
+#: Names of up to this many words are looked for in the query text.
+MAX_NAME_WORDS = 4
+_EDGE_PUNCTUATION = ".,;:!?\"'()[]{}<>“”‘’"
 
 
 async def query(
@@ -97,6 +102,10 @@ async def query(
             lexical = await uow.entries.lexical_search(text, flt, depth)
             found.update((h.entry.id, h.entry) for h in lexical)
             rankings[LEXICAL] = [(h.entry.id, h.similarity) for h in lexical]
+        if mode == "hybrid":
+            graph = await graph_fill(uow, text, flt, deps.retrieval, depth)
+            found.update((entry.id, entry) for entry, _ in graph)
+            rankings[GRAPH] = [(entry.id, score) for entry, score in graph]
         ranked = fuse(rankings, deps.retrieval)[:count]
         if not ranked:
             return QueryResult("semantic", ())
@@ -131,3 +140,54 @@ def _detail(ranked: Fused) -> dict[str, Any]:
     if VECTOR in ranked.signals:
         detail["similarity"] = ranked.signals[VECTOR]
     return detail
+
+
+def query_names(text: str) -> list[str]:
+    """The normalized names a query may mention: every run of one to ``MAX_NAME_WORDS``
+    words (punctuation at word edges and a possessive ``'s`` dropped), except a lone stop
+    word; longest first."""
+    words = []
+    for raw in text.split():
+        word = raw.strip(_EDGE_PUNCTUATION)
+        for suffix in ("'s", "’s"):
+            word = word.removesuffix(suffix)
+        if word:
+            words.append(word)
+    names: dict[str, None] = {}
+    for size in range(min(MAX_NAME_WORDS, len(words)), 0, -1):
+        for start in range(len(words) - size + 1):
+            name = normalize_entity_name(" ".join(words[start : start + size]))
+            if name and not (size == 1 and name in STOPWORDS):
+                names.setdefault(name)
+    return list(names)
+
+
+async def graph_fill(
+    uow: UnitOfWork, text: str, flt: SearchFilter, settings: RetrievalSettings, limit: int
+) -> list[tuple[Entry, float]]:
+    """The graph signal: entries tagged with entities the query names (the seeds, at most
+    ``graph_seeds``, longest names first) or with their neighbours over live edges either
+    way; a capped scan of ``graph_scan`` entries, newest first. An entry scores 1 per seed
+    and 0.5 per neighbour it mentions; the best ``limit`` by score (newest first on ties).
+    Only entities and edges the viewer may see take part."""
+    names = query_names(text)
+    if not names:
+        return []
+    visible = {e.key: e for e in await uow.graph.find(names, flt.viewer)}
+    seeds = [visible[name].id for name in names if name in visible][: settings.graph_seeds]
+    if not seeds:
+        return []
+    neighbours: set[UUID] = set()
+    for edge in await uow.graph.edges(seeds, flt.viewer):
+        neighbours.update((edge.src_id, edge.dst_id))
+    neighbours.difference_update(seeds)
+    tagged = await uow.graph.entries_mentioning(
+        [*seeds, *sorted(neighbours)], flt, settings.graph_scan
+    )
+    seed_set = set(seeds)
+    scored = [
+        (entry, len(matched & seed_set) + 0.5 * len(matched - seed_set))
+        for entry, matched in tagged
+    ]
+    scored.sort(key=lambda item: -item[1])  # stable: newest first among equals
+    return scored[:limit]
