@@ -99,6 +99,7 @@ class _FaultyUnitOfWork:
         "credibility",
         "outbox",
         "processed",
+        "graph",
     )
 
     def __init__(self, inner: Any, faults: FaultPlan) -> None:

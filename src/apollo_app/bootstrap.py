@@ -19,9 +19,18 @@ from apollo_adapters.embedders import CachingEmbedder, HashingEmbedder
 from apollo_adapters.memory import InMemoryStore
 from apollo_domain.contradiction import HeuristicContradictionJudge
 from apollo_domain.errors import ConfigurationError
+from apollo_domain.extraction import HeuristicEntityExtractor
 from apollo_domain.messaging import MessageBus
 from apollo_domain.policy import ConfidencePolicy
-from apollo_domain.ports import Clock, ContradictionJudge, Embedder, GasLanguageModel, Store
+from apollo_domain.ports import (
+    Clock,
+    ContradictionJudge,
+    Embedder,
+    EntityExtractor,
+    GasLanguageModel,
+    Store,
+)
+from apollo_domain.retrieval import RetrievalSettings
 from apollo_domain.services import Deps
 from apollo_domain.topology import Topology
 
@@ -39,13 +48,15 @@ class Overrides:
     """Ports the embedding program (or a test) supplies itself; ``None`` takes the default:
     the cached hashing embedder (or the one the settings name), the system clock, the
     heuristic contradiction judge (or the configured LLM), no LLM, the default policy (or
-    the settings')."""
+    the settings'), the default retrieval settings, the heuristic entity extractor."""
 
     embedder: Embedder | None = None
     clock: Clock | None = None
     judge: ContradictionJudge | None = None
     llm: GasLanguageModel | None = None
     policy: ConfidencePolicy | None = None
+    retrieval: RetrievalSettings | None = None
+    extractor: EntityExtractor | None = None
 
 
 @frozen
@@ -110,6 +121,8 @@ def wire(store: Store, overrides: Overrides = Overrides()) -> Deps:
         clock=overrides.clock or SystemClock(),
         policy=overrides.policy or ConfidencePolicy(),
         llm=overrides.llm,
+        retrieval=overrides.retrieval or RetrievalSettings(),
+        extractor=overrides.extractor or HeuristicEntityExtractor(),
     )
 
 
@@ -210,6 +223,8 @@ async def open_durable(settings: Settings, overrides: Overrides = Overrides()) -
             judge=judge,
             llm=llm,
             policy=overrides.policy or settings.policy,
+            retrieval=overrides.retrieval,
+            extractor=overrides.extractor,
         ),
     )
     return Wired(deps, tuple(closers))  # closed in reverse: the store first, the embedder last

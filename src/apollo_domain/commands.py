@@ -15,7 +15,7 @@ by the handler table (:mod:`apollo_domain.handlers`), never by an edge.
 
 from __future__ import annotations
 
-from typing import Any, Final, Generic, TypeVar, get_args, get_origin
+from typing import Any, Generic, TypeVar, get_args, get_origin
 
 from attrs import field, frozen
 
@@ -36,13 +36,10 @@ from .results import (
     QueryResult,
     RelatedEntry,
 )
-from .services.query import MAX_LIMIT
+from .services.query import DEFAULT_MODE, MAX_LIMIT, QUERY_MODES
 from .traversal import MAX_DEPTH
 
 R = TypeVar("R")
-
-#: Retrieval modes of :class:`QueryKnowledge`.
-QUERY_MODES: Final = ("vector",)
 
 
 def doc(description: str, **schema: Any) -> dict[str, Any]:
@@ -239,7 +236,14 @@ class QueryKnowledge(Command[QueryResult]):
     tags: tuple[str, ...] | None = field(default=None, metadata=_TAG_FILTER)
     knowledge_domain: str | None = field(default=None, metadata=_DOMAIN_FILTER)
     min_similarity: float = field(default=0.0, metadata=_MIN_SIMILARITY)
-    mode: str = field(default="vector", metadata=doc("Retrieval mode.", enum=list(QUERY_MODES)))
+    mode: str = field(
+        default=DEFAULT_MODE,
+        metadata=doc(
+            "Retrieval mode: hybrid fuses vector similarity, lexical matches and the entity"
+            " graph; vector or lexical use that signal alone.",
+            enum=list(QUERY_MODES),
+        ),
+    )
     count_access: bool = field(
         default=True, metadata=doc("Count the access and write access-log rows.")
     )

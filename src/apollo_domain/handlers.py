@@ -123,10 +123,6 @@ async def _writeback(
 async def _query(
     deps: Deps, caller: Caller, command: c.QueryKnowledge, key: str | None
 ) -> QueryResult:
-    if command.mode not in c.QUERY_MODES:
-        raise ValidationError(
-            "mode", f"unknown mode {command.mode!r}; expected {', '.join(c.QUERY_MODES)}"
-        )
     return await services.query(
         deps,
         caller.acting_as(command.agent_id),
@@ -138,6 +134,7 @@ async def _query(
         knowledge_domain=command.knowledge_domain,
         count_access=command.count_access,
         min_similarity=command.min_similarity,
+        mode=command.mode,
     )
 
 

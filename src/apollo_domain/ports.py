@@ -18,6 +18,7 @@ from uuid import UUID
 
 from attrs import frozen
 
+from .entities import Entity, EntityEdge, EntityMention, Extraction
 from .model import (
     AccessScope,
     ContentType,
@@ -52,6 +53,19 @@ class ContradictionJudge(Protocol):
     """Decides whether ``new`` contradicts ``existing`` (both plain texts)."""
 
     async def contradicts(self, new: str, existing: str) -> bool: ...
+
+
+@runtime_checkable
+class EntityExtractor(Protocol):
+    """Finds the entities a text mentions and the typed relations it states between them.
+
+    ``extract`` returns an :class:`~apollo_domain.entities.Extraction`: entity mentions in
+    order of appearance (names as written; kinds optional) and typed edges
+    ``(src, relation, dst)`` named by those mentions. Raises only :class:`ApolloError`
+    types; ingest treats a failure as "no entities", never as a failed ingest.
+    """
+
+    async def extract(self, text: str) -> Extraction: ...
 
 
 @runtime_checkable
@@ -94,6 +108,7 @@ STORE_PARTS: frozenset[str] = frozenset(
         "outbox",
         "processed",
         "credibility",
+        "graph",
     }
 )
 """The parts of a store :meth:`Store.preflight` can check."""
@@ -234,6 +249,15 @@ class EntryRepository(Protocol):
         """``nearest`` for each embedding, in order, against the same filter (one pass over
         the store where the adapter can batch it)."""
 
+    async def lexical_search(self, query: str, flt: SearchFilter, limit: int) -> list[ScoredEntry]:
+        """Up to ``limit`` entries matching ``flt`` that hold at least one of the query's
+        terms (:func:`apollo_domain.lexical.query_terms`: stop words never match), most
+        relevant first; ties broken by id. ``similarity`` is the adapter's relevance score:
+        positive, higher is better, comparable only within one call (PostgreSQL ranks with
+        ``ts_rank`` over its ``simple`` full-text configuration, the in-memory store with
+        BM25). Sees the entries written earlier in the same unit of work, and nothing
+        that unit of work rolled back."""
+
     async def browse(self, flt: SearchFilter, limit: int) -> list[Entry]:
         """Up to ``limit`` entries matching ``flt``, newest first (created_at, then id)."""
 
@@ -299,6 +323,69 @@ class RelationRepository(Protocol):
     async def exists(self, from_id: UUID, to_id: UUID, relation_type: RelationType) -> bool: ...
 
     async def count(self) -> int: ...
+
+
+class EntityGraph(Protocol):
+    """Entity nodes, the entries that mention them, and the edges between them (DESIGN §2
+    "Entities and the knowledge graph"). Writes take effect when the unit of work commits.
+
+    Visibility: an entity is visible to a viewer only when an entry that mentions it is
+    (scope rules of :func:`apollo_domain.rules.scope_visible`, any status); an edge only when
+    one of the entries supporting it is. Deleted entries support nothing.
+    """
+
+    async def resolve(self, mentions: Sequence[EntityMention], now: datetime) -> list[Entity]:
+        """Find or create the node of each mention's normalized name (``mention.key``), in
+        order, one per key. A node created concurrently by another unit of work is re-read,
+        never duplicated: the first name written for a key is the node's name."""
+
+    async def tag(self, entry_id: UUID, entity_ids: Sequence[UUID]) -> None:
+        """Record that the entry mentions these entities (idempotent)."""
+
+    async def link_co_occurring(
+        self, entry_id: UUID, entity_ids: Sequence[UUID], now: datetime
+    ) -> None:
+        """One ``co_occurs`` edge per pair of distinct ids, stored once in canonical order
+        (``src_id < dst_id``) and created live at ``now`` if absent; the entry is added to the
+        edge's supporting entries."""
+
+    async def relate(
+        self, src_id: UUID, relation: str, dst_id: UUID, entry_id: UUID, now: datetime
+    ) -> EntityEdge:
+        """A typed edge ``src -relation-> dst`` stated by the entry (relation normalized, not
+        ``co_occurs``). An identical live edge is kept (the entry added to its support), never
+        duplicated; otherwise a new live edge is created at ``now`` and every live typed edge
+        of the same (src, dst) pair with another relation is retired: ``valid_to = now``,
+        ``superseded_by`` = the new edge. Nothing is ever deleted. Returns the live edge."""
+
+    async def entities_of(self, entry_id: UUID) -> list[Entity]:
+        """The entities the entry mentions, in the order they were tagged."""
+
+    async def find(self, keys: Collection[str], viewer: Viewer) -> list[Entity]:
+        """The visible entities whose normalized name is one of ``keys``, by key."""
+
+    async def with_prefix(
+        self, prefix: str, viewer: Viewer, limit: int
+    ) -> list[tuple[Entity, int]]:
+        """Up to ``limit`` visible entities whose key starts with ``prefix`` (normalized), by
+        key, each with the number of visible entries mentioning it."""
+
+    async def edges(
+        self, entity_ids: Collection[UUID], viewer: Viewer, *, as_of: datetime | None = None
+    ) -> list[EntityEdge]:
+        """The visible edges touching any of ``entity_ids`` in either direction: the live
+        ones (``as_of`` None) or those live at ``as_of`` (``valid_from <= as_of <
+        valid_to``); each with its visible supporting entries. Ordered by ``valid_from``, id."""
+
+    async def entries_mentioning(
+        self, entity_ids: Collection[UUID], flt: SearchFilter, limit: int
+    ) -> list[tuple[Entry, frozenset[UUID]]]:
+        """Up to ``limit`` entries matching ``flt`` that mention any of ``entity_ids``, newest
+        first (created_at, then id), each with the ids among ``entity_ids`` it mentions."""
+
+    async def prune(self) -> int:
+        """Erasure: delete the edges no remaining entry supports and the entities no entry
+        mentions and no edge touches; returns the number of rows deleted."""
 
 
 class EvidenceRepository(Protocol):
@@ -411,6 +498,8 @@ class UnitOfWork(Protocol):
     def outbox(self) -> Outbox: ...
     @property
     def processed(self) -> ProcessedKeys: ...
+    @property
+    def graph(self) -> EntityGraph: ...
 
     async def __aenter__(self) -> UnitOfWork: ...
 
@@ -448,6 +537,8 @@ __all__ = [
     "CredibilityRegistry",
     "DecayOutcome",
     "Embedder",
+    "EntityExtractor",
+    "EntityGraph",
     "EntryRepository",
     "EvidenceRepository",
     "ExpertiseRecord",

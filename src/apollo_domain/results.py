@@ -40,10 +40,21 @@ class EntryView:
     source_agent: str
     access_scope: AccessScope
     created_at: datetime
+    #: The signals that found the entry and each one's own score (``vector``: cosine
+    #: similarity, ``lexical``: the store's relevance score, ``graph``: entity matches).
+    signals: Mapping[str, float] = field(factory=dict)
+    #: The fused score that ordered the results (None when browsing).
+    score: float | None = None
 
     @classmethod
     def of(
-        cls, entry: Entry, similarity: float | None = None, confidence: float | None = None
+        cls,
+        entry: Entry,
+        similarity: float | None = None,
+        confidence: float | None = None,
+        *,
+        signals: Mapping[str, float] | None = None,
+        score: float | None = None,
     ) -> EntryView:
         return cls(
             id=entry.id,
@@ -57,6 +68,8 @@ class EntryView:
             source_agent=entry.source.agent_id,
             access_scope=entry.access_scope,
             created_at=entry.created_at,
+            signals=dict(signals or {}),
+            score=score,
         )
 
 

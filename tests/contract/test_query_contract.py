@@ -28,7 +28,9 @@ async def test_semantic_query_ranks_boosts_and_logs(make_apollo):
     embedder = KeyedEmbedder(16)
     apollo = await make_apollo(embedder=embedder)
     ids = await _seed(apollo, embedder)
-    result = await apollo.client("reader").query_knowledge(query="query about kafka", limit=2)
+    result = await apollo.client("reader").query_knowledge(
+        query="query about kafka", limit=2, mode="vector"
+    )
     assert result.mode == "semantic"
     assert [
         ids["kafka partitions order messages"],

@@ -15,8 +15,15 @@ import numpy as np
 import numpy.typing as npt
 
 from apollo_domain.errors import Conflict, NotFound
+from apollo_domain.lexical import query_terms
 from apollo_domain.model import AccessScope, Entry, Status, Viewer
-from apollo_domain.ports import AgentDomainStats, DecayOutcome, SearchFilter, StoreStats
+from apollo_domain.ports import (
+    AgentDomainStats,
+    DecayOutcome,
+    ScoredEntry,
+    SearchFilter,
+    StoreStats,
+)
 
 from ._columns import (
     ARCHIVED,
@@ -37,6 +44,8 @@ from ._columns import (
     micros,
 )
 from ._evidence import EvidenceTable
+from ._graph import GraphTable
+from ._lexical import LexicalIndex
 from ._relations import RelationTable
 from ._vectors import VectorSearch
 
@@ -48,6 +57,8 @@ class EntryTable(VectorSearch):
         super().__init__(dimension, capacity)
         self.evidence = EvidenceTable(self)
         self.relations = RelationTable(self)
+        self.lexical = LexicalIndex()
+        self.graph = GraphTable(self)
 
     # ------------------------------------------------------------------ writes
 
@@ -86,6 +97,7 @@ class EntryTable(VectorSearch):
             self.matrix[row] = vector
             self.has_emb[row] = True
         undo.append(self._pop)
+        self.lexical.add(row, entry.content, undo)
 
     def _pop(self) -> None:
         """Undo the last ``add``."""
@@ -229,6 +241,8 @@ class EntryTable(VectorSearch):
             undo.append(partial(self._revive, row, entry_id))
             self.evidence.drop(entry_id, undo)
             self.relations.drop(entry_id, undo)
+            self.lexical.remove(row, undo)
+            self.graph.drop(entry_id, undo)
             count += 1
         return count
 
@@ -279,6 +293,23 @@ class EntryTable(VectorSearch):
             threshold = np.partition(created, rows.size - limit)[rows.size - limit]
             rows = rows[created >= threshold]
         return [self.entry(int(row)) for row in self._ordered(rows, newest_first=True)[:limit]]
+
+    def lexical_search(self, query: str, flt: SearchFilter, limit: int) -> list[ScoredEntry]:
+        wanted = query_terms(query)
+        if limit <= 0 or not wanted:
+            return []
+        allowed = self.matching(flt, embedded=False)
+        if allowed is None:
+            return []
+        scores = self.lexical.scores(wanted, allowed)
+        if not scores:
+            return []
+        rows = np.fromiter(scores, dtype=np.intp, count=len(scores))
+        values = np.fromiter(scores.values(), dtype=np.float64, count=len(scores))
+        order = np.lexsort((self.id_lo[rows], self.id_hi[rows], -values))[:limit]
+        return [
+            ScoredEntry(entry=self.entry(int(rows[i])), similarity=float(values[i])) for i in order
+        ]
 
     def candidates(self, limit: int) -> list[Entry]:
         if limit <= 0:

@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Any, Protocol
 from uuid import UUID
 
+from apollo_domain.entities import Entity, EntityEdge, EntityMention
 from apollo_domain.model import (
     AccessScope,
     Entry,
@@ -94,6 +95,10 @@ class InMemoryEntryRepository(_Repository):
         self._uow._open("entries")
         return self._store._entries.nearest_many(embeddings, flt, limit)
 
+    async def lexical_search(self, query: str, flt: SearchFilter, limit: int) -> list[ScoredEntry]:
+        self._uow._open("entries")
+        return self._store._entries.lexical_search(query, flt, limit)
+
     async def browse(self, flt: SearchFilter, limit: int) -> list[Entry]:
         self._uow._open("entries")
         return self._store._entries.browse(flt, limit)
@@ -164,6 +169,57 @@ class InMemoryRelationRepository(_Repository):
     async def count(self) -> int:
         self._uow._open("relations")
         return self._store._entries.relations.count()
+
+
+class InMemoryEntityGraph(_Repository):
+    __slots__ = ()
+
+    async def resolve(self, mentions: Sequence[EntityMention], now: datetime) -> list[Entity]:
+        return self._store._entries.graph.resolve(mentions, now, self._uow._open("graph"))
+
+    async def tag(self, entry_id: UUID, entity_ids: Sequence[UUID]) -> None:
+        self._store._entries.graph.tag(entry_id, entity_ids, self._uow._open("graph"))
+
+    async def link_co_occurring(
+        self, entry_id: UUID, entity_ids: Sequence[UUID], now: datetime
+    ) -> None:
+        undo = self._uow._open("graph")
+        self._store._entries.graph.link_co_occurring(entry_id, entity_ids, now, undo)
+
+    async def relate(
+        self, src_id: UUID, relation: str, dst_id: UUID, entry_id: UUID, now: datetime
+    ) -> EntityEdge:
+        undo = self._uow._open("graph")
+        return self._store._entries.graph.relate(src_id, relation, dst_id, entry_id, now, undo)
+
+    async def entities_of(self, entry_id: UUID) -> list[Entity]:
+        self._uow._open("graph")
+        return self._store._entries.graph.entities_of(entry_id)
+
+    async def find(self, keys: Collection[str], viewer: Viewer) -> list[Entity]:
+        self._uow._open("graph")
+        return self._store._entries.graph.find(keys, viewer)
+
+    async def with_prefix(
+        self, prefix: str, viewer: Viewer, limit: int
+    ) -> list[tuple[Entity, int]]:
+        self._uow._open("graph")
+        return self._store._entries.graph.with_prefix(prefix, viewer, limit)
+
+    async def edges(
+        self, entity_ids: Collection[UUID], viewer: Viewer, *, as_of: datetime | None = None
+    ) -> list[EntityEdge]:
+        self._uow._open("graph")
+        return self._store._entries.graph.edges(entity_ids, viewer, as_of)
+
+    async def entries_mentioning(
+        self, entity_ids: Collection[UUID], flt: SearchFilter, limit: int
+    ) -> list[tuple[Entry, frozenset[UUID]]]:
+        self._uow._open("graph")
+        return self._store._entries.graph.entries_mentioning(entity_ids, flt, limit)
+
+    async def prune(self) -> int:
+        return self._store._entries.graph.prune(self._uow._open("graph"))
 
 
 class InMemoryEvidenceRepository(_Repository):

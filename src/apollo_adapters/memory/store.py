@@ -20,6 +20,7 @@ from ._records import AccessLogTable, CredibilityTable, ExpertiseTable, OutboxTa
 from ._repositories import (
     InMemoryAccessLog,
     InMemoryCredibilityRegistry,
+    InMemoryEntityGraph,
     InMemoryEntryRepository,
     InMemoryEvidenceRepository,
     InMemoryExpertiseRepository,
@@ -126,6 +127,7 @@ class InMemoryUnitOfWork:
         self.credibility = InMemoryCredibilityRegistry(self)
         self.outbox = InMemoryOutbox(self)
         self.processed = InMemoryProcessedKeys(self)
+        self.graph = InMemoryEntityGraph(self)
 
     def _open(self, part: str) -> Undo:
         """The undo log, once checked that ``part`` may be used now."""

@@ -2,6 +2,7 @@
 
 from .embedded import EmbeddedPostgres
 from .entries import PostgresEntryRepository
+from .graph import PostgresEntityGraph
 from .repositories import (
     PostgresAccessLog,
     PostgresCredibilityRegistry,
@@ -19,6 +20,7 @@ __all__ = [
     "EmbeddedPostgres",
     "PostgresAccessLog",
     "PostgresCredibilityRegistry",
+    "PostgresEntityGraph",
     "PostgresEntryRepository",
     "PostgresEvidenceRepository",
     "PostgresExpertiseRepository",

@@ -10,6 +10,7 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from apollo_domain.errors import Conflict, NotFound
+from apollo_domain.lexical import STOPWORDS
 from apollo_domain.model import AccessScope, ContentType, Entry, Status, Viewer
 from apollo_domain.ports import (
     AgentDomainStats,
@@ -48,6 +49,17 @@ _DECAY = sql.SQL(
     " SELECT count(*) AS decayed, count(*) FILTER (WHERE status = 'archived') AS archived"
     " FROM changed"
 ).format(decayed=sql.SQL(_decayed("%(factor)s", "%(now)s")))
+
+
+# The OR of the query's lexemes under the ``simple`` configuration, stop words dropped, each
+# lexeme quoted for the tsquery syntax (backslashes and quotes doubled); NULL when nothing is
+# left to match.
+_LEXICAL_QUERY = (
+    r"SELECT string_agg(DISTINCT '''' || replace(replace(lexeme, '\', '\\'), '''', '''''')"
+    " || '''', ' | ')::tsquery AS terms"
+    " FROM unnest(to_tsvector('simple'::regconfig, {text})) WHERE lexeme <> ALL({stop})"
+)
+_STOPWORDS = sorted(STOPWORDS)
 
 
 class PostgresEntryRepository:
@@ -175,6 +187,22 @@ class PostgresEntryRepository:
             " WHERE {where} ORDER BY " + order + " LIMIT {fetch}"
         ).format(columns=ENTRY_COLUMNS, q=query_vector, where=where.sql(), fetch=sql.Literal(fetch))
         return await self._s.rows(query, where.params)
+
+    async def lexical_search(self, query: str, flt: SearchFilter, limit: int) -> list[ScoredEntry]:
+        if limit <= 0:
+            return []
+        where = Where()
+        where.matching(flt)
+        terms = sql.SQL(_LEXICAL_QUERY).format(
+            text=where.param(query), stop=where.param(_STOPWORDS)
+        )
+        statement = sql.SQL(
+            "WITH q AS ({terms}) SELECT {columns}, ts_rank(lexical, q.terms) AS score"
+            " FROM entries, q WHERE q.terms IS NOT NULL AND lexical @@ q.terms AND {where}"
+            " ORDER BY score DESC, id LIMIT {limit}"
+        ).format(terms=terms, columns=ENTRY_COLUMNS, where=where.sql(), limit=where.param(limit))
+        rows = await self._s.rows(statement, where.params)
+        return [ScoredEntry(entry_from_row(row), float(row["score"])) for row in rows]
 
     async def browse(self, flt: SearchFilter, limit: int) -> list[Entry]:
         if limit <= 0:

@@ -21,6 +21,7 @@ from apollo_domain.errors import (
 from . import schema
 from .entries import PostgresEntryRepository
 from .errors import translated
+from .graph import PostgresEntityGraph
 from .repositories import (
     PostgresAccessLog,
     PostgresCredibilityRegistry,
@@ -42,6 +43,7 @@ PART_TABLES: Mapping[str, str] = {
     "outbox": "outbox",
     "processed": "processed_keys",
     "credibility": "source_credibility",
+    "graph": "entities",
 }
 
 
@@ -56,6 +58,7 @@ class PostgresUnitOfWork:
     credibility: PostgresCredibilityRegistry
     outbox: PostgresOutbox
     processed: PostgresProcessedKeys
+    graph: PostgresEntityGraph
 
     def __init__(self, store: PostgresStore) -> None:
         self._store = store
@@ -87,6 +90,7 @@ class PostgresUnitOfWork:
         self.credibility = PostgresCredibilityRegistry(session)
         self.outbox = PostgresOutbox(session)
         self.processed = PostgresProcessedKeys(session)
+        self.graph = PostgresEntityGraph(session)
         return self
 
     async def __aexit__(self, *exc: object) -> None:

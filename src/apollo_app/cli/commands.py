@@ -91,6 +91,8 @@ def query_to_json(result: QueryResult) -> dict[str, Any]:
                 "content": v.content,
                 "content_type": v.content_type.value,
                 "similarity": v.similarity,
+                "signals": dict(v.signals),
+                "score": v.score,
                 "confidence": v.confidence,
                 "status": v.status.value,
                 "tags": list(v.tags),
@@ -114,7 +116,10 @@ def cmd_query(args: argparse.Namespace) -> int:
             client = apollo.client(args.agent, principal_of(args))
             return await client.run(
                 c.QueryKnowledge(
-                    query=args.text, min_confidence=args.min_confidence, limit=args.limit
+                    query=args.text,
+                    min_confidence=args.min_confidence,
+                    limit=args.limit,
+                    mode=args.mode,
                 )
             )
 
@@ -126,12 +131,15 @@ def cmd_query(args: argparse.Namespace) -> int:
         print("no results")
         return EXIT_OK
     print(f"{len(result)} result(s) ({result.mode}):")
-    print(f"{'#':>3}  {'similarity':>10}  {'confidence':>10}  {'status':<9}  content")
+    print(
+        f"{'#':>3}  {'similarity':>10}  {'confidence':>10}  {'status':<9}  {'signals':<20}  content"
+    )
     for rank, view in enumerate(result.entries, 1):
         similarity = "-" if view.similarity is None else f"{view.similarity:.3f}"
+        signals = ",".join(view.signals) or "-"
         print(
             f"{rank:>3}  {similarity:>10}  {view.confidence:>10.2f}  {view.status.value:<9}  "
-            f"{one_line(view.content, 100)}"
+            f"{signals:<20}  {one_line(view.content, 80)}"
         )
     return EXIT_OK
 

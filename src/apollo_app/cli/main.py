@@ -13,6 +13,7 @@ import sys
 from collections.abc import Sequence
 
 from apollo_domain.errors import ApolloError, ConfigurationError, ValidationError
+from apollo_domain.services.query import DEFAULT_MODE, QUERY_MODES
 
 from .commands import cmd_demo, cmd_migrate, cmd_query, cmd_serve, cmd_simulate, cmd_stats
 from .common import (
@@ -146,9 +147,9 @@ def build_parser() -> argparse.ArgumentParser:
     query = commands.add_parser(
         "query",
         parents=[store, identity],
-        help="semantic search, ranked by similarity",
-        description="Semantic search over the entries the principal may see. Returned "
-        "entries get the retrieval boost. Queries under 3 characters browse newest first.",
+        help="search: vector similarity, lexical matches and the entity graph, fused",
+        description="Search over the entries the principal may see. Returned entries get "
+        "the retrieval boost. Queries under 3 characters browse newest first.",
     )
     query.add_argument("text", help="what to look for")
     query.add_argument(
@@ -160,6 +161,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=0.3,
         metavar="X",
         help="lowest confidence returned (default 0.3)",
+    )
+    query.add_argument(
+        "--mode",
+        choices=QUERY_MODES,
+        default=DEFAULT_MODE,
+        help=f"hybrid fuses every signal; vector or lexical use one (default {DEFAULT_MODE})",
     )
     query.add_argument("--agent", default=DEFAULT_AGENT, metavar="ID", help="agent id to log")
     query.add_argument("--json", action="store_true", help="print JSON")

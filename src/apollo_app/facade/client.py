@@ -68,7 +68,7 @@ class KnowledgeClient(Protocol):
         tags: Sequence[str] | None = None,
         knowledge_domain: str | None = None,
         min_similarity: float = 0.0,
-        mode: str = "vector",
+        mode: str = "hybrid",
     ) -> QueryResult: ...
 
     async def retrieve(
@@ -79,7 +79,7 @@ class KnowledgeClient(Protocol):
         tags: Sequence[str] | None = None,
         knowledge_domain: str | None = None,
         min_similarity: float = 0.0,
-        mode: str = "vector",
+        mode: str = "hybrid",
     ) -> QueryResult: ...
 
     async def related_entries(
@@ -209,7 +209,7 @@ class Client:
         tags: Sequence[str] | None = None,
         knowledge_domain: str | None = None,
         min_similarity: float = 0.0,
-        mode: str = "vector",
+        mode: str = "hybrid",
     ) -> QueryResult:
         """Semantic search (or newest-first browse under three characters). Entries at or
         below ``min_similarity`` are not matches; returned entries get the retrieval boost."""
@@ -234,7 +234,7 @@ class Client:
         tags: Sequence[str] | None = None,
         knowledge_domain: str | None = None,
         min_similarity: float = 0.0,
-        mode: str = "vector",
+        mode: str = "hybrid",
     ) -> QueryResult:
         """Like ``query_knowledge`` (the retrieval boost included) but without access counts
         or access-log rows."""

@@ -215,7 +215,7 @@ class RemoteClient:
         tags: Sequence[str] | None = None,
         knowledge_domain: str | None = None,
         min_similarity: float = 0.0,
-        mode: str = "vector",
+        mode: str = "hybrid",
     ) -> QueryResult:
         statuses = None
         if status is not None:
@@ -242,7 +242,7 @@ class RemoteClient:
         tags: Sequence[str] | None = None,
         knowledge_domain: str | None = None,
         min_similarity: float = 0.0,
-        mode: str = "vector",
+        mode: str = "hybrid",
     ) -> QueryResult:
         """Like ``query_knowledge`` but without access counts or access-log rows."""
         return await self._request(

@@ -4,17 +4,27 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from attrs import frozen
+from attrs import field, frozen
 
 from ..errors import ValidationError
+from ..extraction import HeuristicEntityExtractor
 from ..model import ACTIVE_STATUSES, Principal, Status, Viewer
 from ..normalize import MAX_AGENT_ID, truncate
 from ..policy import ConfidencePolicy
-from ..ports import Clock, ContradictionJudge, Embedder, GasLanguageModel, IdentityDirectory, Store
+from ..ports import (
+    Clock,
+    ContradictionJudge,
+    Embedder,
+    EntityExtractor,
+    GasLanguageModel,
+    IdentityDirectory,
+    Store,
+)
+from ..retrieval import RetrievalSettings
 from ..validation import bounded_float
 
 UNKNOWN_AGENT = "unknown"
-INGEST_PARTS = ("entries", "evidence", "expertise", "access_log", "outbox")
+INGEST_PARTS = ("entries", "evidence", "expertise", "access_log", "outbox", "graph")
 
 
 @frozen
@@ -27,6 +37,8 @@ class Deps:
     clock: Clock
     policy: ConfidencePolicy
     llm: GasLanguageModel | None = None
+    retrieval: RetrievalSettings = field(factory=RetrievalSettings)
+    extractor: EntityExtractor = field(factory=HeuristicEntityExtractor)
 
 
 @frozen

@@ -15,7 +15,8 @@ REDACTED = "redacted"
 async def erase_agent(deps: Deps, agent_id: object) -> ErasureResult:
     """Delete the agent's non-confirmed entries; redact its confirmed ones (source agent
     ``redacted``, provider/channel/submitter/owner cleared); drop the evidence it gave on
-    other entries and redact its origin evidence; forget its expertise. One transaction."""
+    other entries and redact its origin evidence; forget its expertise, and the entity
+    mentions and graph edges only its deleted entries supported. One transaction."""
     if not isinstance(agent_id, str) or not agent_id.strip():
         raise ValidationError("agent_id", "must be a non-empty string")
     agent = agent_id.strip()
@@ -33,5 +34,6 @@ async def erase_agent(deps: Deps, agent_id: object) -> ErasureResult:
                 redacted += 1
         await uow.evidence.forget_agent(agent, SourceRef(REDACTED))
         await uow.expertise.forget_agent(agent)
+        await uow.graph.prune()  # edges and entities only the deleted entries supported
         await uow.commit()
     return ErasureResult(agent, deleted, redacted)

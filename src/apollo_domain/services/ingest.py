@@ -11,6 +11,7 @@ from attrs import frozen
 
 from .. import admission
 from ..credibility import SourceCredibility
+from ..entities import Extraction
 from ..errors import Conflict, ValidationError
 from ..model import (
     AccessScope,
@@ -35,6 +36,7 @@ from ..ports import AccessLogRecord, ScoredEntry, SearchFilter, UnitOfWork
 from ..results import IngestResult
 from ..rules import Corroborator, independent_of_all, may_corroborate
 from .context import ACTIVE, INGEST_PARTS, Caller, Deps, resolve_viewer, unit_float
+from .entities import extract, index_entry
 
 NEIGHBOURS = 5
 CONTRADICTION_SCAN = "contradiction_scan"
@@ -146,9 +148,11 @@ async def ingest(
         return IngestResult(Outcome.REJECTED, reason=f"{floor.reason}: {floor.detail}")
 
     embedding = None
+    extraction = Extraction()
     if duplicate is None:  # step 5, outside the transaction: embedding may be slow
         (vector,) = await deps.embedder.embed([request.content])
         embedding = tuple(float(x) for x in vector)
+        extraction = await extract(deps.extractor, request.content)
 
     async with store.unit_of_work() as uow:
         now = deps.clock.now()
@@ -162,6 +166,8 @@ async def ingest(
         else:
             assert embedding is not None
             result = await _place(deps, uow, viewer, request, embedding, cred, now)
+            if result.outcome is Outcome.CREATED and result.entry_id is not None:
+                await index_entry(uow, result.entry_id, extraction, now)
         if result.outcome is not Outcome.REJECTED:
             await _bookkeep(uow, request, result, now)
             await uow.commit()
@@ -390,6 +396,7 @@ async def _ingest_chunk(
     viewer = await resolve_viewer(store.directory, caller.principal)
     vectors = await deps.embedder.embed([r.content for r in requests])
     embeddings = [tuple(float(x) for x in v) for v in vectors]
+    extractions = [await extract(deps.extractor, r.content) for r in requests]
     results: list[IngestResult] = []
     async with store.unit_of_work() as uow:
         credibility: dict[str, float] = {}
@@ -440,6 +447,7 @@ async def _ingest_chunk(
                 )
                 if result.outcome is Outcome.CREATED and result.entry_id is not None:
                     created.setdefault(request.access_scope, set()).add(result.entry_id)
+                    await index_entry(uow, result.entry_id, extractions[i], now)
             if result.outcome is not Outcome.REJECTED:
                 await _bookkeep(uow, request, result, now)
             results.append(result)

@@ -2,19 +2,32 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+from uuid import UUID
 
+from ..entities import normalize_entity_name
 from ..errors import ValidationError
-from ..model import Status
+from ..lexical import STOPWORDS
+from ..model import Entry, Status
 from ..normalize import normalize_tag, normalize_tags
-from ..ports import AccessLogRecord, SearchFilter
+from ..ports import AccessLogRecord, SearchFilter, UnitOfWork
 from ..results import EntryView, QueryResult
+from ..retrieval import GRAPH, LEXICAL, VECTOR, Fused, RetrievalSettings, fuse
 from ..validation import bounded_float
 from .context import Caller, Deps, bounded_int, parse_statuses, resolve_viewer, unit_float
 
 BROWSE_BELOW_CHARS = 3
 MAX_LIMIT = 100
 DEFAULT_STATUSES = (Status.CONFIRMED, Status.CANDIDATE)
+#: Retrieval modes: ``hybrid`` fuses every signal, the others use one alone.
+QUERY_MODES: Final = ("hybrid", "vector", "lexical")
+DEFAULT_MODE: Final = "hybrid"
+
+Ranking = list[tuple[UUID, float]]
+#: Names of up to this many words are looked for in the query text.
+MAX_NAME_WORDS = 4
+_EDGE_PUNCTUATION = ".,;:!?\"'()[]{}<>“”‘’"
 
 
 async def query(
@@ -29,18 +42,25 @@ async def query(
     knowledge_domain: object = None,
     count_access: bool = True,
     min_similarity: object = 0.0,
+    mode: object = DEFAULT_MODE,
 ) -> QueryResult:
-    """Semantic search (or newest-first browse for queries under three characters).
+    """Search (or newest-first browse for queries under three characters).
 
-    A semantic query boosts each returned entry's confidence atomically in the store and,
-    when ``count_access``, adds to its access count and writes one ``query`` access-log row
-    per returned entry — all in one transaction. The access log must be writable before
-    anything is embedded or looked up. Only entries whose similarity is above
-    ``min_similarity`` match (by default, unrelated and opposite texts never do, so they are
-    neither returned nor boosted).
+    ``mode``: ``vector`` ranks by embedding similarity, ``lexical`` by the query's terms,
+    ``hybrid`` (the default) fuses both with the entity-graph fill by reciprocal rank
+    fusion (:mod:`apollo_domain.retrieval`). Each result names the signals that found it.
+    A vector match needs a similarity above ``min_similarity``; an entry no signal found
+    is never returned, so unrelated and opposite texts are neither returned nor boosted.
+
+    A search boosts each returned entry's confidence atomically in the store and, when
+    ``count_access``, adds to its access count and writes one ``query`` access-log row per
+    returned entry — all in one transaction. The access log must be writable before
+    anything is embedded or looked up.
     """
     if not isinstance(query, str):
         raise ValidationError("query", "must be a string")
+    if mode not in QUERY_MODES:
+        raise ValidationError("mode", f"unknown mode {mode!r}; expected {', '.join(QUERY_MODES)}")
     if tags is not None and (isinstance(tags, str) or not isinstance(tags, Sequence)):
         raise ValidationError("tags", "must be a list of strings")
     flt_tags = normalize_tags(tags) or None
@@ -63,34 +83,111 @@ async def query(
             entries = await uow.entries.browse(flt, count)
         return QueryResult("browse", tuple(EntryView.of(e) for e in entries))
 
-    (vector,) = await deps.embedder.embed([text])
+    vector = None
+    if mode != LEXICAL:
+        (vector,) = await deps.embedder.embed([text])
+    depth = count if mode != "hybrid" else max(count, deps.retrieval.candidates)
     async with store.unit_of_work() as uow:
-        hits = [
-            h
-            for h in await uow.entries.nearest(vector, flt, count)
-            if h.similarity > similarity_floor
-        ]
-        if not hits:
+        found: dict[UUID, Entry] = {}
+        rankings: dict[str, Ranking] = {}
+        if vector is not None:
+            hits = [
+                h
+                for h in await uow.entries.nearest(vector, flt, depth)
+                if h.similarity > similarity_floor
+            ]
+            found.update((h.entry.id, h.entry) for h in hits)
+            rankings[VECTOR] = [(h.entry.id, h.similarity) for h in hits]
+        if mode != VECTOR:
+            lexical = await uow.entries.lexical_search(text, flt, depth)
+            found.update((h.entry.id, h.entry) for h in lexical)
+            rankings[LEXICAL] = [(h.entry.id, h.similarity) for h in lexical]
+        if mode == "hybrid":
+            graph = await graph_fill(uow, text, flt, deps.retrieval, depth)
+            found.update((entry.id, entry) for entry, _ in graph)
+            rankings[GRAPH] = [(entry.id, score) for entry, score in graph]
+        ranked = fuse(rankings, deps.retrieval)[:count]
+        if not ranked:
             return QueryResult("semantic", ())
         now = deps.clock.now()
-        ids = [h.entry.id for h in hits]
+        ids = [r.entry_id for r in ranked]
         boosted = await uow.entries.boost(
             ids, deps.policy.retrieval_boost, now, count_access=count_access
         )
         if count_access:
             await uow.access_log.record(
                 [
-                    AccessLogRecord(
-                        "query", caller.agent_id, h.entry.id, now, {"similarity": h.similarity}
-                    )
-                    for h in hits
+                    AccessLogRecord("query", caller.agent_id, r.entry_id, now, _detail(r))
+                    for r in ranked
                 ]
             )
         await uow.commit()
-    return QueryResult(
-        "semantic",
-        tuple(
-            EntryView.of(h.entry, h.similarity, boosted.get(h.entry.id, h.entry.confidence))
-            for h in hits
-        ),
+    return QueryResult("semantic", tuple(_view(found[r.entry_id], r, boosted) for r in ranked))
+
+
+def _view(entry: Entry, ranked: Fused, boosted: Mapping[UUID, float]) -> EntryView:
+    return EntryView.of(
+        entry,
+        ranked.signals.get(VECTOR),
+        boosted.get(entry.id, entry.confidence),
+        signals=ranked.signals,
+        score=ranked.score,
     )
+
+
+def _detail(ranked: Fused) -> dict[str, Any]:
+    detail: dict[str, Any] = {"signals": dict(ranked.signals)}
+    if VECTOR in ranked.signals:
+        detail["similarity"] = ranked.signals[VECTOR]
+    return detail
+
+
+def query_names(text: str) -> list[str]:
+    """The normalized names a query may mention: every run of one to ``MAX_NAME_WORDS``
+    words (punctuation at word edges and a possessive ``'s`` dropped), except a lone stop
+    word; longest first."""
+    words = []
+    for raw in text.split():
+        word = raw.strip(_EDGE_PUNCTUATION)
+        for suffix in ("'s", "’s"):
+            word = word.removesuffix(suffix)
+        if word:
+            words.append(word)
+    names: dict[str, None] = {}
+    for size in range(min(MAX_NAME_WORDS, len(words)), 0, -1):
+        for start in range(len(words) - size + 1):
+            name = normalize_entity_name(" ".join(words[start : start + size]))
+            if name and not (size == 1 and name in STOPWORDS):
+                names.setdefault(name)
+    return list(names)
+
+
+async def graph_fill(
+    uow: UnitOfWork, text: str, flt: SearchFilter, settings: RetrievalSettings, limit: int
+) -> list[tuple[Entry, float]]:
+    """The graph signal: entries tagged with entities the query names (the seeds, at most
+    ``graph_seeds``, longest names first) or with their neighbours over live edges either
+    way; a capped scan of ``graph_scan`` entries, newest first. An entry scores 1 per seed
+    and 0.5 per neighbour it mentions; the best ``limit`` by score (newest first on ties).
+    Only entities and edges the viewer may see take part."""
+    names = query_names(text)
+    if not names:
+        return []
+    visible = {e.key: e for e in await uow.graph.find(names, flt.viewer)}
+    seeds = [visible[name].id for name in names if name in visible][: settings.graph_seeds]
+    if not seeds:
+        return []
+    neighbours: set[UUID] = set()
+    for edge in await uow.graph.edges(seeds, flt.viewer):
+        neighbours.update((edge.src_id, edge.dst_id))
+    neighbours.difference_update(seeds)
+    tagged = await uow.graph.entries_mentioning(
+        [*seeds, *sorted(neighbours)], flt, settings.graph_scan
+    )
+    seed_set = set(seeds)
+    scored = [
+        (entry, len(matched & seed_set) + 0.5 * len(matched - seed_set))
+        for entry, matched in tagged
+    ]
+    scored.sort(key=lambda item: -item[1])  # stable: newest first among equals
+    return scored[:limit]

@@ -1,0 +1,353 @@
+"""Retrieval quality: recall@5 and recall@10 of vector, lexical and hybrid queries.
+
+A generated, labelled corpus: multi-session notes about people (where they live, where
+they work, what they lead, when they started, numbers about their teams), notes about the
+organisations they work for, and unrelated chatter. Each question is a paraphrase of one
+note and names the note(s) that answer it. Three kinds of question:
+
+- ``direct``: a paraphrase of a note about a person ("Which city is Alice Moreau based in?");
+- ``detail``: asks for a number, date or identifier the note states;
+- ``hop``: asks about a person's employer's headquarters — the answering note names only the
+  organisation, so only the entity graph (person → organisation) connects them.
+
+Runs every mode against the in-memory store (and PostgreSQL with ``--postgres``) with the
+hashing embedder and, unless ``--no-model``, the bundled all-MiniLM-L6-v2 model::
+
+    PYTHONPATH=src python benchmarks/retrieval_bench.py [--people 60] [--postgres]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import random
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from apollo_adapters.clock import ManualClock
+from apollo_adapters.embedders import HashingEmbedder
+from apollo_adapters.memory import InMemoryStore
+from apollo_app import Apollo
+from apollo_domain.ports import Embedder
+from benchmarks._common import machine, table, write_json
+
+FIRST = [
+    "Alice",
+    "Bruno",
+    "Carla",
+    "Dmitri",
+    "Elena",
+    "Farid",
+    "Greta",
+    "Hugo",
+    "Ines",
+    "Jonas",
+    "Kenji",
+    "Lena",
+    "Marco",
+    "Nadia",
+    "Oskar",
+    "Priya",
+    "Quentin",
+    "Rosa",
+    "Stefan",
+    "Tara",
+    "Umar",
+    "Vera",
+    "Wesley",
+    "Xenia",
+    "Yusuf",
+    "Zora",
+]
+LAST = [
+    "Moreau",
+    "Diaz",
+    "Okafor",
+    "Lindqvist",
+    "Tanaka",
+    "Novak",
+    "Haddad",
+    "Kowalski",
+    "Ferreira",
+    "Brennan",
+    "Castillo",
+    "Nakamura",
+    "Petrov",
+    "Schultz",
+    "Varga",
+    "Whitfield",
+    "Abara",
+    "Bianchi",
+]
+CITIES = [
+    "Lisbon",
+    "Porto",
+    "Oslo",
+    "Bergen",
+    "Krakow",
+    "Valencia",
+    "Tallinn",
+    "Ghent",
+    "Lyon",
+    "Turin",
+    "Graz",
+    "Bilbao",
+    "Aarhus",
+    "Leipzig",
+    "Dublin",
+    "Utrecht",
+]
+ORG_A = [
+    "Acme",
+    "Globex",
+    "Initech",
+    "Umbrella",
+    "Stark",
+    "Wayne",
+    "Tyrell",
+    "Cyberdyne",
+    "Soylent",
+    "Vandelay",
+]
+ORG_B = ["Corp", "Labs", "Systems", "Works", "Dynamics", "Analytics"]
+PROJECTS = [
+    "Orion",
+    "Vega",
+    "Lyra",
+    "Draco",
+    "Cygnus",
+    "Perseus",
+    "Aquila",
+    "Hydra",
+    "Phoenix",
+    "Carina",
+]
+HOBBIES = ("rock climbing", "sailing", "chess", "pottery", "cycling", "birdwatching")
+MONTHS = [
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+]
+CHATTER = (
+    "The coffee machine on the third floor is broken again.",
+    "Remember to water the plants before the long weekend.",
+    "The quarterly all-hands moved to the big auditorium.",
+    "Someone left an umbrella in meeting room four.",
+    "Lunch on Friday will be tacos from the food truck.",
+    "The parking garage closes early during the holidays.",
+    "Please rotate your passwords before the end of the month.",
+    "The printer queue was cleared after the paper jam.",
+)
+
+
+def corpus(people: int, seed: int) -> tuple[list[str], list[tuple[str, str, set[int]]]]:
+    """Notes and labelled questions ``(kind, question, indexes of answering notes)``."""
+    rng = random.Random(seed)
+    names = [f"{f} {ln}" for f in FIRST for ln in LAST]
+    rng.shuffle(names)
+    orgs = sorted({f"{a} {b}" for a in ORG_A for b in ORG_B})
+    rng.shuffle(orgs)
+    orgs = orgs[: max(4, people // 4)]
+    notes: list[str] = []
+    questions: list[tuple[str, str, set[int]]] = []
+    org_note: dict[str, int] = {}
+    for org in orgs:
+        org_note[org] = len(notes)
+        notes.append(f"{org} keeps its headquarters in {rng.choice(CITIES)}, near the harbour.")
+    for person in names[:people]:
+        first = person.split()[0]
+        city, org = rng.choice(CITIES), rng.choice(orgs)
+        project, hobby = rng.choice(PROJECTS), rng.choice(HOBBIES)
+        year, month = rng.randint(2015, 2024), rng.choice(MONTHS)
+        team, budget = rng.randint(3, 40), rng.randint(10, 900)
+        version = f"v{rng.randint(1, 9)}.{rng.randint(0, 20)}.{rng.randint(0, 9)}"
+        facts = [
+            (
+                f"{person} moved to {city} last spring and likes it there.",
+                f"Which city is {person} based in these days?",
+                "direct",
+            ),
+            (
+                f"{person} works at {org} as a staff engineer.",
+                f"Who is {first}'s employer? I mean {person}.",
+                "direct",
+            ),
+            (
+                f"Since {month} {year}, {person} leads Project {project}.",
+                f"When did {person} take over Project {project}?",
+                "detail",
+            ),
+            (
+                f"{person} manages a team of {team} people with a budget of ${budget}k.",
+                f"How many people report to {person}?",
+                "detail",
+            ),
+            (
+                f"In her spare time {person} enjoys {hobby} on weekends.",
+                f"What does {person} do for fun?",
+                "direct",
+            ),
+            (
+                f"{person} shipped release {version} of the billing service.",
+                f"Which billing release did {person} ship?",
+                "detail",
+            ),
+        ]
+        for note, question, kind in facts:
+            questions.append((kind, question, {len(notes)}))
+            notes.append(note)
+        questions.append(
+            ("hop", f"In which city are the headquarters of {person}'s employer?", {org_note[org]})
+        )
+    notes.extend(rng.choice(CHATTER) + f" (note {i})" for i in range(people * 2))
+    return notes, questions
+
+
+async def evaluate(
+    apollo: Apollo, notes: Sequence[str], questions: Sequence[tuple[str, str, set[int]]]
+) -> dict[str, Any]:
+    writer = apollo.client("bench-writer")
+    ids: list[uuid.UUID | None] = []
+    for start in range(0, len(notes), 200):
+        results = await writer.store_many([{"content": n} for n in notes[start : start + 200]])
+        ids.extend(getattr(r, "entry_id", None) for r in results)
+    reader = apollo.client("bench-reader")
+    found: dict[str, Any] = {}
+    for mode in ("vector", "lexical", "hybrid"):
+        kinds: dict[str, list[tuple[float, float]]] = {}
+        started = time.perf_counter()
+        for kind, question, answers in questions:
+            wanted = {ids[i] for i in answers}
+            result = await reader.retrieve(query=question, limit=10, min_confidence=0.0, mode=mode)
+            ranked = [view.id for view in result.entries]
+            kinds.setdefault(kind, []).append(
+                (
+                    len(wanted & set(ranked[:5])) / len(wanted),
+                    len(wanted & set(ranked[:10])) / len(wanted),
+                )
+            )
+        elapsed = time.perf_counter() - started
+        every = [pair for pairs in kinds.values() for pair in pairs]
+        found[mode] = {
+            "recall@5": sum(p[0] for p in every) / len(every),
+            "recall@10": sum(p[1] for p in every) / len(every),
+            "ms_per_query": 1000 * elapsed / len(questions),
+            "by_kind": {
+                kind: {
+                    "recall@5": sum(p[0] for p in pairs) / len(pairs),
+                    "recall@10": sum(p[1] for p in pairs) / len(pairs),
+                    "questions": len(pairs),
+                }
+                for kind, pairs in sorted(kinds.items())
+            },
+        }
+    return found
+
+
+async def run_memory(embedder: Embedder, notes: list[str], questions: Any) -> dict[str, Any]:
+    async with Apollo.with_store(InMemoryStore(), embedder=embedder, clock=ManualClock()) as apollo:
+        return await evaluate(apollo, notes, questions)
+
+
+async def run_postgres(embedder: Embedder, notes: list[str], questions: Any) -> dict[str, Any]:
+    import psycopg
+    from psycopg import sql
+    from psycopg.conninfo import make_conninfo
+
+    from apollo_adapters.postgres import EmbeddedPostgres, PostgresStore
+
+    workdir = Path(tempfile.mkdtemp(prefix="apollo-retrieval-"))
+    server = EmbeddedPostgres(workdir / "pgdata", database="postgres")
+    await server.start()
+    try:
+        name = f"retrieval_{uuid.uuid4().hex[:8]}"
+        async with await psycopg.AsyncConnection.connect(
+            server.admin_conninfo, autocommit=True
+        ) as conn:
+            await conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+        store = await PostgresStore.open(
+            make_conninfo(server.admin_conninfo, dbname=name),
+            embedder_model_id=embedder.model_id,
+            dimension=embedder.dimension,
+        )
+        async with Apollo.with_store(store, embedder=embedder, clock=ManualClock()) as apollo:
+            return await evaluate(apollo, notes, questions)
+    finally:
+        await server.stop()
+
+
+def embedders(use_model: bool) -> list[tuple[str, Embedder]]:
+    found: list[tuple[str, Embedder]] = [("hashing-384", HashingEmbedder(384))]
+    if use_model:
+        from apollo_adapters.embedders import SentenceTransformerEmbedder
+        from apollo_adapters.embedders.sentence import default_model_path
+
+        found.append(("all-MiniLM-L6-v2", SentenceTransformerEmbedder(default_model_path())))
+    return found
+
+
+async def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--people", type=int, default=60)
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--postgres", action="store_true", help="also run on PostgreSQL")
+    parser.add_argument("--no-model", action="store_true", help="hashing embedder only")
+    args = parser.parse_args(argv)
+    notes, questions = corpus(args.people, args.seed)
+    rows = []
+    payload: dict[str, Any] = {"machine": machine(), "notes": len(notes), "runs": {}}
+    stores = ["memory", *(["postgres"] if args.postgres else [])]
+    for label, embedder in embedders(not args.no_model):
+        for store in stores:
+            run = run_memory if store == "memory" else run_postgres
+            found = await run(embedder, notes, questions)
+            payload["runs"][f"{store}/{label}"] = found
+            for mode, numbers in found.items():
+                kinds = numbers["by_kind"]
+                rows.append(
+                    [
+                        store,
+                        label,
+                        mode,
+                        numbers["recall@5"],
+                        numbers["recall@10"],
+                        *(kinds[k]["recall@10"] for k in ("direct", "detail", "hop")),
+                        numbers["ms_per_query"],
+                    ]
+                )
+    print(f"{len(notes)} notes, {len(questions)} questions")
+    print(
+        table(
+            rows,
+            [
+                "store",
+                "embedder",
+                "mode",
+                "recall@5",
+                "recall@10",
+                "direct@10",
+                "detail@10",
+                "hop@10",
+                "ms/query",
+            ],
+        )
+    )
+    print(write_json("retrieval", payload))
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,272 @@
+"""The entity graph: entities, mentions, and edges with their supporting entries."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Collection, Sequence
+from datetime import UTC, datetime
+from itertools import combinations
+from uuid import UUID
+
+from psycopg import sql
+
+from apollo_domain.entities import (
+    Entity,
+    EntityEdge,
+    EntityMention,
+    canonical_pair,
+    normalize_entity_name,
+)
+from apollo_domain.model import Entry, Viewer
+from apollo_domain.ports import SearchFilter
+
+from .filters import Where
+from .rows import ENTRY_COLUMNS, as_utc, entry_from_row
+from .session import Row, Session
+
+_ENTITY = "en.id, en.name, en.key, en.kind, en.created_at"
+_EDGE = "ed.id, ed.src_id, ed.dst_id, ed.relation, ed.valid_from, ed.valid_to, ed.superseded_by"
+
+
+def _entity(row: Row) -> Entity:
+    return Entity(
+        row["id"], row["name"], row["key"], row["kind"], row["created_at"].astimezone(UTC)
+    )
+
+
+def _edge(row: Row) -> EntityEdge:
+    return EntityEdge(
+        id=row["id"],
+        src_id=row["src_id"],
+        dst_id=row["dst_id"],
+        relation=row["relation"],
+        entry_ids=tuple(row["entry_ids"]),
+        valid_from=row["valid_from"].astimezone(UTC),
+        valid_to=as_utc(row["valid_to"]),
+        superseded_by=row["superseded_by"],
+    )
+
+
+def _like_prefix(prefix: str) -> str:
+    escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return escaped + "%"
+
+
+class PostgresEntityGraph:
+    def __init__(self, session: Session) -> None:
+        self._s = session
+
+    # ------------------------------------------------------------------ writes
+
+    async def resolve(self, mentions: Sequence[EntityMention], now: datetime) -> list[Entity]:
+        first: dict[str, EntityMention] = {}
+        for mention in mentions:
+            key = normalize_entity_name(mention.name)
+            if key:
+                first.setdefault(key, mention)
+        if not first:
+            return []
+        keys = list(first)
+        # Sorted inserts take the key locks in one order, so concurrent resolvers cannot
+        # deadlock; a key another unit of work inserted first is left to it and re-read.
+        await self._s.execute(
+            "INSERT INTO entities (id, name, key, kind, created_at)"
+            " SELECT id, name, key, kind, %s FROM unnest(%s::uuid[], %s::text[], %s::text[],"
+            " %s::text[]) AS t(id, name, key, kind) ORDER BY key"
+            " ON CONFLICT (key) DO NOTHING",
+            (
+                now,
+                [uuid.uuid4() for _ in keys],
+                [first[k].name.strip() for k in keys],
+                keys,
+                [first[k].kind for k in keys],
+            ),
+        )
+        rows = await self._s.rows(
+            "SELECT " + _ENTITY + " FROM entities en WHERE en.key = ANY(%s)", (keys,)
+        )
+        found = {row["key"]: _entity(row) for row in rows}
+        return [found[k] for k in keys if k in found]
+
+    async def tag(self, entry_id: UUID, entity_ids: Sequence[UUID]) -> None:
+        if not entity_ids:
+            return
+        await self._s.execute(
+            "INSERT INTO entity_mentions (entry_id, entity_id, position)"
+            " SELECT %s, entity_id, position FROM unnest(%s::uuid[]) WITH ORDINALITY"
+            " AS t(entity_id, position) ON CONFLICT DO NOTHING",
+            (entry_id, list(dict.fromkeys(entity_ids))),
+        )
+
+    async def link_co_occurring(
+        self, entry_id: UUID, entity_ids: Sequence[UUID], now: datetime
+    ) -> None:
+        pairs = sorted(
+            {canonical_pair(a, b) for a, b in combinations(dict.fromkeys(entity_ids), 2)}
+        )
+        if not pairs:
+            return
+        sources, targets = [p[0] for p in pairs], [p[1] for p in pairs]
+        params = {
+            "ids": [uuid.uuid4() for _ in pairs],
+            "src": sources,
+            "dst": targets,
+            "now": now,
+            "entry": entry_id,
+        }
+        await self._s.execute(
+            "INSERT INTO entity_edges (id, src_id, dst_id, relation, valid_from)"
+            " SELECT id, s, d, 'co_occurs', %(now)s"
+            " FROM unnest(%(ids)s::uuid[], %(src)s::uuid[], %(dst)s::uuid[]) AS t(id, s, d)"
+            " ORDER BY s, d"
+            " ON CONFLICT (src_id, dst_id, relation) WHERE valid_to IS NULL DO NOTHING",
+            params,
+        )
+        await self._s.execute(
+            "INSERT INTO entity_edge_entries (edge_id, entry_id)"
+            " SELECT ed.id, %(entry)s FROM entity_edges ed"
+            " JOIN unnest(%(src)s::uuid[], %(dst)s::uuid[]) AS t(s, d)"
+            " ON ed.src_id = t.s AND ed.dst_id = t.d"
+            " WHERE ed.relation = 'co_occurs' AND ed.valid_to IS NULL"
+            " ORDER BY ed.id ON CONFLICT DO NOTHING",
+            params,
+        )
+
+    async def relate(
+        self, src_id: UUID, relation: str, dst_id: UUID, entry_id: UUID, now: datetime
+    ) -> EntityEdge:
+        # Writers of one (src, dst) pair take turns, so two new relations cannot both stay live.
+        await self._s.execute(
+            "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+            (f"apollo-entity-edge:{src_id}:{dst_id}",),
+        )
+        edge_id = await self._s.value(
+            "SELECT id FROM entity_edges WHERE src_id = %s AND dst_id = %s AND relation = %s"
+            " AND valid_to IS NULL",
+            (src_id, dst_id, relation),
+        )
+        if edge_id is None:
+            edge_id = uuid.uuid4()
+            await self._s.execute(
+                "INSERT INTO entity_edges (id, src_id, dst_id, relation, valid_from)"
+                " VALUES (%s, %s, %s, %s, %s)",
+                (edge_id, src_id, dst_id, relation, now),
+            )
+            await self._s.execute(
+                "UPDATE entity_edges SET valid_to = %s, superseded_by = %s"
+                " WHERE src_id = %s AND dst_id = %s AND valid_to IS NULL"
+                " AND relation <> 'co_occurs' AND relation <> %s",
+                (now, edge_id, src_id, dst_id, relation),
+            )
+        await self._s.execute(
+            "INSERT INTO entity_edge_entries (edge_id, entry_id) VALUES (%s, %s)"
+            " ON CONFLICT DO NOTHING",
+            (edge_id, entry_id),
+        )
+        row = await self._s.row(
+            "SELECT " + _EDGE + ", ARRAY(SELECT s.entry_id FROM entity_edge_entries s"
+            " WHERE s.edge_id = ed.id ORDER BY s.position) AS entry_ids"
+            " FROM entity_edges ed WHERE ed.id = %s",
+            (edge_id,),
+        )
+        assert row is not None
+        return _edge(row)
+
+    async def prune(self) -> int:
+        edges = await self._s.execute(
+            "DELETE FROM entity_edges ed WHERE NOT EXISTS"
+            " (SELECT 1 FROM entity_edge_entries s WHERE s.edge_id = ed.id)"
+        )
+        entities = await self._s.execute(
+            "DELETE FROM entities en"
+            " WHERE NOT EXISTS (SELECT 1 FROM entity_mentions m WHERE m.entity_id = en.id)"
+            " AND NOT EXISTS (SELECT 1 FROM entity_edges ed"
+            " WHERE ed.src_id = en.id OR ed.dst_id = en.id)"
+        )
+        return edges + entities
+
+    # ------------------------------------------------------------------ reads
+
+    async def entities_of(self, entry_id: UUID) -> list[Entity]:
+        rows = await self._s.rows(
+            "SELECT " + _ENTITY + " FROM entity_mentions m JOIN entities en"
+            " ON en.id = m.entity_id WHERE m.entry_id = %s ORDER BY m.position",
+            (entry_id,),
+        )
+        return [_entity(row) for row in rows]
+
+    async def find(self, keys: Collection[str], viewer: Viewer) -> list[Entity]:
+        if not keys:
+            return []
+        where = Where()
+        where.visible_to(viewer)
+        query = sql.SQL(
+            "SELECT " + _ENTITY + " FROM entities en WHERE en.key = ANY({keys}) AND EXISTS"
+            " (SELECT 1 FROM entity_mentions m JOIN entries ON entries.id = m.entry_id"
+            " WHERE m.entity_id = en.id AND {visible}) ORDER BY en.key"
+        ).format(keys=where.param(sorted(set(keys))), visible=where.sql())
+        return [_entity(row) for row in await self._s.rows(query, where.params)]
+
+    async def with_prefix(
+        self, prefix: str, viewer: Viewer, limit: int
+    ) -> list[tuple[Entity, int]]:
+        if limit <= 0:
+            return []
+        where = Where()
+        where.visible_to(viewer)
+        query = sql.SQL(
+            "SELECT " + _ENTITY + ", count(*) AS mentions FROM entities en"
+            " JOIN entity_mentions m ON m.entity_id = en.id"
+            " JOIN entries ON entries.id = m.entry_id"
+            " WHERE en.key LIKE {pattern} AND {visible}"
+            " GROUP BY en.id ORDER BY en.key LIMIT {limit}"
+        ).format(
+            pattern=where.param(_like_prefix(normalize_entity_name(prefix))),
+            visible=where.sql(),
+            limit=where.param(limit),
+        )
+        rows = await self._s.rows(query, where.params)
+        return [(_entity(row), row["mentions"]) for row in rows]
+
+    async def edges(
+        self, entity_ids: Collection[UUID], viewer: Viewer, *, as_of: datetime | None = None
+    ) -> list[EntityEdge]:
+        if not entity_ids:
+            return []
+        where = Where()
+        where.visible_to(viewer)
+        ids = where.param(list(entity_ids))
+        when: sql.Composable = sql.SQL("ed.valid_to IS NULL")
+        if as_of is not None:
+            when = sql.SQL(
+                "ed.valid_from <= {at} AND (ed.valid_to IS NULL OR {at} < ed.valid_to)"
+            ).format(at=where.param(as_of))
+        query = sql.SQL(
+            "SELECT * FROM (SELECT " + _EDGE + ", ARRAY(SELECT s.entry_id"
+            " FROM entity_edge_entries s JOIN entries ON entries.id = s.entry_id"
+            " WHERE s.edge_id = ed.id AND {visible} ORDER BY s.position) AS entry_ids"
+            " FROM entity_edges ed WHERE (ed.src_id = ANY({ids}) OR ed.dst_id = ANY({ids}))"
+            " AND {when}) AS found WHERE cardinality(entry_ids) > 0 ORDER BY valid_from, id"
+        ).format(visible=where.sql(), ids=ids, when=when)
+        return [_edge(row) for row in await self._s.rows(query, where.params)]
+
+    async def entries_mentioning(
+        self, entity_ids: Collection[UUID], flt: SearchFilter, limit: int
+    ) -> list[tuple[Entry, frozenset[UUID]]]:
+        if not entity_ids or limit <= 0:
+            return []
+        where = Where()
+        where.matching(flt)
+        query = sql.SQL(
+            "SELECT {columns}, array_agg(m.entity_id) AS matched FROM entries"
+            " JOIN entity_mentions m ON m.entry_id = entries.id"
+            " WHERE m.entity_id = ANY({ids}) AND {where}"
+            " GROUP BY entries.id ORDER BY created_at DESC, id DESC LIMIT {limit}"
+        ).format(
+            columns=ENTRY_COLUMNS,
+            ids=where.param(list(entity_ids)),
+            where=where.sql(),
+            limit=where.param(limit),
+        )
+        rows = await self._s.rows(query, where.params)
+        return [(entry_from_row(row), frozenset(row["matched"])) for row in rows]

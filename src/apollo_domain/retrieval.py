@@ -1,0 +1,118 @@
+"""How a hybrid query ranks (DESIGN §4 "Query"): the settings, and reciprocal rank fusion.
+
+Each signal (``vector``, ``lexical``, ``graph``) ranks its own candidates; an entry's fused
+score is the sum, over the signals that found it, of ``weight / (rrf_k + rank)`` (rank 1 is
+the best). Fusing ranks rather than scores needs no calibration between a cosine, a BM25
+or ``ts_rank`` value and a graph count (Cormack, Clarke and Büttcher, "Reciprocal rank
+fusion outperforms Condorcet and individual rank learning methods", SIGIR 2009, where
+``k = 60`` comes from).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Final
+from uuid import UUID
+
+from attrs import field, frozen, validators
+
+from .errors import ValidationError
+
+VECTOR: Final = "vector"
+LEXICAL: Final = "lexical"
+GRAPH: Final = "graph"
+SIGNALS: Final = (VECTOR, LEXICAL, GRAPH)
+
+_positive_int = [validators.instance_of(int), validators.ge(1)]
+_weight = [validators.instance_of(float), validators.ge(0.0)]
+
+
+def _int_field(default: int) -> int:
+    return field(default=default, validator=_positive_int)
+
+
+def _weight_field(default: float) -> float:
+    return field(default=default, converter=float, validator=_weight)
+
+
+@frozen
+class RetrievalSettings:
+    """The constants of hybrid retrieval; every one can be overridden.
+
+    - ``rrf_k``: the rank offset of reciprocal rank fusion (60, Cormack et al.).
+    - ``candidates``: how deep each signal's own ranking goes before fusion (at least the
+      query's limit).
+    - ``vector_weight`` / ``lexical_weight`` / ``graph_weight``: each signal's share of the
+      fused score; the graph fill is a weaker hint than a direct match.
+    - ``graph_seeds``: at most this many entities named in the query seed the graph fill.
+    - ``graph_scan``: at most this many entries tagged with the seeds or their neighbours
+      are examined.
+    """
+
+    rrf_k: int = _int_field(60)
+    candidates: int = _int_field(50)
+    vector_weight: float = _weight_field(1.0)
+    lexical_weight: float = _weight_field(1.0)
+    graph_weight: float = _weight_field(0.5)
+    graph_seeds: int = _int_field(8)
+    graph_scan: int = _int_field(200)
+
+    @classmethod
+    def from_overrides(cls, **overrides: object) -> RetrievalSettings:
+        """Settings with some defaults replaced; unknown names or bad values →
+        :class:`ValidationError` naming the setting."""
+        known = {a.name: a for a in cls.__attrs_attrs__}
+        for name in overrides:
+            if name not in known:
+                raise ValidationError(name, "is not a retrieval setting")
+        try:
+            return cls(**overrides)  # type: ignore[arg-type]
+        except (TypeError, ValueError) as exc:
+            name = next(iter(overrides)) if len(overrides) == 1 else "retrieval"
+            raise ValidationError(name, str(exc)) from None
+
+    def weight(self, signal: str) -> float:
+        return {
+            VECTOR: self.vector_weight,
+            LEXICAL: self.lexical_weight,
+            GRAPH: self.graph_weight,
+        }[signal]
+
+
+@frozen
+class Fused:
+    """One entry of a fused ranking: its fused score and each finding signal's own score."""
+
+    entry_id: UUID
+    score: float
+    signals: Mapping[str, float]
+
+
+def fuse(
+    rankings: Mapping[str, Sequence[tuple[UUID, float]]], settings: RetrievalSettings
+) -> list[Fused]:
+    """Reciprocal rank fusion of each signal's ranking (best first, ``(entry id, the
+    signal's score)``): highest fused score first, ties broken by id. An entry appears only
+    when at least one signal ranked it."""
+    scores: dict[UUID, float] = {}
+    signals: dict[UUID, dict[str, float]] = {}
+    for signal, ranking in rankings.items():
+        weight = settings.weight(signal)
+        for rank, (entry_id, score) in enumerate(ranking, start=1):
+            if signal in signals.get(entry_id, {}):
+                continue  # a signal counts once per entry: its best rank
+            scores[entry_id] = scores.get(entry_id, 0.0) + weight / (settings.rrf_k + rank)
+            signals.setdefault(entry_id, {})[signal] = score
+    ordered = sorted(scores, key=lambda entry_id: (-scores[entry_id], str(entry_id)))
+    return [Fused(entry_id, scores[entry_id], signals[entry_id]) for entry_id in ordered]
+
+
+__all__ = [
+    "GRAPH",
+    "LEXICAL",
+    "SIGNALS",
+    "VECTOR",
+    "Fused",
+    "RetrievalSettings",
+    "fuse",
+]

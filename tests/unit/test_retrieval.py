@@ -1,0 +1,76 @@
+"""Reciprocal rank fusion and the retrieval settings (apollo_domain.retrieval)."""
+
+from __future__ import annotations
+
+import uuid
+from itertools import pairwise
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from apollo_domain.errors import ValidationError
+from apollo_domain.retrieval import RetrievalSettings, fuse
+
+A, B, C = sorted(uuid.UUID(int=i) for i in (1, 2, 3))
+
+
+def test_fused_score_is_the_sum_of_weighted_reciprocal_ranks():
+    settings = RetrievalSettings()
+    fused = fuse({"vector": [(A, 0.9), (B, 0.8)], "lexical": [(B, 3.0), (C, 1.0)]}, settings)
+    assert [B, A, C] == [f.entry_id for f in fused]
+    assert pytest.approx(1 / 62 + 1 / 61) == fused[0].score
+    assert {"vector": 0.8, "lexical": 3.0} == fused[0].signals
+    assert {"vector": 0.9} == fused[1].signals
+
+
+def test_ties_are_broken_by_id_and_weights_apply():
+    fused = fuse({"vector": [(B, 0.5)], "lexical": [(A, 1.0)]}, RetrievalSettings())
+    assert [A, B] == [f.entry_id for f in fused]
+    graph_only = fuse({"graph": [(A, 1.0)]}, RetrievalSettings(graph_weight=0.5))
+    assert pytest.approx(0.5 / 61) == graph_only[0].score
+
+
+def test_a_signal_counts_once_per_entry():
+    fused = fuse({"graph": [(A, 2.0), (A, 1.0)]}, RetrievalSettings())
+    assert pytest.approx(0.5 / 61) == fused[0].score
+
+
+def test_settings_overrides_are_validated():
+    assert 10 == RetrievalSettings.from_overrides(rrf_k=10).rrf_k
+    with pytest.raises(ValidationError) as unknown:
+        RetrievalSettings.from_overrides(bogus=1)
+    assert "bogus" == unknown.value.field
+    with pytest.raises(ValidationError) as bad:
+        RetrievalSettings.from_overrides(rrf_k=0)
+    assert "rrf_k" == bad.value.field
+
+
+rankings = st.dictionaries(
+    st.sampled_from(["vector", "lexical", "graph"]),
+    st.lists(st.tuples(st.sampled_from([A, B, C]), st.floats(0, 1)), max_size=5),
+)
+
+
+@given(rankings)
+def test_fusion_returns_each_ranked_entry_once_best_first(ranked):
+    fused = fuse(ranked, RetrievalSettings())
+    ids = [f.entry_id for f in fused]
+    assert len(ids) == len(set(ids))
+    assert set(ids) == {entry_id for ranking in ranked.values() for entry_id, _ in ranking}
+    assert all(a.score >= b.score for a, b in pairwise(fused))
+    for f in fused:
+        assert set(f.signals) == {
+            s for s, r in ranked.items() if any(e == f.entry_id for e, _ in r)
+        }
+
+
+def test_query_names_are_word_runs_longest_first_without_lone_stop_words():
+    from apollo_domain.services.query import query_names
+
+    names = query_names("Where did Alice Moreau's team move, in 2023?")
+    assert "alice moreau" in names
+    assert "2023" in names and "alice" in names
+    assert "where" not in names and "in" not in names
+    assert names.index("alice moreau") < names.index("alice")
+    assert [] == query_names("  ?! ")
