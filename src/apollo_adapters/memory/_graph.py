@@ -8,7 +8,7 @@ from collections.abc import Collection, Sequence
 from datetime import datetime
 from functools import partial
 from itertools import combinations
-from typing import TYPE_CHECKING
+from typing import Protocol
 from uuid import UUID
 
 import attrs
@@ -27,16 +27,21 @@ from apollo_domain.rules import is_visible
 
 from ._columns import Undo
 
-if TYPE_CHECKING:
-    from ._entries import EntryTable
-
 EdgeKey = tuple[UUID, UUID, str]
+
+
+class _Entries(Protocol):
+    """What the graph reads of the entry table."""
+
+    def get(self, entry_id: UUID, with_embedding: bool) -> Entry | None: ...
+
+    def browse(self, flt: SearchFilter, limit: int) -> list[Entry]: ...
 
 
 class GraphTable:
     """Entities, mentions and edges of one store."""
 
-    def __init__(self, entries: EntryTable) -> None:
+    def __init__(self, entries: _Entries) -> None:
         self._entries = entries
         self._entities: dict[UUID, Entity] = {}
         self._by_key: dict[str, UUID] = {}

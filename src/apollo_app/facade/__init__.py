@@ -1,13 +1,13 @@
 """The library surface: ``Apollo`` and its clients (in process, blocking, over the bus)."""
 
-from typing import TYPE_CHECKING
+import typing
 
 from .apollo import Apollo, Health
 from .blocking import BlockingApollo, BlockingClient
 from .client import Client, KnowledgeClient
 from .remote import RemoteClient, open_client_mode
 
-if TYPE_CHECKING:  # mypy proves both clients keep the one protocol's signatures
+if typing.TYPE_CHECKING:  # mypy proves both clients keep the one protocol's signatures
 
     def _conforms(client: Client, remote: RemoteClient) -> tuple[KnowledgeClient, ...]:
         return client, remote
