@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID, uuid4
 
-from attrs import evolve
+from attrs import evolve, frozen
 from hypothesis import strategies as st
 
 from apollo_domain.model import (
@@ -19,7 +19,7 @@ from apollo_domain.model import (
     Status,
     Viewer,
 )
-from apollo_domain.normalize import content_hash
+from apollo_domain.normalize import content_hash, make_source
 
 EPOCH = datetime(2025, 1, 1, tzinfo=UTC)
 
@@ -111,6 +111,34 @@ def entries(
         updated_at=updated,  # type: ignore[arg-type]  # the store may leave it unset
     )
 
+
+# -- agreement stories -----------------------------------------------------------------
+
+AGREEMENT_AGENTS = ("claude-1", "claude-2", "openai-1", "openai-2", "gemini-1", "x-1", "x-2")
+agreement_sources = st.builds(
+    make_source, st.sampled_from(AGREEMENT_AGENTS), st.none(), st.sampled_from((None, "slack"))
+)
+
+
+@frozen
+class Submission:
+    """One source saying the story's fact: ``wording`` is ``same`` (the exact text, up to
+    case), or ``restated`` (another text at cosine 0.97), in a content type."""
+
+    source: SourceRef
+    wording: str
+    content_type: ContentType
+
+
+submissions = st.builds(
+    Submission,
+    agreement_sources,
+    st.sampled_from(("same", "shouted", "restated")),
+    st.sampled_from((ContentType.FACT, ContentType.FACT, ContentType.PROCEDURE)),
+)
+submission_lists = st.lists(submissions, min_size=1, max_size=6)
+neighbour_sources = st.none() | agreement_sources
+"""The source of a confirmed neighbour (cosine 0.92) that appears before the checker runs."""
 
 # -- relation graphs -------------------------------------------------------------------
 
