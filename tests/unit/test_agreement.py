@@ -180,10 +180,10 @@ def test_no_source_counts_twice_and_dependent_sources_never_confirm(
     assert all(independent(a, b) for a, b in combinations(agreeing, 2))
     sources = {said.source for said in story}
     if all(not independent(a, b) for a, b in combinations(sources, 2)):
-        event("only sources that depend on one another")
+        event("no two sources independent of each other")
         assert "candidate" == told.ending
     else:
-        event("some independent pair of sources")
+        event("two sources independent of each other")
     if told.ending == "agreement":
         assert len(set(told.agreement)) == len(told.agreement) >= 2
         assert set(told.agreement) <= {s.agent_id for s in sources}
