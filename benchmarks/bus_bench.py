@@ -1,4 +1,4 @@
-"""RabbitMQ transport end to end: ingest throughput through ``apollo_app.service`` processes
+"""RabbitMQ transport end to end: ingest throughput through Apollo service processes
 and RPC query latency, each beside a baseline measured in the same run.
 
 Run from the repository root::
@@ -78,10 +78,10 @@ from yarl import URL
 
 from apollo_adapters.embedders import HashingEmbedder
 from apollo_adapters.postgres import EmbeddedPostgres, PostgresStore, migrate
-from apollo_adapters.rabbitmq import AiormqBus, Topology
-from apollo_app import Apollo, Settings
-from apollo_app.client_mode import RemoteClient
+from apollo_adapters.rabbitmq import AiormqBus
+from apollo_app import Apollo, RemoteClient, Settings
 from apollo_domain.messaging import Delivery, Message
+from apollo_domain.topology import Topology
 from benchmarks._common import (
     COMPARISON_HEADER,
     DOMAINS,
@@ -401,7 +401,7 @@ async def count_entries(conn: psycopg.AsyncConnection[Any]) -> int:
 
 
 class ServiceProcess:
-    """``python -m apollo_app.service`` with its output in a log file."""
+    """``python -m apollo_app.entrypoints.service`` with its output in a log file."""
 
     def __init__(self, env: dict[str, str], log: Path) -> None:
         self.env = env
@@ -413,7 +413,7 @@ class ServiceProcess:
             self.process = await asyncio.create_subprocess_exec(
                 sys.executable,
                 "-m",
-                "apollo_app.service",
+                "apollo_app.entrypoints.service",
                 cwd=ROOT,
                 env=self.env,
                 stdout=out,

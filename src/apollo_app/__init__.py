@@ -4,6 +4,7 @@ from apollo_domain.errors import (
     ApolloError,
     ConfigurationError,
     Conflict,
+    Forbidden,
     InvalidTransition,
     NotFound,
     StoreUnavailable,
@@ -25,8 +26,14 @@ from apollo_domain.results import (
     RelatedEntry,
 )
 
-from .blocking import BlockingApollo, BlockingClient
-from .facade import Apollo, Client
+from .facade import (
+    Apollo,
+    BlockingApollo,
+    BlockingClient,
+    Client,
+    KnowledgeClient,
+    RemoteClient,
+)
 from .settings import Settings
 
 __all__ = [
@@ -43,9 +50,11 @@ __all__ = [
     "ContentType",
     "Dispatch",
     "EntryView",
+    "Forbidden",
     "GasResult",
     "IngestResult",
     "InvalidTransition",
+    "KnowledgeClient",
     "LifecycleResult",
     "LinkResult",
     "MaintenanceResult",
@@ -55,6 +64,7 @@ __all__ = [
     "QueryResult",
     "RelatedEntry",
     "RelationType",
+    "RemoteClient",
     "Settings",
     "Status",
     "StoreUnavailable",

@@ -1,32 +1,74 @@
-"""The composition root: the one place that picks adapters."""
+"""The composition root: the one module of ``apollo_app`` that picks and builds adapters.
+
+Everything else asks it: the facade for stores (:func:`in_memory`, :func:`open_durable`),
+the service and client mode for buses (:func:`open_bus`), the CLI for migrations
+(:func:`migrate_database`), the demo and simulations for a manual clock. Tests pass fakes
+through the same functions (:class:`Overrides`). Nothing here runs at import time.
+"""
 
 from __future__ import annotations
 
-from apollo_adapters.clock import SystemClock
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from attrs import frozen
+
+from apollo_adapters.clock import ManualClock, SystemClock
 from apollo_adapters.embedders import CachingEmbedder, HashingEmbedder
+from apollo_adapters.memory import InMemoryStore
 from apollo_domain.contradiction import HeuristicContradictionJudge
+from apollo_domain.errors import ConfigurationError
+from apollo_domain.messaging import MessageBus
 from apollo_domain.policy import ConfidencePolicy
 from apollo_domain.ports import Clock, ContradictionJudge, Embedder, GasLanguageModel, Store
 from apollo_domain.services import Deps
+from apollo_domain.topology import Topology
+
+from .settings import Settings
 
 EMBEDDING_CACHE_SIZE = 10_000
+Closer = Callable[[], Awaitable[None]]
+
+
+@frozen
+class Overrides:
+    """Ports the embedding program (or a test) supplies itself; ``None`` takes the default:
+    the cached hashing embedder (or the one the settings name), the system clock, the
+    heuristic contradiction judge (or the configured LLM), no LLM, the default policy (or
+    the settings')."""
+
+    embedder: Embedder | None = None
+    clock: Clock | None = None
+    judge: ContradictionJudge | None = None
+    llm: GasLanguageModel | None = None
+    policy: ConfidencePolicy | None = None
+
+
+@frozen
+class Wired:
+    """Wired use-case dependencies and what to close, in order, when done with them."""
+
+    deps: Deps
+    closers: tuple[Closer, ...] = ()
 
 
 def default_embedder() -> Embedder:
     return CachingEmbedder(HashingEmbedder(), max_entries=EMBEDDING_CACHE_SIZE)
 
 
-def bootstrap(
-    store: Store,
-    *,
-    embedder: Embedder | None = None,
-    clock: Clock | None = None,
-    judge: ContradictionJudge | None = None,
-    llm: GasLanguageModel | None = None,
-    policy: ConfidencePolicy | None = None,
-) -> Deps:
-    """Wire the use cases' ports. ``None`` takes the default: the cached hashing embedder,
-    the system clock, the heuristic contradiction judge, no LLM, the default policy."""
+def hashing_embedder(dimension: int = 384) -> HashingEmbedder:
+    """The deterministic hashing embedder (no model): simulations and tests."""
+    return HashingEmbedder(dimension)
+
+
+def manual_clock() -> ManualClock:
+    """A clock that moves only when told to (``advance``): simulations and tests."""
+    return ManualClock()
+
+
+def wire(store: Store, overrides: Overrides = Overrides()) -> Deps:
+    """The use cases' ports over ``store``."""
+    embedder = overrides.embedder
     if embedder is None:
         embedder = default_embedder()
     elif not isinstance(embedder, CachingEmbedder):
@@ -34,8 +76,215 @@ def bootstrap(
     return Deps(
         store=store,
         embedder=embedder,
-        judge=judge or HeuristicContradictionJudge(),
-        clock=clock or SystemClock(),
-        policy=policy or ConfidencePolicy(),
-        llm=llm,
+        judge=overrides.judge or HeuristicContradictionJudge(),
+        clock=overrides.clock or SystemClock(),
+        policy=overrides.policy or ConfidencePolicy(),
+        llm=overrides.llm,
     )
+
+
+def in_memory(overrides: Overrides = Overrides()) -> Wired:
+    """Everything in this process: the in-memory store (exact numpy search)."""
+    store = InMemoryStore()
+    return Wired(wire(store, overrides), (store.close,))
+
+
+def build_embedder(settings: Settings) -> Embedder:
+    """The embedder named by ``APOLLO_EMBEDDER`` (hashing unless configured otherwise)."""
+    if settings.embedder == "hashing":
+        return HashingEmbedder(settings.embedding_dimension)
+    if settings.embedder == "sentence-transformers":
+        from apollo_adapters.embedders import SentenceTransformerEmbedder
+
+        return SentenceTransformerEmbedder(settings.embedding_model)
+    if settings.embedder == "openai":
+        from apollo_adapters.embedders import OpenAIEmbedder
+
+        if not settings.embedding_url or not settings.embedding_model:
+            raise ConfigurationError(
+                "APOLLO_EMBEDDING_URL",
+                "the openai embedder needs APOLLO_EMBEDDING_URL and APOLLO_EMBEDDING_MODEL",
+            )
+        return OpenAIEmbedder(
+            settings.embedding_url,
+            settings.embedding_model,
+            settings.llm_api_key,
+            dimension=settings.embedding_dimension,
+        )
+    raise ConfigurationError("APOLLO_EMBEDDER", f"unknown embedder {settings.embedder!r}")
+
+
+def build_llm(settings: Settings) -> Any:
+    """The OpenAI-compatible chat model when ``APOLLO_LLM_URL`` is set (it serves both the
+    GAS language model and the contradiction judge ports), else None."""
+    if not settings.llm_url:
+        return None
+    if not settings.llm_model:
+        raise ConfigurationError("APOLLO_LLM_MODEL", "is required with APOLLO_LLM_URL")
+    from apollo_adapters.llm import OpenAIChatModel
+
+    return OpenAIChatModel(settings.llm_url, settings.llm_model, settings.llm_api_key)
+
+
+async def _close_all(closers: Sequence[Closer]) -> None:
+    for closer in reversed(closers):
+        await closer()
+
+
+async def _database(settings: Settings) -> tuple[str, list[Closer]]:
+    """The conninfo of ``APOLLO_DATABASE_URL``, else of an embedded server started in
+    ``APOLLO_DATA_DIR`` (stopped by the returned closer)."""
+    if settings.database_url is not None:
+        return settings.database_url, []
+    from apollo_adapters.postgres import EmbeddedPostgres
+
+    server = EmbeddedPostgres(settings.data_dir / "postgres")
+    return await server.start(), [server.stop]
+
+
+async def open_durable(settings: Settings, overrides: Overrides = Overrides()) -> Wired:
+    """The PostgreSQL store of ``APOLLO_DATABASE_URL`` (else the embedded server), migrated,
+    with the embedder and LLM the settings name unless ``overrides`` supplies them."""
+    from apollo_adapters.postgres import PostgresStore
+
+    closers: list[Closer] = []
+    embedder = overrides.embedder
+    llm, judge = overrides.llm, overrides.judge
+    try:
+        if embedder is None:
+            embedder = build_embedder(settings)
+            _closer_of(embedder, closers)
+        chat = build_llm(settings) if llm is None or judge is None else None
+        if chat is not None:  # one OpenAI-compatible model serves both ports
+            _closer_of(chat, closers)
+            llm = llm or chat
+            judge = judge or chat
+        conninfo, server_closers = await _database(settings)
+        closers.extend(server_closers)
+        store = await PostgresStore.open(
+            conninfo,
+            embedder_model_id=embedder.model_id,
+            dimension=embedder.dimension,
+            pool_max=settings.pool_max,
+            ef_search=settings.ef_search,
+        )
+        closers.append(store.close)
+    except BaseException:
+        await _close_all(closers)
+        raise
+    deps = wire(
+        store,
+        Overrides(
+            embedder=embedder,
+            clock=overrides.clock,
+            judge=judge,
+            llm=llm,
+            policy=overrides.policy or settings.policy,
+        ),
+    )
+    return Wired(deps, tuple(closers))  # closed in reverse: the store first, the embedder last
+
+
+def _closer_of(resource: Any, closers: list[Closer]) -> None:
+    close = getattr(resource, "aclose", None)
+    if close is not None:
+        closers.append(close)
+
+
+async def migrate_database(settings: Settings) -> tuple[list[int], int, dict[int, str]]:
+    """Apply pending migrations to the configured database (starting the embedded one when
+    no URL is set) and check it matches the embedder. Returns (versions applied now, the
+    current version, every version's name)."""
+    from apollo_adapters.postgres import PostgresStore, migrate
+    from apollo_adapters.postgres.schema import migrations
+
+    embedder = build_embedder(settings)
+    closers: list[Closer] = []
+    _closer_of(embedder, closers)
+    try:
+        conninfo, server_closers = await _database(settings)
+        closers.extend(server_closers)
+        applied = await migrate(conninfo, dimension=embedder.dimension, model_id=embedder.model_id)
+        store = await PostgresStore.open(
+            conninfo,
+            embedder_model_id=embedder.model_id,
+            dimension=embedder.dimension,
+            pool_max=1,
+            migrate=False,
+        )
+        await store.close()
+    finally:
+        await _close_all(closers)
+    names = {m.version: m.name for m in migrations()}
+    return applied, max(names), names
+
+
+def topology_of(settings: Settings) -> Topology:
+    """Apollo's topology named by the settings: queues ``<queue_prefix>.ingest``, ``.query``,
+    ``.writeback.store``, ``.writeback.vectorize``, ``.gas`` and ``.dead``; the dead-letter
+    exchange ``<exchange>.dlx``; the GAS queue bound to ``audit_exchange``. The defaults give
+    the production names, and ``Topology().with_prefix(p)`` equals the topology of settings
+    whose exchange, queue prefix and audit exchange all start with ``p``."""
+    queues = settings.queue_prefix
+    exchange = settings.exchange
+    return Topology(
+        exchange=exchange,
+        ingest_queue=f"{queues}.ingest",
+        query_queue=f"{queues}.query",
+        writeback_store_queue=f"{queues}.writeback.store",
+        writeback_vectorize_queue=f"{queues}.writeback.vectorize",
+        gas_queue=f"{queues}.gas",
+        audit_exchange=settings.audit_exchange,
+        dead_letter_exchange=f"{exchange}.dlx",
+        dead_letter_queue=f"{queues}.dead",
+    )
+
+
+async def open_bus(
+    settings: Settings,
+    topology: Topology | None = None,
+    *,
+    amqp_url: str | None = None,
+) -> MessageBus:
+    """RabbitMQ at ``amqp_url`` (default ``settings.amqp_url``; declaring the topology,
+    idempotently), else the in-process bus."""
+    topology = topology or topology_of(settings)
+    url = amqp_url or settings.amqp_url
+    if url:
+        from apollo_adapters.rabbitmq import AiormqBus
+
+        return await AiormqBus.connect(
+            url, topology=topology, max_redeliveries=settings.max_redeliveries
+        )
+    from apollo_adapters.inprocess import InProcessBus
+
+    return InProcessBus(topology, max_redeliveries=settings.max_redeliveries)
+
+
+async def connect_broker(amqp_url: str, topology: Topology | None = None) -> MessageBus:
+    """A RabbitMQ bus at ``amqp_url`` declaring ``topology`` (the production names by
+    default): client mode's transport."""
+    from apollo_adapters.rabbitmq import AiormqBus
+
+    return await AiormqBus.connect(amqp_url, topology=topology or Topology())
+
+
+__all__ = [
+    "Closer",
+    "HashingEmbedder",
+    "ManualClock",
+    "Overrides",
+    "Wired",
+    "build_embedder",
+    "build_llm",
+    "connect_broker",
+    "default_embedder",
+    "hashing_embedder",
+    "in_memory",
+    "manual_clock",
+    "migrate_database",
+    "open_bus",
+    "open_durable",
+    "topology_of",
+    "wire",
+]

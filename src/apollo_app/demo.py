@@ -16,13 +16,13 @@ from uuid import UUID
 
 import numpy as np
 
-from apollo_adapters.clock import ManualClock
 from apollo_domain.credibility import SourceCredibility
 from apollo_domain.errors import NotFound
 from apollo_domain.model import Entry, Outcome, Principal, Status
 from apollo_domain.ports import CredibilityRecord
 from apollo_domain.traversal import DECAY_PER_HOP
 
+from .bootstrap import ManualClock, manual_clock
 from .facade import Apollo, Client
 
 # -- what the agents say ---------------------------------------------------------------
@@ -583,7 +583,7 @@ async def run_demo(*, in_memory: bool, out: TextIO | None = None) -> bool:
     from .settings import Settings
 
     stream = out or sys.stdout
-    clock = ManualClock()
+    clock = manual_clock()
     if in_memory:
         print("Apollo tour on the in-memory store", file=stream)
         async with Apollo.in_memory(clock=clock) as apollo:

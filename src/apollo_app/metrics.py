@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
     CollectorRegistry,
@@ -11,7 +13,9 @@ from prometheus_client import (
     generate_latest,
 )
 
+from apollo_domain.commands import Command, QueryKnowledge
 from apollo_domain.model import Outcome
+from apollo_domain.results import IngestResult, MaintenanceResult
 
 QUERY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
@@ -81,6 +85,17 @@ class Metrics:
             self.decayed.inc(decayed)
         if archived > 0:
             self.archived.inc(archived)
+
+    def observe_command(self, command: Command[Any], result: Any, seconds: float) -> None:
+        """What every edge reports after carrying out a command: ingest outcomes, query
+        latency, decayed and archived counts."""
+        if isinstance(result, IngestResult):
+            self.observe_ingest(result.outcome)
+        elif isinstance(command, QueryKnowledge):
+            self.observe_query(seconds)
+        elif isinstance(result, MaintenanceResult):
+            decayed = result.affected if result.action in ("decay", "force_decay") else 0
+            self.observe_maintenance(decayed=decayed, archived=result.archived)
 
     def set_queue_depth(self, queue: str, depth: int) -> None:
         self.queue_depth.labels(queue=queue).set(max(0, depth))

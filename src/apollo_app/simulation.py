@@ -21,13 +21,12 @@ import numpy as np
 import numpy.typing as npt
 from attrs import field, frozen
 
-from apollo_adapters.clock import ManualClock
-from apollo_adapters.embedders import HashingEmbedder
 from apollo_domain.errors import ValidationError
 from apollo_domain.expertise import DomainCoverage
 from apollo_domain.model import Outcome, Status
 from apollo_domain.policy import ConfidencePolicy
 
+from .bootstrap import hashing_embedder, manual_clock
 from .facade import Apollo
 
 #: How an agent prefixes what it publishes; one style per agent (cycled).
@@ -196,7 +195,7 @@ def generate_facts(domains: Sequence[str], rng: random.Random) -> dict[str, list
     embedder sees each fact's styled versions as corroborating paraphrases (similarity in
     [0.9, 0.96)) and any two distinct facts as unrelated (below
     :data:`DISTINCT_FACT_CEILING`, so no contradiction scan ever compares them)."""
-    embedder = HashingEmbedder()
+    embedder = hashing_embedder()
     policy = ConfidencePolicy()
     # a new source (credibility 0.5) is admitted only while 0.5 · (1 − similarity) ≥ threshold
     novelty_ceiling = 1.0 - policy.admission_novelty_threshold / NEW_SOURCE_CREDIBILITY
@@ -273,7 +272,7 @@ async def simulate(
     names = domain_names(domains)
     facts = generate_facts(names, rng)
     mesh = _agents(agents, names, rng)
-    clock = ManualClock()
+    clock = manual_clock()
     start = clock.now()
     outcomes: Counter[str] = Counter()
     published = wrong = queries = hits = 0

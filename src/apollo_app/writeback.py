@@ -13,20 +13,19 @@ from collections.abc import Mapping
 from typing import Any
 from uuid import uuid4
 
-from apollo_adapters.rabbitmq import Topology
+from apollo_domain import commands as c
 from apollo_domain.errors import ValidationError
 from apollo_domain.messaging import Message, MessageBus
 from apollo_domain.results import Dispatch
-from apollo_domain.writeback import MIN_CONTENT_CHARS, STORE_ROUTE, evaluate_writeback
-
-from .messages import (
-    ACTIONS,
+from apollo_domain.topology import Topology
+from apollo_domain.writeback import (
+    MIN_CONTENT_CHARS,
+    STORE_ROUTE,
     WRITEBACK_ARGUMENTS,
-    WritebackStoreBody,
-    WritebackVectorizeBody,
-    encode_command,
-    payload_of,
+    evaluate_writeback,
 )
+
+from .wire.envelope import action_of, encode_command, payload_of
 
 #: Response attributes copied into the writeback metadata when present.
 RESPONSE_METADATA = ("provider", "model", "request_id", *WRITEBACK_ARGUMENTS)
@@ -52,23 +51,26 @@ async def publish_writeback(
         value = _get(response, name)
         if value is not None:
             metadata[name] = list(value) if isinstance(value, tuple) else value
-    body: WritebackStoreBody | WritebackVectorizeBody
+    command: c.WritebackStore | c.WritebackVectorize
     if decision.route == STORE_ROUTE:
-        body = WritebackStoreBody(content, _vector(_get(response, "embedding")), agent_id, metadata)
+        embedding = _vector(_get(response, "embedding"))
+        command = c.WritebackStore(
+            content=content, embedding=embedding, agent_id=agent_id, metadata=metadata
+        )
         queue = topology.writeback_store_queue
     else:
-        body = WritebackVectorizeBody(content, agent_id, metadata)
+        command = c.WritebackVectorize(content=content, agent_id=agent_id, metadata=metadata)
         queue = topology.writeback_vectorize_queue
     message_id = uuid4().hex
     await bus.publish(
         Message(
             routing_key=queue,
-            body=encode_command(body),
+            body=encode_command(command),
             message_id=message_id,
             user_id=user_id if user_id is not None else getattr(bus, "login", None),
         )
     )
-    return Dispatch(ACTIONS[type(body)].value, payload_of(body), message_id)
+    return Dispatch(action_of(command), payload_of(command), message_id)
 
 
 def _get(obj: Any, name: str) -> Any:

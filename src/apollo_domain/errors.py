@@ -25,6 +25,10 @@ class NotFound(ApolloError, LookupError):
     """The entry (or other object) does not exist, or is not visible to the caller."""
 
 
+class Forbidden(ApolloError):
+    """The caller may not do this (its role, or the object is not its own). Nothing changed."""
+
+
 class Conflict(ApolloError):
     """A concurrent writer won, or a uniqueness rule would be broken."""
 
@@ -76,6 +80,7 @@ __all__ = [
     "ConfigurationError",
     "Conflict",
     "EmbeddingError",
+    "Forbidden",
     "InvalidTransition",
     "NotFound",
     "PersistenceFailed",

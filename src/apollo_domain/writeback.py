@@ -100,3 +100,33 @@ __all__ = [
     "evaluate_writeback",
     "research_tool_calls",
 ]
+
+
+#: Writeback ``metadata`` keys that become ingest arguments of the same name.
+WRITEBACK_ARGUMENTS = (
+    "content_type",
+    "tags",
+    "knowledge_domain",
+    "source_provider",
+    "source_channel",
+    "access_scope",
+    "submitted_by",
+    "submitted_from",
+)
+
+
+def writeback_arguments(metadata: Mapping[str, Any]) -> dict[str, Any]:
+    """The ingest arguments of a writeback message's ``metadata``: the
+    :data:`WRITEBACK_ARGUMENTS` it holds, and a context made of the ``context`` object (if
+    any) plus every unrecognised key."""
+    arguments = {name: metadata[name] for name in WRITEBACK_ARGUMENTS if name in metadata}
+    arguments.setdefault("content_type", "observation")
+    extra = metadata.get("context")
+    context = dict(extra) if isinstance(extra, Mapping) else {}
+    context.update(
+        (key, value)
+        for key, value in metadata.items()
+        if key not in WRITEBACK_ARGUMENTS and key != "context"
+    )
+    arguments["context"] = context
+    return arguments

@@ -13,8 +13,9 @@ from attrs import define, field
 from yarl import URL
 
 from apollo_adapters.inprocess import InProcessBus
-from apollo_adapters.rabbitmq import AiormqBus, Topology
+from apollo_adapters.rabbitmq import AiormqBus
 from apollo_domain.messaging import MessageBus
+from apollo_domain.topology import Topology
 from tests.rabbitmq_support import (
     amqp_test_url,
     delete_topology,

@@ -21,9 +21,9 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from apollo_adapters.memory import InMemoryStore
 from apollo_app import Apollo, Settings, Status
-from apollo_app.http import HttpServer, bind_host, create_app, serve_http
+from apollo_app.entrypoints.http import HttpServer, bind_host, create_app, serve_http
 from apollo_app.metrics import Metrics
-from apollo_app.serialization import decode_json, encode_json, make_converter
+from apollo_app.wire.codec import decode_json, encode_json, make_converter
 from apollo_domain.model import Outcome
 from apollo_domain.ports import CredibilityRecord
 from apollo_domain.results import AgentProfile, DomainExpertise, IngestResult

@@ -25,7 +25,7 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from apollo_app import Apollo
-from apollo_app.http import HttpServer, create_app, openapi_document
+from apollo_app.entrypoints.http import HttpServer, create_app, openapi_document
 from apollo_app.metrics import Metrics
 
 TOKENS = {"tok-fuzz": "fuzzer"}

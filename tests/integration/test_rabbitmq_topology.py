@@ -10,9 +10,10 @@ import aiormq
 import pytest
 from yarl import URL
 
-from apollo_adapters.rabbitmq import AiormqBus, Topology
+from apollo_adapters.rabbitmq import AiormqBus, declare_topology
 from apollo_domain.errors import TransportError
 from apollo_domain.messaging import Delivery, Message
+from apollo_domain.topology import Topology
 from tests.rabbitmq_support import (
     TestBroker,
     amqp_test_url,
@@ -70,7 +71,7 @@ async def test_declaring_twice_changes_nothing_and_keeps_every_binding(
     vhost = start_test_broker().vhost
     async with aiormq.connect(rabbitmq_url) as connection:
         channel = await connection.channel()
-        await topology.declare(channel)
+        await declare_topology(channel, topology)
         await channel.basic_publish(
             b"kept",
             exchange=topology.exchange,
@@ -80,7 +81,7 @@ async def test_declaring_twice_changes_nothing_and_keeps_every_binding(
         before = await snapshot(channel, topology)
         bound_before = bindings_of(vhost, topology) if vhost else None
 
-        await topology.declare(channel)
+        await declare_topology(channel, topology)
 
         after = await snapshot(channel, topology)
         bound_after = bindings_of(vhost, topology) if vhost else None
@@ -136,7 +137,7 @@ async def test_a_conflicting_existing_queue_is_a_transport_error(
         channel = await connection.channel()
         await channel.queue_declare(topology.ingest_queue, durable=True)
         with pytest.raises(TransportError, match="PRECONDITION_FAILED"):
-            await topology.declare(await connection.channel())
+            await declare_topology(await connection.channel(), topology)
 
 
 async def test_an_unreachable_broker_is_a_transport_error() -> None:

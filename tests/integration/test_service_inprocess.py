@@ -13,16 +13,15 @@ from attrs import define, field
 
 from apollo_adapters.inprocess import InProcessBus
 from apollo_adapters.memory import InMemoryStore
-from apollo_adapters.rabbitmq import Topology
-from apollo_app import Apollo, Principal, Settings
-from apollo_app.client_mode import RemoteClient
-from apollo_app.messages import encode_gas_event
-from apollo_app.service import ApolloService
+from apollo_app import Apollo, Principal, RemoteClient, Settings
+from apollo_app.entrypoints.service import ApolloService
+from apollo_app.wire.envelope import encode_gas_event
 from apollo_app.writeback import publish_writeback
 from apollo_domain.errors import NotFound, RpcTimeout, StoreUnavailable, ValidationError
 from apollo_domain.messaging import Message
 from apollo_domain.model import ContentType, RelationType, Status
 from apollo_domain.results import Dispatch, EntryView, QueryResult
+from apollo_domain.topology import Topology
 from tests.support import FaultInjectingStore
 
 PATIENCE = 10.0

@@ -1,7 +1,7 @@
 """The service over a real RabbitMQ broker and a real PostgreSQL + pgvector store.
 
-The end-to-end run starts ``python -m apollo_app.service`` as a subprocess, kills it with
-SIGKILL halfway through 1,000 ingests, starts it again, and checks that exactly 1,000
+The end-to-end run starts ``python -m apollo_app.entrypoints.service`` as a subprocess,
+kills it with SIGKILL halfway through 1,000 ingests, starts it again, and checks that exactly 1,000
 entries (and 1,000 ingest access-log rows) were written: redeliveries are idempotent.
 """
 
@@ -23,13 +23,14 @@ import pytest
 from attrs import define, field
 from yarl import URL
 
-from apollo_adapters.rabbitmq import AiormqBus, Topology
-from apollo_app import Apollo, Principal, Settings
-from apollo_app.client_mode import RemoteClient
-from apollo_app.messages import encode_gas_event, topology_from_settings
-from apollo_app.service import ApolloService, open_bus
+from apollo_adapters.rabbitmq import AiormqBus
+from apollo_app import Apollo, Principal, RemoteClient, Settings
+from apollo_app.bootstrap import open_bus, topology_of
+from apollo_app.entrypoints.service import ApolloService
+from apollo_app.wire.envelope import encode_gas_event
 from apollo_domain.messaging import DeadLetter, Message
 from apollo_domain.results import EntryView
+from apollo_domain.topology import Topology
 from tests.postgres_support import PostgresTestServer, fresh_store
 from tests.rabbitmq_support import (
     amqp_test_url,
@@ -108,7 +109,7 @@ async def test_declaring_the_topology_twice_keeps_the_same_bindings(
     vhost = start_test_broker().vhost
     assert vhost is not None, "the test broker must give this run its own vhost"
     settings = settings_for(topology, amqp_url=service_amqp_url)
-    assert topology == topology_from_settings(settings)
+    assert topology == topology_of(settings)
     names = {queue.name for queue in topology.queues}
 
     def ours() -> set[tuple[str, str, str]]:
@@ -268,7 +269,8 @@ def free_port() -> int:
 
 
 class ServiceProcess:
-    """``python -m apollo_app.service`` with the given environment; output in a log file."""
+    """``python -m apollo_app.entrypoints.service`` with the given environment; output in a
+    log file."""
 
     def __init__(self, env: dict[str, str], log: Path) -> None:
         self.env = env
@@ -280,7 +282,7 @@ class ServiceProcess:
             self.process = await asyncio.create_subprocess_exec(
                 sys.executable,
                 "-m",
-                "apollo_app.service",
+                "apollo_app.entrypoints.service",
                 cwd=ROOT,
                 env=self.env,
                 stdout=out,

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from apollo_domain.gas import (
+from apollo_domain.gas_rules import (
     DepositCounts,
     FactDeposit,
     ProposedRelation,

@@ -1,4 +1,4 @@
-"""The message wire format: versioned commands, strict payloads, RPC replies."""
+"""The message wire format: versioned command envelopes, strict payloads, RPC replies."""
 
 from __future__ import annotations
 
@@ -11,28 +11,20 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from apollo_adapters.rabbitmq import Topology
-from apollo_app.messages import (
+from apollo_app.bootstrap import topology_of
+from apollo_app.settings import Settings
+from apollo_app.wire.envelope import (
     ACTIONS,
-    BODIES,
+    COMMANDS,
     MUTATIONS,
     REQUESTS,
-    Action,
-    IngestBody,
-    QueryBody,
-    TraverseBody,
-    WritebackStoreBody,
     decode_command,
     decode_gas_event,
-    decode_reply,
     encode_command,
-    encode_error_reply,
-    encode_reply,
     make_converter,
-    topology_from_settings,
-    writeback_arguments,
 )
-from apollo_app.settings import Settings
+from apollo_app.wire.replies import decode_reply, encode_error_reply, encode_reply
+from apollo_domain.commands import QueryKnowledge, StoreKnowledge, Traverse, WritebackStore
 from apollo_domain.errors import (
     ApolloError,
     NotFound,
@@ -42,6 +34,7 @@ from apollo_domain.errors import (
     ValidationError,
 )
 from apollo_domain.expertise import DomainCoverage
+from apollo_domain.handlers import handler_of
 from apollo_domain.model import AccessScope, ContentType, RelationType, Status
 from apollo_domain.results import (
     AgentProfile,
@@ -50,6 +43,8 @@ from apollo_domain.results import (
     QueryResult,
     RelatedEntry,
 )
+from apollo_domain.topology import Topology
+from apollo_domain.writeback import writeback_arguments
 
 
 def raw(document: Any) -> bytes:
@@ -62,19 +57,21 @@ def field_of(document: Any) -> str:
     return caught.value.field
 
 
-def test_every_action_has_one_body_and_one_queue_family():
-    """Each action maps to its own body class; mutations and RPC requests do not overlap."""
-    assert set(Action) == set(BODIES)
-    assert len(set(BODIES.values())) == len(BODIES)
+def test_every_action_has_one_command_and_one_queue_family():
+    """Each action names its own command; mutations and RPC requests do not overlap, and a
+    request is a read and a mutation a write in the handler table."""
+    assert len(set(ACTIONS.values())) == len(ACTIONS) == len(COMMANDS)
     assert not MUTATIONS & REQUESTS
-    assert {Action.WRITEBACK_STORE, Action.WRITEBACK_VECTORIZE} == set(
-        Action
-    ) - MUTATIONS - REQUESTS
+    assert {"writeback_store", "writeback_vectorize"} == set(COMMANDS) - MUTATIONS - REQUESTS
+    assert all(handler_of(COMMANDS[a]).mutation for a in MUTATIONS)
+    assert not any(handler_of(COMMANDS[a]).mutation for a in REQUESTS)
 
 
 def test_a_command_is_a_versioned_envelope():
     """{"v": 1, "action": ..., "payload": {...}}, and decoding gives the body back."""
-    body = IngestBody("BGP route reflectors reduce iBGP mesh", agent_id="a-1", tags=("bgp",))
+    body = StoreKnowledge(
+        content="BGP route reflectors reduce iBGP mesh", agent_id="a-1", tags=("bgp",)
+    )
     document = json.loads(encode_command(body))
     assert {"v", "action", "payload"} == set(document)
     assert (1, "ingest") == (document["v"], document["action"])
@@ -85,21 +82,21 @@ def test_a_command_is_a_versioned_envelope():
 text = st.text(st.characters(exclude_categories=("Cs",), exclude_characters="\x00"), max_size=40)
 bodies = st.one_of(
     st.builds(
-        IngestBody,
+        StoreKnowledge,
         content=text,
         agent_id=text,
         tags=st.none() | st.lists(text, max_size=3).map(tuple),
         context=st.none() | st.dictionaries(text, st.integers() | text, max_size=3),
     ),
     st.builds(
-        QueryBody,
+        QueryKnowledge,
         query=text,
         min_confidence=st.floats(0, 1),
         limit=st.integers(1, 100),
         status=st.none() | st.lists(text, max_size=2).map(tuple),
     ),
     st.builds(
-        WritebackStoreBody,
+        WritebackStore,
         content=text,
         embedding=st.lists(st.floats(-1, 1), min_size=1, max_size=8).map(tuple),
         metadata=st.dictionaries(text, text, max_size=3),
@@ -156,7 +153,7 @@ def test_malformed_json_is_a_validation_error():
 
 def test_a_queue_accepts_only_its_own_actions():
     """A query published to the ingest queue is refused, not executed."""
-    message = encode_command(QueryBody("anything"))
+    message = encode_command(QueryKnowledge(query="anything"))
     with pytest.raises(ValidationError) as caught:
         decode_command(message, accept=MUTATIONS)
     assert "action" == caught.value.field
@@ -244,7 +241,7 @@ def test_validation_error_replies_keep_the_field():
     assert {
         "ok": False,
         "error": {
-            "type": "ValidationError",
+            "type": "validation_error",
             "message": "must be between 1 and 100",
             "field": "limit",
         },
@@ -262,7 +259,7 @@ def test_an_unreadable_reply_is_a_transport_error():
 
 
 def test_topology_from_default_settings_has_the_production_names():
-    assert Topology() == topology_from_settings(Settings())
+    assert Topology() == topology_of(Settings())
 
 
 def test_topology_from_prefixed_settings_equals_the_prefixed_topology():
@@ -274,7 +271,7 @@ def test_topology_from_prefixed_settings_equals_the_prefixed_topology():
         queue_prefix=prefix + "legion.apollo",
         audit_exchange=prefix + "llm.audit",
     )
-    assert Topology().with_prefix(prefix) == topology_from_settings(settings)
+    assert Topology().with_prefix(prefix) == topology_of(settings)
 
 
 def test_writeback_metadata_splits_into_arguments_and_context():
@@ -286,8 +283,9 @@ def test_writeback_metadata_splits_into_arguments_and_context():
     assert {"ticket": "n/a", "research_tools": ["web_search"]} == arguments["context"]
 
 
-def test_actions_of_bodies_are_consistent():
-    assert Action.TRAVERSE == ACTIONS[TraverseBody]
+def test_actions_of_commands_are_consistent():
+    assert "traverse" == ACTIONS[Traverse]
+    assert Traverse is COMMANDS["traverse"]
 
 
 async def test_rpc_requests_carry_an_exact_whole_second_deadline():
@@ -295,8 +293,8 @@ async def test_rpc_requests_carry_an_exact_whole_second_deadline():
     at today's epoch rounds by ~128 s and made live requests look expired."""
     import time
 
-    from apollo_app.client_mode import RemoteClient
-    from apollo_app.messages import DEADLINE_HEADER
+    from apollo_app import RemoteClient
+    from apollo_app.wire.envelope import DEADLINE_HEADER
     from apollo_domain.errors import RpcTimeout
 
     sent = []

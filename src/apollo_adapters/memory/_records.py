@@ -18,7 +18,7 @@ from apollo_domain.ports import (
     OutboxItem,
 )
 
-from ._entries import Undo, micros
+from ._columns import Undo, micros
 
 
 class ExpertiseTable:

@@ -1,20 +1,19 @@
 """PostgreSQL + pgvector adapters of Apollo's store ports."""
 
 from .embedded import EmbeddedPostgres
-from .schema import migrate
-from .store import (
+from .entries import PostgresEntryRepository
+from .repositories import (
     PostgresAccessLog,
     PostgresCredibilityRegistry,
-    PostgresEntryRepository,
     PostgresEvidenceRepository,
     PostgresExpertiseRepository,
     PostgresIdentityDirectory,
     PostgresOutbox,
     PostgresProcessedKeys,
     PostgresRelationRepository,
-    PostgresStore,
-    PostgresUnitOfWork,
 )
+from .schema import migrate
+from .store import PostgresStore, PostgresUnitOfWork
 
 __all__ = [
     "EmbeddedPostgres",

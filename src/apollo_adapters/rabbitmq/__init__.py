@@ -1,6 +1,19 @@
-"""RabbitMQ transport (aiormq): Apollo's topology and the message bus over it."""
+"""RabbitMQ transport (aiormq): Apollo's topology declared on the broker and the message bus
+over it. ``Topology`` and its values live in :mod:`apollo_domain.topology`; they are
+re-exported here for convenience."""
 
-from .bus import AiormqBus, exponential_backoff
-from .topology import Binding, Exchange, Queue, Topology
+from apollo_adapters.bus_support import exponential_backoff
+from apollo_domain.topology import Binding, Exchange, Queue, Topology
 
-__all__ = ["AiormqBus", "Binding", "Exchange", "Queue", "Topology", "exponential_backoff"]
+from .bus import AiormqBus
+from .topology import declare_topology
+
+__all__ = [
+    "AiormqBus",
+    "Binding",
+    "Exchange",
+    "Queue",
+    "Topology",
+    "declare_topology",
+    "exponential_backoff",
+]

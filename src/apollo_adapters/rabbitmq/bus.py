@@ -29,17 +29,18 @@ from attrs import evolve
 from pamqp import commands as spec
 from yarl import URL
 
+from apollo_adapters.bus_support import describe, exponential_backoff, run_handler
 from apollo_domain.errors import RpcTimeout, TransportError, ValidationError
 from apollo_domain.messaging import (
     DEAD_LETTER_QUEUE_HEADER,
     DEAD_LETTER_REASON_HEADER,
     DeadLetter,
-    Delivery,
     Message,
     MessageHandler,
 )
+from apollo_domain.topology import Topology
 
-from .topology import Topology, describe, translate_amqp_errors
+from .topology import declare_topology, translate_amqp_errors
 
 log = logging.getLogger(__name__)
 
@@ -52,11 +53,6 @@ _BROKER_HEADER_PREFIXES = ("x-death", "x-first-death-", "x-last-death-")
 
 PERSISTENT = 2
 TRANSIENT = 1
-
-
-def exponential_backoff(attempt: int) -> float:
-    """Seconds to wait before redelivering after the ``attempt``-th failed delivery."""
-    return min(0.2 * 2 ** (attempt - 1), 10.0)
 
 
 class _ConnectionLost(Exception):
@@ -149,7 +145,7 @@ class AiormqBus:
         try:
             with translate_amqp_errors("opening channels"):
                 channel = await connection.channel()
-                await self.topology.declare(channel)
+                await declare_topology(channel, self.topology)
                 replies = await connection.channel(publisher_confirms=False)
                 declared = await replies.queue_declare("", exclusive=True, auto_delete=True)
                 await replies.basic_consume(declared.queue or "", self._on_reply, no_ack=True)
@@ -579,26 +575,6 @@ def _stamped(message: Message) -> Message:
     return message if message.message_id else evolve(message, message_id=uuid4().hex)
 
 
-async def run_handler(
-    handler: MessageHandler, delivery: Delivery, queue: str, settled: Callable[[], bool]
-) -> None:
-    """Run a consumer's handler; a handler that raises, or returns without settling the
-    delivery, counts as a retry (bounded by the bus). Shared by both bus adapters."""
-    try:
-        await handler(delivery)
-    except Exception as e:
-        log.exception("handler for %r failed", queue)
-        reason = describe(e)
-    else:
-        reason = "not settled by the handler"
-    if settled():
-        return
-    try:
-        await delivery.retry(reason)
-    except TransportError as e:
-        log.warning("could not settle a delivery from %r (%s)", queue, e)
-
-
 def _properties(message: Message, delivery_mode: int) -> spec.Basic.Properties:
     return spec.Basic.Properties(
         delivery_mode=delivery_mode,
@@ -619,4 +595,4 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-__all__ = ["AiormqBus", "exponential_backoff"]
+__all__ = ["AiormqBus"]

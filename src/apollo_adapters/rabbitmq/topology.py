@@ -1,4 +1,4 @@
-"""Apollo's exchanges, queues and bindings, and their idempotent declaration on RabbitMQ."""
+"""Declaring Apollo's topology on RabbitMQ, and mapping aiormq failures to TransportError."""
 
 from __future__ import annotations
 
@@ -7,126 +7,34 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import aiormq
-from attrs import evolve, frozen
 
+from apollo_adapters.bus_support import describe
 from apollo_domain.errors import TransportError
+from apollo_domain.topology import Topology
 
 if TYPE_CHECKING:
     from aiormq.abc import AbstractChannel
 
 
-@frozen
-class Exchange:
-    name: str
-    type: str  # "direct", "topic" or "fanout"
+async def declare_topology(channel: AbstractChannel, topology: Topology) -> None:
+    """Declare every exchange, queue and binding of ``topology`` on ``channel``.
 
-
-@frozen
-class Queue:
-    name: str
-    dead_letter_exchange: str | None
-
-
-@frozen
-class Binding:
-    exchange: str
-    queue: str
-    routing_key: str
-
-
-@frozen
-class Topology:
-    """Names of Apollo's messaging entities; the defaults are the production names.
-
-    Every work queue is durable, dead-letters into ``dead_letter_exchange`` (fanout) and so
-    into ``dead_letter_queue``. The four Apollo queues are bound to ``exchange`` (direct)
-    with their own name as routing key; ``gas_queue`` is bound to ``audit_exchange`` (topic)
-    with ``audit_routing_key``.
+    Idempotent: declaring again changes nothing and keeps every binding. Raises
+    :class:`TransportError` when an entity exists with other settings (for instance a
+    queue declared earlier without the dead-letter exchange) or the broker is gone.
     """
-
-    exchange: str = "legion.apollo"
-    ingest_queue: str = "legion.apollo.ingest"
-    query_queue: str = "legion.apollo.query"
-    writeback_store_queue: str = "legion.apollo.writeback.store"
-    writeback_vectorize_queue: str = "legion.apollo.writeback.vectorize"
-    gas_queue: str = "legion.apollo.gas"
-    audit_exchange: str = "llm.audit"
-    audit_routing_key: str = "llm.audit.complete"
-    dead_letter_exchange: str = "legion.apollo.dlx"
-    dead_letter_queue: str = "legion.apollo.dead"
-
-    def with_prefix(self, prefix: str) -> Topology:
-        """The same topology with ``prefix`` before every exchange and queue name (routing
-        keys of the Apollo queues follow their names; the audit routing key is kept)."""
-        return evolve(
-            self,
-            exchange=prefix + self.exchange,
-            ingest_queue=prefix + self.ingest_queue,
-            query_queue=prefix + self.query_queue,
-            writeback_store_queue=prefix + self.writeback_store_queue,
-            writeback_vectorize_queue=prefix + self.writeback_vectorize_queue,
-            gas_queue=prefix + self.gas_queue,
-            audit_exchange=prefix + self.audit_exchange,
-            dead_letter_exchange=prefix + self.dead_letter_exchange,
-            dead_letter_queue=prefix + self.dead_letter_queue,
-        )
-
-    @property
-    def apollo_queues(self) -> tuple[str, ...]:
-        """The queues bound to ``exchange`` by their own name."""
-        return (
-            self.ingest_queue,
-            self.query_queue,
-            self.writeback_store_queue,
-            self.writeback_vectorize_queue,
-        )
-
-    @property
-    def exchanges(self) -> tuple[Exchange, ...]:
-        return (
-            Exchange(self.exchange, "direct"),
-            Exchange(self.audit_exchange, "topic"),
-            Exchange(self.dead_letter_exchange, "fanout"),
-        )
-
-    @property
-    def queues(self) -> tuple[Queue, ...]:
-        work = [Queue(name, self.dead_letter_exchange) for name in self.apollo_queues]
-        return (
-            *work,
-            Queue(self.gas_queue, self.dead_letter_exchange),
-            Queue(self.dead_letter_queue, None),
-        )
-
-    @property
-    def bindings(self) -> tuple[Binding, ...]:
-        return (
-            *(Binding(self.exchange, name, name) for name in self.apollo_queues),
-            Binding(self.audit_exchange, self.gas_queue, self.audit_routing_key),
-            Binding(self.dead_letter_exchange, self.dead_letter_queue, ""),
-        )
-
-    async def declare(self, channel: AbstractChannel) -> None:
-        """Declare every exchange, queue and binding on ``channel``.
-
-        Idempotent: declaring again changes nothing and keeps every binding. Raises
-        :class:`TransportError` when an entity exists with other settings (for instance a
-        queue declared earlier without the dead-letter exchange) or the broker is gone.
-        """
-        with translate_amqp_errors("declaring the topology"):
-            for exchange in self.exchanges:
-                await channel.exchange_declare(
-                    exchange.name, exchange_type=exchange.type, durable=True
-                )
-            for queue in self.queues:
-                arguments: dict[str, Any] = {}
-                if queue.dead_letter_exchange is not None:
-                    arguments["x-dead-letter-exchange"] = queue.dead_letter_exchange
-                await channel.queue_declare(queue.name, durable=True, arguments=arguments)
-            for binding in self.bindings:
-                await channel.queue_bind(
-                    binding.queue, binding.exchange, routing_key=binding.routing_key
-                )
+    with translate_amqp_errors("declaring the topology"):
+        for exchange in topology.exchanges:
+            await channel.exchange_declare(exchange.name, exchange_type=exchange.type, durable=True)
+        for queue in topology.queues:
+            arguments: dict[str, Any] = {}
+            if queue.dead_letter_exchange is not None:
+                arguments["x-dead-letter-exchange"] = queue.dead_letter_exchange
+            await channel.queue_declare(queue.name, durable=True, arguments=arguments)
+        for binding in topology.bindings:
+            await channel.queue_bind(
+                binding.queue, binding.exchange, routing_key=binding.routing_key
+            )
 
 
 @contextmanager
@@ -142,10 +50,4 @@ def translate_amqp_errors(action: str) -> Iterator[None]:
         raise TransportError(f"{action}: {describe(e)}") from e
 
 
-def describe(error: BaseException) -> str:
-    """A short text for an aiormq error (their ``str`` is often empty)."""
-    text = str(error)
-    return f"{type(error).__name__}: {text}" if text else repr(error)
-
-
-__all__ = ["Binding", "Exchange", "Queue", "Topology", "translate_amqp_errors"]
+__all__ = ["declare_topology", "translate_amqp_errors"]

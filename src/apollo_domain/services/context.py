@@ -37,11 +37,20 @@ class Caller:
 
     agent_id: str
     principal: Principal
+    #: The embedding program itself, calling without a principal: it reads any entry by id.
+    #: Never set from an edge.
+    trusted: bool = False
 
     @classmethod
     def of(cls, agent_id: object, principal: Principal | None = None) -> Caller:
         agent = truncate(agent_id, MAX_AGENT_ID) if agent_id is not None else None
         return cls(agent or UNKNOWN_AGENT, principal or Principal(None))
+
+    def acting_as(self, agent_id: str | None) -> Caller:
+        """The same principal credited as ``agent_id`` (``None``: unchanged)."""
+        if agent_id is None or not agent_id.strip():
+            return self
+        return Caller.of(agent_id, self.principal)
 
 
 async def resolve_viewer(directory: IdentityDirectory, principal: Principal) -> Viewer:

@@ -7,7 +7,7 @@ from typing import Any
 from uuid import UUID
 
 from ..errors import ApolloError, ValidationError
-from ..gas import (
+from ..gas_rules import (
     FALLBACK_RELATION,
     FALLBACK_RELATION_CONFIDENCE,
     RELATION_CANDIDATES_PER_FACT,

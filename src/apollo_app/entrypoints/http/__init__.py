@@ -1,6 +1,9 @@
 """Apollo's HTTP API (Starlette), its OpenAPI document and the uvicorn runner."""
 
-from .app import OPERATIONS, PREFIX, create_app, openapi_document
+from .app import create_app
+from .errors import error_body, map_error
+from .openapi import openapi_document
+from .operations import OPERATIONS, PREFIX
 from .server import HttpServer, bind_host, serve_http
 
 __all__ = [
@@ -9,6 +12,8 @@ __all__ = [
     "HttpServer",
     "bind_host",
     "create_app",
+    "error_body",
+    "map_error",
     "openapi_document",
     "serve_http",
 ]

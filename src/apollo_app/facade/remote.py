@@ -18,11 +18,12 @@ import math
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, TypeVar
 from uuid import UUID, uuid4
 
-from apollo_adapters.rabbitmq import AiormqBus, Topology
+from apollo_domain import commands as c
 from apollo_domain import services
+from apollo_domain.commands import result_type
 from apollo_domain.errors import RpcTimeout, ValidationError
 from apollo_domain.expertise import DomainCoverage
 from apollo_domain.lifecycle import parse_resolution, validate_decay_factor, validate_stale_days
@@ -34,29 +35,16 @@ from apollo_domain.services import Caller
 from apollo_domain.services.context import bounded_int, parse_statuses, unit_float
 from apollo_domain.services.graph import parse_id
 from apollo_domain.services.query import DEFAULT_STATUSES, MAX_LIMIT
+from apollo_domain.topology import Topology
 from apollo_domain.traversal import parse_relation_types, validate_depth
+from apollo_domain.validation import bounded_float
 
-from .messages import (
-    ACTIONS,
-    DEADLINE_HEADER,
-    RESULT_TYPES,
-    ArchiveStaleBody,
-    AtRiskBody,
-    Body,
-    DeprecateBody,
-    ExpertiseBody,
-    ForceDecayBody,
-    IngestBody,
-    LinkBody,
-    ProfileBody,
-    QueryBody,
-    ResolveBody,
-    RetrieveBody,
-    TraverseBody,
-    decode_reply,
-    encode_command,
-    payload_of,
-)
+from .. import bootstrap
+from ..wire.envelope import DEADLINE_HEADER, action_of, encode_command, payload_of
+from ..wire.replies import decode_reply
+from .client import store_command, store_many_command
+
+R = TypeVar("R")
 
 
 class RemoteClient:
@@ -91,7 +79,7 @@ class RemoteClient:
     def principal(self) -> Principal:
         return self.caller.principal
 
-    # -- mutations: publish and return the envelope ----------------------------------------
+    # -- mutations: validate, publish and return the envelope ------------------------------
 
     async def store_knowledge(
         self,
@@ -106,8 +94,7 @@ class RemoteClient:
         submitted_by: str | None = None,
         submitted_from: str | None = None,
     ) -> Dispatch:
-        request = services.prepare(
-            self.caller,
+        command = store_command(
             content=content,
             content_type=content_type,
             tags=tags,
@@ -119,21 +106,48 @@ class RemoteClient:
             submitted_by=submitted_by,
             submitted_from=submitted_from,
         )
+        return await self._publish(self._normalized(command))
+
+    async def store_many(self, items: Sequence[Mapping[str, Any]]) -> list[Dispatch]:
+        """Every item validated first (nothing is published when one is bad), then one
+        message per item, each exactly-once on the service side."""
+        batch = store_many_command(items)
+        normalized = []
+        for index, item in enumerate(batch.items):
+            try:
+                normalized.append(self._normalized(item))
+            except ValidationError as exc:
+                raise ValidationError(f"items[{index}].{exc.field}", exc.message) from None
+        return [await self._publish(item) for item in normalized]
+
+    def _normalized(self, command: c.StoreKnowledge) -> c.StoreKnowledge:
+        """The command as the service will read it, validated here with the same rules."""
+        request = services.prepare(
+            self.caller,
+            content=command.content,
+            content_type=command.content_type,
+            tags=command.tags,
+            context=command.context,
+            source_provider=command.source_provider,
+            source_channel=command.source_channel,
+            knowledge_domain=command.knowledge_domain,
+            access_scope=command.access_scope,
+            submitted_by=command.submitted_by,
+            submitted_from=command.submitted_from,
+        )
         source = request.source
-        return await self._publish(
-            IngestBody(
-                content=request.content,
-                agent_id=self.agent_id,
-                content_type=request.content_type.value,
-                tags=request.tags,
-                context=dict(request.context),
-                source_provider=source.provider,
-                source_channel=source.channel,
-                knowledge_domain=request.knowledge_domain,
-                access_scope=request.access_scope.value,
-                submitted_by=source.submitted_by,
-                submitted_from=source.submitted_from,
-            )
+        return c.StoreKnowledge(
+            content=request.content,
+            agent_id=self.agent_id,
+            content_type=request.content_type.value,
+            tags=request.tags,
+            context=dict(request.context),
+            source_provider=source.provider,
+            source_channel=source.channel,
+            knowledge_domain=request.knowledge_domain,
+            access_scope=request.access_scope.value,
+            submitted_by=source.submitted_by,
+            submitted_from=source.submitted_from,
         )
 
     async def link_entries(
@@ -156,25 +170,39 @@ class RemoteClient:
         if not math.isfinite(weight) or not 0.0 < weight <= 1.0:
             raise ValidationError("weight", f"must be within (0, 1], got {weight!r}")
         return await self._publish(
-            LinkBody(str(source), str(target), kind.value, float(weight), self.agent_id)
+            c.LinkEntries(
+                from_entry_id=str(source),
+                to_entry_id=str(target),
+                relation_type=kind.value,
+                weight=float(weight),
+                agent_id=self.agent_id,
+            )
         )
 
     async def deprecate_entry(self, entry_id: UUID | str, reason: str) -> Dispatch:
         target = parse_id("entry_id", entry_id)
         if not isinstance(reason, str) or not reason.strip():
             raise ValidationError("reason", "must be a non-empty string")
-        return await self._publish(DeprecateBody(str(target), reason, self.agent_id))
+        return await self._publish(
+            c.DeprecateEntry(entry_id=str(target), reason=reason, agent_id=self.agent_id)
+        )
 
     async def resolve_dispute(self, entry_id: UUID | str, resolution: str) -> Dispatch:
         target = parse_id("entry_id", entry_id)
         decided = parse_resolution(resolution)
-        return await self._publish(ResolveBody(str(target), decided.value, self.agent_id))
+        return await self._publish(
+            c.ResolveDispute(entry_id=str(target), resolution=decided.value, agent_id=self.agent_id)
+        )
 
     async def force_decay(self, factor: float) -> Dispatch:
-        return await self._publish(ForceDecayBody(validate_decay_factor(factor), self.agent_id))
+        return await self._publish(
+            c.ForceDecay(factor=validate_decay_factor(factor), agent_id=self.agent_id)
+        )
 
     async def archive_stale(self, days: float) -> Dispatch:
-        return await self._publish(ArchiveStaleBody(validate_stale_days(days), self.agent_id))
+        return await self._publish(
+            c.ArchiveStale(days=validate_stale_days(days), agent_id=self.agent_id)
+        )
 
     # -- reads: RPC -------------------------------------------------------------------------
 
@@ -186,12 +214,14 @@ class RemoteClient:
         status: Sequence[str] | str | None = None,
         tags: Sequence[str] | None = None,
         knowledge_domain: str | None = None,
+        min_similarity: float = 0.0,
+        mode: str = "vector",
     ) -> QueryResult:
         statuses = None
         if status is not None:
             statuses = tuple(sorted(s.value for s in parse_statuses(status, DEFAULT_STATUSES)))
-        result: QueryResult = await self._request(
-            QueryBody(
+        return await self._request(
+            c.QueryKnowledge(
                 query=_text("query", query),
                 agent_id=self.agent_id,
                 min_confidence=unit_float("min_confidence", min_confidence),
@@ -199,9 +229,10 @@ class RemoteClient:
                 status=statuses,
                 tags=_strings("tags", tags),
                 knowledge_domain=_optional_text("knowledge_domain", knowledge_domain),
+                min_similarity=_similarity(min_similarity),
+                mode=_text("mode", mode),
             )
         )
-        return result
 
     async def retrieve(
         self,
@@ -210,78 +241,83 @@ class RemoteClient:
         min_confidence: float = 0.3,
         tags: Sequence[str] | None = None,
         knowledge_domain: str | None = None,
+        min_similarity: float = 0.0,
+        mode: str = "vector",
     ) -> QueryResult:
         """Like ``query_knowledge`` but without access counts or access-log rows."""
-        result: QueryResult = await self._request(
-            RetrieveBody(
+        return await self._request(
+            c.QueryKnowledge(
                 query=_text("query", query),
                 agent_id=self.agent_id,
                 limit=bounded_int("limit", limit, 1, MAX_LIMIT),
                 min_confidence=unit_float("min_confidence", min_confidence),
                 tags=_strings("tags", tags),
                 knowledge_domain=_optional_text("knowledge_domain", knowledge_domain),
+                min_similarity=_similarity(min_similarity),
+                mode=_text("mode", mode),
+                count_access=False,
             )
         )
-        return result
 
     async def related_entries(
         self, entry_id: UUID | str, depth: int = 2, relation_types: Sequence[str] | None = None
     ) -> list[RelatedEntry]:
         types = parse_relation_types(relation_types)
-        result: list[RelatedEntry] = await self._request(
-            TraverseBody(
+        return await self._request(
+            c.Traverse(
                 entry_id=str(parse_id("entry_id", entry_id)),
                 agent_id=self.agent_id,
                 depth=validate_depth(depth),
                 relation_types=None if types is None else tuple(sorted(t.value for t in types)),
             )
         )
-        return result
 
     async def get_expertise(
         self, domain: str, min_proficiency: float = 0.0
     ) -> list[ExpertiseRecord]:
-        result: list[ExpertiseRecord] = await self._request(
-            ExpertiseBody(
+        return await self._request(
+            c.GetExpertise(
                 domain=_text("domain", domain),
                 agent_id=self.agent_id,
                 min_proficiency=unit_float("min_proficiency", min_proficiency),
             )
         )
-        return result
 
     async def domains_at_risk(self, min_agents: int = 2) -> list[DomainCoverage]:
-        result: list[DomainCoverage] = await self._request(
-            AtRiskBody(self.agent_id, bounded_int("min_agents", min_agents, 1, 1_000_000))
+        return await self._request(
+            c.DomainsAtRisk(
+                agent_id=self.agent_id,
+                min_agents=bounded_int("min_agents", min_agents, 1, 1_000_000),
+            )
         )
-        return result
 
     async def agent_profile(self, agent_id: str) -> AgentProfile:
         if not isinstance(agent_id, str) or not agent_id.strip():
             raise ValidationError("agent_id", "must be a non-empty string")
-        result: AgentProfile = await self._request(ProfileBody(agent_id.strip(), self.agent_id))
-        return result
+        return await self._request(
+            c.GetAgentProfile(target_agent_id=agent_id.strip(), agent_id=self.agent_id)
+        )
 
     # -- transport ------------------------------------------------------------------------
 
-    async def _publish(self, body: Body) -> Dispatch:
+    async def _publish(self, command: c.Command[Any]) -> Dispatch:
         message_id = uuid4().hex
         await self.bus.publish(
             Message(
                 routing_key=self.topology.ingest_queue,
-                body=encode_command(body),
+                body=encode_command(command),
                 message_id=message_id,
                 user_id=self.user_id,
             )
         )
-        return Dispatch(ACTIONS[type(body)].value, payload_of(body), message_id)
+        return Dispatch(action_of(command), payload_of(command), message_id)
 
-    async def _request(self, body: Body) -> Any:
-        action = ACTIONS[type(body)]
+    async def _request(self, command: c.Command[R]) -> R:
+        action = action_of(command)
         queue = self.topology.query_queue
         message = Message(
             routing_key=queue,
-            body=encode_command(body),
+            body=encode_command(command),
             message_id=uuid4().hex,
             # a request nobody waits for any more is dropped unanswered by the service;
             # whole seconds, rounded up: AMQP tables carry a Python float as a 32-bit float,
@@ -293,10 +329,15 @@ class RemoteClient:
             reply = await self.bus.request(message, timeout=self.rpc_timeout)
         except RpcTimeout as exc:
             raise RpcTimeout(
-                f"no reply to {action.value!r} from the Apollo service on queue {queue!r} "
+                f"no reply to {action!r} from the Apollo service on queue {queue!r} "
                 f"within {self.rpc_timeout:g}s (is the service running?)"
             ) from exc
-        return decode_reply(reply.body, RESULT_TYPES[action])
+        result: R = decode_reply(reply.body, result_type(type(command)))
+        return result
+
+
+def _similarity(value: object) -> float:
+    return bounded_float("min_similarity", value, -1.0, 1.0)
 
 
 def _text(name: str, value: object) -> str:
@@ -327,7 +368,7 @@ async def open_client_mode(
 ) -> AsyncIterator[RemoteClient]:
     """Connect to RabbitMQ at ``amqp_url`` (declaring ``topology``, the production names by
     default), yield a :class:`RemoteClient` acting as the URL's login, close on exit."""
-    bus = await AiormqBus.connect(amqp_url, topology=topology or Topology())
+    bus = await bootstrap.connect_broker(amqp_url, topology)
     try:
         yield RemoteClient(bus, agent_id=agent_id, rpc_timeout=rpc_timeout)
     finally:

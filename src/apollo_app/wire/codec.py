@@ -1,4 +1,4 @@
-"""The JSON edge: a private cattrs converter plus strict JSON encoding and decoding.
+"""The JSON codec of every edge: a private cattrs converter, strict JSON encoding and decoding.
 
 ``make_converter()`` turns Apollo's attrs values into JSON-ready dicts (UUIDs as strings,
 datetimes as ISO 8601 UTC, enums as their values, sets and tuples as lists) and structures

@@ -10,13 +10,15 @@ import asyncio
 import functools
 import threading
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from apollo_domain.model import Principal
 
-from .facade import Apollo, Client
+from .apollo import Apollo
+from .client import Client
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 
 class _LoopThread:
@@ -48,6 +50,19 @@ def _blocking(runner: _LoopThread, target: Any, name: str) -> Any:
     return call
 
 
+def _blocks(
+    method: Callable[Concatenate[Client, P], Coroutine[Any, Any, T]],
+) -> Callable[Concatenate[BlockingClient, P], T]:
+    """``method`` of :class:`Client` as a blocking method of :class:`BlockingClient`, with
+    the same parameters (so the two cannot drift apart)."""
+
+    @functools.wraps(method)
+    def call(self: BlockingClient, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return self._runner.run(method(self._client, *args, **kwargs))
+
+    return call
+
+
 class BlockingClient:
     """:class:`Client` with every coroutine method made blocking."""
 
@@ -55,8 +70,28 @@ class BlockingClient:
         self._runner = runner
         self._client = client
 
-    def __getattr__(self, name: str) -> Any:
-        return _blocking(self._runner, self._client, name)
+    @property
+    def agent_id(self) -> str:
+        return self._client.agent_id
+
+    @property
+    def principal(self) -> Principal:
+        return self._client.principal
+
+    run = _blocks(Client.run)
+    store_knowledge = _blocks(Client.store_knowledge)
+    store_many = _blocks(Client.store_many)
+    query_knowledge = _blocks(Client.query_knowledge)
+    retrieve = _blocks(Client.retrieve)
+    related_entries = _blocks(Client.related_entries)
+    link_entries = _blocks(Client.link_entries)
+    deprecate_entry = _blocks(Client.deprecate_entry)
+    resolve_dispute = _blocks(Client.resolve_dispute)
+    force_decay = _blocks(Client.force_decay)
+    archive_stale = _blocks(Client.archive_stale)
+    get_expertise = _blocks(Client.get_expertise)
+    domains_at_risk = _blocks(Client.domains_at_risk)
+    agent_profile = _blocks(Client.agent_profile)
 
 
 class BlockingApollo:

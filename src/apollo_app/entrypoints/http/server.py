@@ -10,9 +10,9 @@ from collections.abc import Generator, Mapping
 import uvicorn
 from starlette.types import ASGIApp
 
-from ..facade import Apollo
-from ..metrics import Metrics
-from ..settings import Settings
+from ...facade import Apollo
+from ...metrics import Metrics
+from ...settings import Settings
 from .app import create_app
 
 LOOPBACK = "127.0.0.1"

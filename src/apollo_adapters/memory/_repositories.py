@@ -1,0 +1,242 @@
+"""The repositories of an in-memory unit of work: each checks its part, then uses the tables."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+from uuid import UUID
+
+from apollo_domain.model import (
+    AccessScope,
+    Entry,
+    Evidence,
+    Relation,
+    RelationType,
+    SourceRef,
+    Viewer,
+)
+from apollo_domain.ports import (
+    AccessLogRecord,
+    AgentDomainStats,
+    CredibilityRecord,
+    DecayOutcome,
+    ExpertiseRecord,
+    OutboxItem,
+    ScoredEntry,
+    SearchFilter,
+    StoreStats,
+)
+
+if TYPE_CHECKING:
+    from .store import InMemoryUnitOfWork
+
+
+class _Repository:
+    __slots__ = ("_store", "_uow")
+
+    def __init__(self, uow: InMemoryUnitOfWork) -> None:
+        self._uow = uow
+        self._store = uow._store
+
+
+class InMemoryEntryRepository(_Repository):
+    __slots__ = ()
+
+    async def add(self, entry: Entry) -> None:
+        self._store._entries.add(entry, self._uow._open("entries"))
+
+    async def get(self, entry_id: UUID, *, with_embedding: bool = False) -> Entry | None:
+        self._uow._open("entries")
+        return self._store._entries.get(entry_id, with_embedding)
+
+    async def get_many(self, entry_ids: Collection[UUID]) -> dict[UUID, Entry]:
+        self._uow._open("entries")
+        return self._store._entries.get_many(entry_ids)
+
+    async def find_by_hash(
+        self, content_hash: str, access_scope: AccessScope, owner_id: str | None
+    ) -> Entry | None:
+        self._uow._open("entries")
+        return self._store._entries.find_by_hash(content_hash, access_scope, owner_id)
+
+    async def nearest(
+        self, embedding: Sequence[float], flt: SearchFilter, limit: int
+    ) -> list[ScoredEntry]:
+        self._uow._open("entries")
+        return self._store._entries.nearest(embedding, flt, limit)
+
+    async def nearest_many(
+        self, embeddings: Sequence[Sequence[float]], flt: SearchFilter, limit: int
+    ) -> list[list[ScoredEntry]]:
+        self._uow._open("entries")
+        return self._store._entries.nearest_many(embeddings, flt, limit)
+
+    async def browse(self, flt: SearchFilter, limit: int) -> list[Entry]:
+        self._uow._open("entries")
+        return self._store._entries.browse(flt, limit)
+
+    async def update(self, entry: Entry) -> None:
+        self._store._entries.update(entry, self._uow._open("entries"))
+
+    async def boost(
+        self, entry_ids: Sequence[UUID], amount: float, now: datetime, *, count_access: bool
+    ) -> dict[UUID, float]:
+        undo = self._uow._open("entries")
+        return self._store._entries.boost(entry_ids, amount, now, count_access, undo)
+
+    async def decay(
+        self, now: datetime, factor_per_hour: float, archive_below: float
+    ) -> DecayOutcome:
+        undo = self._uow._open("entries")
+        return self._store._entries.decay(now, factor_per_hour, archive_below, undo)
+
+    async def scale_confidence(self, factor: float, now: datetime) -> int:
+        return self._store._entries.scale_confidence(factor, self._uow._open("entries"))
+
+    async def archive_stale(self, cutoff: datetime, now: datetime) -> int:
+        return self._store._entries.archive_stale(cutoff, now, self._uow._open("entries"))
+
+    async def candidates(self, limit: int) -> list[Entry]:
+        self._uow._open("entries")
+        return self._store._entries.candidates(limit)
+
+    async def agent_domain_stats(self) -> list[AgentDomainStats]:
+        self._uow._open("entries")
+        return self._store._entries.agent_domain_stats()
+
+    async def stats(self, viewer: Viewer, now: datetime) -> StoreStats:
+        self._uow._open("entries")
+        return self._store._entries.stats(viewer, now)
+
+    async def by_agent(self, agent_id: str) -> list[Entry]:
+        self._uow._open("entries")
+        return self._store._entries.by_agent(agent_id)
+
+    async def delete(self, entry_ids: Collection[UUID]) -> int:
+        return self._store._entries.delete(entry_ids, self._uow._open("entries"))
+
+
+class InMemoryRelationRepository(_Repository):
+    __slots__ = ()
+
+    async def add(self, relation: Relation) -> bool:
+        return self._store._entries.relations.add(relation, self._uow._open("relations"))
+
+    async def outgoing(
+        self, entry_ids: Collection[UUID], types: Collection[RelationType] | None = None
+    ) -> list[Relation]:
+        self._uow._open("relations")
+        return self._store._entries.relations.outgoing(entry_ids, types)
+
+    async def exists(self, from_id: UUID, to_id: UUID, relation_type: RelationType) -> bool:
+        self._uow._open("relations")
+        return self._store._entries.relations.exists((from_id, to_id, RelationType(relation_type)))
+
+    async def count(self) -> int:
+        self._uow._open("relations")
+        return self._store._entries.relations.count()
+
+
+class InMemoryEvidenceRepository(_Repository):
+    __slots__ = ()
+
+    async def add(self, evidence: Evidence) -> bool:
+        return self._store._entries.evidence.add(evidence, self._uow._open("evidence"))
+
+    async def for_entry(self, entry_id: UUID) -> list[Evidence]:
+        self._uow._open("evidence")
+        return self._store._entries.evidence.for_entry(entry_id)
+
+    async def for_entries(self, entry_ids: Collection[UUID]) -> dict[UUID, list[Evidence]]:
+        self._uow._open("evidence")
+        table = self._store._entries.evidence
+        return {entry_id: table.for_entry(entry_id) for entry_id in entry_ids}
+
+    async def forget_agent(self, agent_id: str, redacted: SourceRef) -> int:
+        undo = self._uow._open("evidence")
+        return self._store._entries.evidence.forget_agent(agent_id, redacted, undo)
+
+
+class InMemoryExpertiseRepository(_Repository):
+    __slots__ = ()
+
+    async def record_activity(self, agent_id: str, domain: str, now: datetime) -> None:
+        undo = self._uow._open("expertise")
+        self._store._expertise.record_activity(agent_id, domain, now, undo)
+
+    async def replace_all(self, records: Sequence[ExpertiseRecord]) -> None:
+        self._store._expertise.replace_all(records, self._uow._open("expertise"))
+
+    async def for_domain(self, domain: str, min_proficiency: float) -> list[ExpertiseRecord]:
+        self._uow._open("expertise")
+        records = self._store._expertise.ordered(
+            lambda r: r.knowledge_domain == domain and r.proficiency >= min_proficiency
+        )
+        records.sort(key=lambda r: -r.proficiency)  # stable: agent_id breaks ties
+        return records
+
+    async def all(self) -> list[ExpertiseRecord]:
+        self._uow._open("expertise")
+        return self._store._expertise.ordered()
+
+    async def for_agent(self, agent_id: str) -> list[ExpertiseRecord]:
+        self._uow._open("expertise")
+        return self._store._expertise.ordered(lambda r: r.agent_id == agent_id)
+
+    async def forget_agent(self, agent_id: str) -> None:
+        self._store._expertise.forget_agent(agent_id, self._uow._open("expertise"))
+
+
+class InMemoryAccessLog(_Repository):
+    __slots__ = ()
+
+    async def record(self, records: Sequence[AccessLogRecord]) -> None:
+        self._store._access_log.record(records, self._uow._open("access_log"))
+
+    async def count(self, action: str | None = None) -> int:
+        self._uow._open("access_log")
+        return self._store._access_log.count(action)
+
+
+class InMemoryCredibilityRegistry(_Repository):
+    __slots__ = ()
+
+    async def get(self, agent_id: str) -> CredibilityRecord:
+        self._uow._open("credibility")
+        return self._store._credibility.get(agent_id)
+
+    async def save(self, record: CredibilityRecord) -> None:
+        self._store._credibility.save(record, self._uow._open("credibility"))
+
+
+class InMemoryOutbox(_Repository):
+    __slots__ = ()
+
+    async def enqueue(self, kind: str, payload: Mapping[str, Any], now: datetime) -> None:
+        self._store._outbox.enqueue(kind, payload, now, self._uow._open("outbox"))
+
+    async def claim(self, limit: int, now: datetime) -> list[OutboxItem]:
+        self._uow._open("outbox")
+        return self._store._outbox.claim(limit)
+
+    async def complete(self, item_id: int) -> None:
+        self._store._outbox.complete(item_id, self._uow._open("outbox"))
+
+    async def fail(self, item_id: int, error: str, *, give_up: bool) -> None:
+        self._store._outbox.fail(item_id, error, give_up, self._uow._open("outbox"))
+
+    async def pending(self) -> int:
+        self._uow._open("outbox")
+        return self._store._outbox.pending()
+
+
+class InMemoryProcessedKeys(_Repository):
+    __slots__ = ()
+
+    async def mark(self, key: str, now: datetime) -> bool:
+        return self._store._processed.mark(key, now, self._uow._open("processed"))
+
+    async def seen(self, key: str) -> bool:
+        self._uow._open("processed")
+        return key in self._store._processed.keys

@@ -1,0 +1,70 @@
+"""Nearest neighbours by cosine similarity: one matrix product per batch, then top-k."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from apollo_domain.ports import ScoredEntry, SearchFilter
+
+from ._columns import Rows
+from ._filters import EntryFilters
+
+
+class VectorSearch(EntryFilters):
+    """Nearest-neighbour search over the normalised float32 matrix of the entry rows."""
+
+    def nearest(
+        self, embedding: Sequence[float], flt: SearchFilter, limit: int
+    ) -> list[ScoredEntry]:
+        return self.nearest_many([embedding], flt, limit)[0]
+
+    def nearest_many(
+        self, embeddings: Sequence[Sequence[float]], flt: SearchFilter, limit: int
+    ) -> list[list[ScoredEntry]]:
+        """One matrix product for the whole batch, then top-k per query."""
+        empty: list[list[ScoredEntry]] = [[] for _ in embeddings]
+        if limit <= 0 or self.matrix is None or not embeddings:
+            return empty
+        queries = np.stack([self._vector(e) for e in embeddings])
+        selected = self.selected(flt, embedded=True)
+        if selected is None or selected.size == 0:
+            return empty
+        n = self.n
+        count = int(selected.size)
+        rows: Rows | None
+        if count * 4 < n:
+            rows = selected
+            scores = queries @ self.matrix[rows].T
+        else:
+            rows = None
+            # (queries, rows): each query's scores contiguous for the top-k selection
+            scores = queries @ self.matrix[:n].T
+            if count < n:
+                mask = np.ones(n, dtype=np.bool_)
+                mask[selected] = False
+                scores[:, mask] = np.float32(-np.inf)
+        return [self._top(scores[i], rows, count, limit) for i in range(len(embeddings))]
+
+    def _top(
+        self,
+        scores: npt.NDArray[np.float32],
+        rows: npt.NDArray[np.intp] | None,
+        count: int,
+        limit: int,
+    ) -> list[ScoredEntry]:
+        k = min(limit, count)
+        if k < scores.size:
+            top = np.argpartition(scores, scores.size - k)[scores.size - k :]
+            threshold = scores[top].min()
+            top = np.flatnonzero(scores >= threshold)  # every tie at the boundary
+        else:
+            top = np.arange(scores.size)
+        chosen = top if rows is None else rows[top]
+        order = np.lexsort((self.id_lo[chosen], self.id_hi[chosen], -scores[top]))[:k]
+        return [
+            ScoredEntry(entry=self.entry(int(chosen[i])), similarity=float(scores[top[i]]))
+            for i in order
+        ]

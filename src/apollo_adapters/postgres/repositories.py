@@ -1,0 +1,354 @@
+"""The small repositories of a unit of work, and the identity directory."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+from uuid import UUID
+
+from psycopg import sql
+from psycopg.types.json import Jsonb
+
+from apollo_domain.errors import NotFound
+from apollo_domain.model import Evidence, Relation, RelationType, SourceRef
+from apollo_domain.ports import AccessLogRecord, CredibilityRecord, ExpertiseRecord, OutboxItem
+
+from .errors import translated
+from .filters import Where
+from .rows import (
+    EVIDENCE_COLUMNS,
+    EXPERTISE_SELECT,
+    evidence_from_row,
+    expertise_from_row,
+    relation_from_row,
+)
+from .session import Session
+
+if TYPE_CHECKING:
+    from .store import PostgresStore
+
+
+class PostgresRelationRepository:
+    def __init__(self, session: Session) -> None:
+        self._s = session
+
+    async def add(self, relation: Relation) -> bool:
+        inserted = await self._s.rows(
+            "INSERT INTO relations (from_id, to_id, relation_type, weight, source_context,"
+            " created_at) SELECT %(from)s, %(to)s, %(type)s, %(weight)s, %(context)s, %(at)s"
+            " WHERE EXISTS (SELECT 1 FROM entries WHERE id = %(from)s)"
+            " AND EXISTS (SELECT 1 FROM entries WHERE id = %(to)s)"
+            " ON CONFLICT (from_id, to_id, relation_type) DO NOTHING RETURNING id",
+            {
+                "from": relation.from_id,
+                "to": relation.to_id,
+                "type": relation.relation_type.value,
+                "weight": relation.weight,
+                "context": Jsonb(dict(relation.source_context)),
+                "at": relation.created_at,
+            },
+        )
+        if inserted:
+            return True
+        found = await self._s.value(
+            "SELECT count(*) FROM entries WHERE id = ANY(%s)",
+            ([relation.from_id, relation.to_id],),
+        )
+        if found < len({relation.from_id, relation.to_id}):
+            raise NotFound(f"relation endpoint missing: {relation.from_id} -> {relation.to_id}")
+        return False
+
+    async def outgoing(
+        self, entry_ids: Collection[UUID], types: Collection[RelationType] | None = None
+    ) -> list[Relation]:
+        if not entry_ids:
+            return []
+        where = Where()
+        where.add("from_id = ANY({})", list(entry_ids))
+        if types is not None:
+            where.add("relation_type = ANY({})", [t.value for t in types])
+        rows = await self._s.rows(
+            sql.SQL(
+                "SELECT from_id, to_id, relation_type, weight, source_context, created_at"
+                " FROM relations WHERE {} ORDER BY id"
+            ).format(where.sql()),
+            where.params,
+        )
+        return [relation_from_row(row) for row in rows]
+
+    async def exists(self, from_id: UUID, to_id: UUID, relation_type: RelationType) -> bool:
+        return bool(
+            await self._s.value(
+                "SELECT EXISTS (SELECT 1 FROM relations WHERE from_id = %s AND to_id = %s"
+                " AND relation_type = %s)",
+                (from_id, to_id, relation_type.value),
+            )
+        )
+
+    async def count(self) -> int:
+        return int(await self._s.value("SELECT count(*) FROM relations"))
+
+
+class PostgresEvidenceRepository:
+    def __init__(self, session: Session) -> None:
+        self._s = session
+
+    async def add(self, evidence: Evidence) -> bool:
+        source = evidence.source
+        inserted = await self._s.rows(
+            "INSERT INTO evidence (" + EVIDENCE_COLUMNS + ")"
+            " SELECT %(entry)s, %(agent)s, %(provider)s, %(channel)s, %(by)s, %(from)s,"
+            " %(similarity)s, %(kind)s, %(at)s"
+            " WHERE EXISTS (SELECT 1 FROM entries WHERE id = %(entry)s)"
+            " ON CONFLICT (entry_id, agent_id, provider, (COALESCE(channel, '')))"
+            " DO NOTHING RETURNING id",
+            {
+                "entry": evidence.entry_id,
+                "agent": source.agent_id,
+                "provider": source.provider,
+                "channel": source.channel,
+                "by": source.submitted_by,
+                "from": source.submitted_from,
+                "similarity": evidence.similarity,
+                "kind": evidence.kind,
+                "at": evidence.created_at,
+            },
+        )
+        if inserted:
+            return True
+        if not await self._s.value(
+            "SELECT EXISTS (SELECT 1 FROM entries WHERE id = %s)", (evidence.entry_id,)
+        ):
+            raise NotFound(f"entry {evidence.entry_id} does not exist")
+        return False
+
+    async def for_entry(self, entry_id: UUID) -> list[Evidence]:
+        return (await self.for_entries([entry_id])).get(entry_id, [])
+
+    async def for_entries(self, entry_ids: Collection[UUID]) -> dict[UUID, list[Evidence]]:
+        if not entry_ids:
+            return {}
+        rows = await self._s.rows(
+            "SELECT " + EVIDENCE_COLUMNS + " FROM evidence WHERE entry_id = ANY(%s) ORDER BY id",
+            (list(entry_ids),),
+        )
+        found: dict[UUID, list[Evidence]] = {}
+        for row in rows:
+            found.setdefault(row["entry_id"], []).append(evidence_from_row(row))
+        return found
+
+    async def forget_agent(self, agent_id: str, redacted: SourceRef) -> int:
+        deleted = await self._s.execute(
+            "DELETE FROM evidence WHERE agent_id = %s AND kind <> 'origin'", (agent_id,)
+        )
+        updated = await self._s.execute(
+            "UPDATE evidence SET agent_id = %s, provider = %s, channel = %s,"
+            " submitted_by = %s, submitted_from = %s WHERE agent_id = %s",
+            (
+                redacted.agent_id,
+                redacted.provider,
+                redacted.channel,
+                redacted.submitted_by,
+                redacted.submitted_from,
+                agent_id,
+            ),
+        )
+        return deleted + updated
+
+
+class PostgresExpertiseRepository:
+    def __init__(self, session: Session) -> None:
+        self._s = session
+
+    async def record_activity(self, agent_id: str, domain: str, now: datetime) -> None:
+        await self._s.execute(
+            "INSERT INTO expertise (agent_id, knowledge_domain, entry_count, proficiency,"
+            " last_active_at) VALUES (%s, %s, 1, 0, %s)"
+            " ON CONFLICT (agent_id, knowledge_domain) DO UPDATE SET"
+            " entry_count = expertise.entry_count + 1, last_active_at = EXCLUDED.last_active_at",
+            (agent_id, domain, now),
+        )
+
+    async def replace_all(self, records: Sequence[ExpertiseRecord]) -> None:
+        await self._s.execute("DELETE FROM expertise")
+        await self._s.executemany(
+            "INSERT INTO expertise (agent_id, knowledge_domain, entry_count, proficiency,"
+            " last_active_at) VALUES (%s, %s, %s, %s, %s)",
+            [
+                (r.agent_id, r.knowledge_domain, r.entry_count, r.proficiency, r.last_active_at)
+                for r in records
+            ],
+        )
+
+    async def for_domain(self, domain: str, min_proficiency: float) -> list[ExpertiseRecord]:
+        rows = await self._s.rows(
+            EXPERTISE_SELECT + " WHERE knowledge_domain = %s AND proficiency >= %s"
+            " ORDER BY proficiency DESC, agent_id",
+            (domain, min_proficiency),
+        )
+        return [expertise_from_row(row) for row in rows]
+
+    async def all(self) -> list[ExpertiseRecord]:
+        rows = await self._s.rows(EXPERTISE_SELECT + " ORDER BY agent_id, knowledge_domain")
+        return [expertise_from_row(row) for row in rows]
+
+    async def for_agent(self, agent_id: str) -> list[ExpertiseRecord]:
+        rows = await self._s.rows(
+            EXPERTISE_SELECT + " WHERE agent_id = %s ORDER BY knowledge_domain", (agent_id,)
+        )
+        return [expertise_from_row(row) for row in rows]
+
+    async def forget_agent(self, agent_id: str) -> None:
+        await self._s.execute("DELETE FROM expertise WHERE agent_id = %s", (agent_id,))
+
+
+class PostgresAccessLog:
+    def __init__(self, session: Session) -> None:
+        self._s = session
+
+    async def record(self, records: Sequence[AccessLogRecord]) -> None:
+        await self._s.executemany(
+            "INSERT INTO access_log (action, agent_id, entry_id, detail, created_at)"
+            " VALUES (%s, %s, %s, %s, %s)",
+            [
+                (r.action, r.agent_id, r.entry_id, Jsonb(dict(r.detail)), r.created_at)
+                for r in records
+            ],
+        )
+
+    async def count(self, action: str | None = None) -> int:
+        if action is None:
+            return int(await self._s.value("SELECT count(*) FROM access_log"))
+        return int(
+            await self._s.value("SELECT count(*) FROM access_log WHERE action = %s", (action,))
+        )
+
+
+class PostgresCredibilityRegistry:
+    def __init__(self, session: Session) -> None:
+        self._s = session
+
+    async def get(self, agent_id: str) -> CredibilityRecord:
+        row = await self._s.row(
+            "SELECT alpha, beta, label FROM source_credibility WHERE agent_id = %s", (agent_id,)
+        )
+        if row is None:
+            return CredibilityRecord(agent_id)
+        return CredibilityRecord(agent_id, row["alpha"], row["beta"], row["label"])
+
+    async def save(self, record: CredibilityRecord) -> None:
+        await self._s.execute(
+            "INSERT INTO source_credibility (agent_id, alpha, beta, label)"
+            " VALUES (%s, %s, %s, %s) ON CONFLICT (agent_id) DO UPDATE SET"
+            " alpha = EXCLUDED.alpha, beta = EXCLUDED.beta, label = EXCLUDED.label",
+            (record.agent_id, record.alpha, record.beta, record.label),
+        )
+
+
+class PostgresOutbox:
+    def __init__(self, session: Session) -> None:
+        self._s = session
+        self._claimed: set[int] = set()
+
+    async def enqueue(self, kind: str, payload: Mapping[str, Any], now: datetime) -> None:
+        await self._s.execute(
+            "INSERT INTO outbox (kind, payload, created_at) VALUES (%s, %s, %s)",
+            (kind, Jsonb(dict(payload)), now),
+        )
+
+    async def claim(self, limit: int, now: datetime) -> list[OutboxItem]:
+        rows = await self._s.rows(
+            "WITH picked AS (SELECT id FROM outbox WHERE status = 'pending'"
+            " AND id <> ALL(%s::bigint[]) ORDER BY id LIMIT %s FOR UPDATE SKIP LOCKED)"
+            " UPDATE outbox o SET claimed_at = %s FROM picked WHERE o.id = picked.id"
+            " RETURNING o.id, o.kind, o.payload, o.attempts, o.created_at",
+            (sorted(self._claimed), max(limit, 0), now),
+        )
+        rows.sort(key=lambda row: row["id"])
+        self._claimed.update(row["id"] for row in rows)
+        return [
+            OutboxItem(
+                id=row["id"],
+                kind=row["kind"],
+                payload=row["payload"],
+                attempts=row["attempts"],
+                created_at=row["created_at"].astimezone(UTC),
+            )
+            for row in rows
+        ]
+
+    async def complete(self, item_id: int) -> None:
+        await self._s.execute("UPDATE outbox SET status = 'done' WHERE id = %s", (item_id,))
+
+    async def fail(self, item_id: int, error: str, *, give_up: bool) -> None:
+        await self._s.execute(
+            "UPDATE outbox SET attempts = attempts + 1, last_error = %s,"
+            " status = CASE WHEN %s THEN 'dead' ELSE status END WHERE id = %s",
+            (error, give_up, item_id),
+        )
+
+    async def pending(self) -> int:
+        return int(await self._s.value("SELECT count(*) FROM outbox WHERE status = 'pending'"))
+
+
+class PostgresProcessedKeys:
+    def __init__(self, session: Session) -> None:
+        self._s = session
+
+    async def mark(self, key: str, now: datetime) -> bool:
+        inserted = await self._s.rows(
+            "INSERT INTO processed_keys (key, created_at) VALUES (%s, %s)"
+            " ON CONFLICT (key) DO NOTHING RETURNING key",
+            (key, now),
+        )
+        return bool(inserted)
+
+    async def seen(self, key: str) -> bool:
+        return bool(
+            await self._s.value(
+                "SELECT EXISTS (SELECT 1 FROM processed_keys WHERE key = %s)", (key,)
+            )
+        )
+
+
+class PostgresIdentityDirectory:
+    """Group memberships; each call is its own transaction."""
+
+    def __init__(self, store: PostgresStore) -> None:
+        self._store = store
+
+    async def _rows(self, query: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+        async with self._store.connection() as conn:
+            with translated():
+                cur = await conn.execute(query, params)
+                return await cur.fetchall() if cur.description else []
+
+    async def add_membership(self, principal_id: str, group: str) -> None:
+        await self._rows(
+            "INSERT INTO identity_memberships (principal_id, group_name) VALUES (%s, %s)"
+            " ON CONFLICT DO NOTHING",
+            (principal_id, group),
+        )
+
+    async def remove_membership(self, principal_id: str, group: str) -> None:
+        await self._rows(
+            "DELETE FROM identity_memberships WHERE principal_id = %s AND group_name = %s",
+            (principal_id, group),
+        )
+
+    async def groups_of(self, principal_id: str) -> frozenset[str]:
+        rows = await self._rows(
+            "SELECT group_name FROM identity_memberships WHERE principal_id = %s",
+            (principal_id,),
+        )
+        return frozenset(row[0] for row in rows)
+
+    async def members_of(self, groups: Collection[str]) -> frozenset[str]:
+        if not groups:
+            return frozenset()
+        rows = await self._rows(
+            "SELECT DISTINCT principal_id FROM identity_memberships WHERE group_name = ANY(%s)",
+            (list(groups),),
+        )
+        return frozenset(row[0] for row in rows)

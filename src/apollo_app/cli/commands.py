@@ -1,0 +1,207 @@
+"""The ``apollo`` subcommands other than ingest: serve, demo, simulate, query, migrate, stats."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+from typing import Any
+
+from apollo_domain import commands as c
+from apollo_domain.ports import StoreStats
+from apollo_domain.results import QueryResult
+
+from .. import bootstrap
+from .common import (
+    EXIT_FAILURE,
+    EXIT_OK,
+    ServiceMissing,
+    load_settings,
+    one_line,
+    principal_of,
+    run_async,
+)
+
+# --------------------------------------------------------------------------- serve
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    """Run the service (actors, periodic work, HTTP API) until interrupted."""
+    settings = load_settings(args)
+    try:
+        from ..entrypoints import service  # lazily: the service pulls in the HTTP stack
+    except ModuleNotFoundError as exc:
+        if exc.name != "apollo_app.entrypoints.service":
+            raise
+        raise ServiceMissing("the service module is not installed") from None
+
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+
+    async def serve() -> None:
+        await service.run_service(settings)
+
+    try:
+        run_async(serve())
+    except KeyboardInterrupt:
+        return EXIT_OK
+    return EXIT_OK
+
+
+# --------------------------------------------------------------------------- demo
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from ..demo import run_demo
+
+    ok = run_async(run_demo(in_memory=args.in_memory))
+    return EXIT_OK if ok else EXIT_FAILURE
+
+
+# --------------------------------------------------------------------------- simulate
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    from ..simulation import format_result, simulate
+
+    result = run_async(
+        simulate(
+            args.agents,
+            args.ticks,
+            args.domains,
+            seed=args.seed,
+            noise=args.noise,
+            maintenance_every=args.maintenance_every,
+        )
+    )
+    print(format_result(result))
+    return EXIT_OK
+
+
+# --------------------------------------------------------------------------- query
+
+
+def query_to_json(result: QueryResult) -> dict[str, Any]:
+    return {
+        "mode": result.mode,
+        "entries": [
+            {
+                "id": str(v.id),
+                "content": v.content,
+                "content_type": v.content_type.value,
+                "similarity": v.similarity,
+                "confidence": v.confidence,
+                "status": v.status.value,
+                "tags": list(v.tags),
+                "knowledge_domain": v.knowledge_domain,
+                "source_agent": v.source_agent,
+                "access_scope": v.access_scope.value,
+                "created_at": v.created_at.isoformat(),
+            }
+            for v in result.entries
+        ],
+    }
+
+
+def cmd_query(args: argparse.Namespace) -> int:
+    settings = load_settings(args)
+
+    async def run() -> QueryResult:
+        from ..facade import Apollo
+
+        async with Apollo.open(settings) as apollo:
+            client = apollo.client(args.agent, principal_of(args))
+            return await client.run(
+                c.QueryKnowledge(
+                    query=args.text, min_confidence=args.min_confidence, limit=args.limit
+                )
+            )
+
+    result = run_async(run())
+    if args.json:
+        print(json.dumps(query_to_json(result), indent=2))
+        return EXIT_OK
+    if not result.entries:
+        print("no results")
+        return EXIT_OK
+    print(f"{len(result)} result(s) ({result.mode}):")
+    print(f"{'#':>3}  {'similarity':>10}  {'confidence':>10}  {'status':<9}  content")
+    for rank, view in enumerate(result.entries, 1):
+        similarity = "-" if view.similarity is None else f"{view.similarity:.3f}"
+        print(
+            f"{rank:>3}  {similarity:>10}  {view.confidence:>10.2f}  {view.status.value:<9}  "
+            f"{one_line(view.content, 100)}"
+        )
+    return EXIT_OK
+
+
+# --------------------------------------------------------------------------- migrate
+
+
+def cmd_migrate(args: argparse.Namespace) -> int:
+    settings = load_settings(args)
+    applied, current, names = run_async(bootstrap.migrate_database(settings))
+    where = settings.database_url and "the database at APOLLO_DATABASE_URL"
+    where = where or f"the embedded PostgreSQL in {settings.data_dir / 'postgres'}"
+    if applied:
+        for version in applied:
+            print(f"applied migration {version:04d}_{names.get(version, '?')}")
+    else:
+        print("no pending migrations")
+    print(f"schema version {current} ({names.get(current, '?')}) on {where}")
+    return EXIT_OK
+
+
+# --------------------------------------------------------------------------- stats
+
+
+def stats_to_json(stats: StoreStats) -> dict[str, Any]:
+    return {
+        "total": stats.total,
+        "last_24h": stats.last_24h,
+        "average_confidence": stats.average_confidence,
+        "by_status": dict(stats.by_status),
+        "by_content_type": dict(stats.by_content_type),
+        "total_relations": stats.total_relations,
+    }
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    settings = load_settings(args)
+
+    async def run() -> StoreStats:
+        from ..facade import Apollo
+
+        async with Apollo.open(settings) as apollo:
+            return await apollo.stats(principal_of(args))
+
+    stats = run_async(run())
+    if args.json:
+        print(json.dumps(stats_to_json(stats), indent=2, sort_keys=True))
+        return EXIT_OK
+    print(f"entries:            {stats.total}")
+    print(f"created last 24h:   {stats.last_24h}")
+    print(f"average confidence: {stats.average_confidence:.3f}")
+    print(
+        "by status:          "
+        + (", ".join(f"{k} {v}" for k, v in sorted(stats.by_status.items())) or "-")
+    )
+    print(
+        "by content type:    "
+        + (", ".join(f"{k} {v}" for k, v in sorted(stats.by_content_type.items())) or "-")
+    )
+    print(f"relations:          {stats.total_relations}")
+    return EXIT_OK
+
+
+__all__ = [
+    "cmd_demo",
+    "cmd_migrate",
+    "cmd_query",
+    "cmd_serve",
+    "cmd_simulate",
+    "cmd_stats",
+    "query_to_json",
+    "stats_to_json",
+]

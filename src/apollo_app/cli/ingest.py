@@ -1,0 +1,198 @@
+"""``apollo ingest``: bulk-ingest a JSONL file, with a progress bar."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any, TextIO
+
+import attrs
+from attrs import define, field
+
+from apollo_domain.commands import StoreKnowledge
+from apollo_domain.errors import ApolloError, ConfigurationError, ValidationError
+from apollo_domain.model import Outcome, Principal
+
+from ..facade.client import store_command
+from .common import EXIT_OK, PROG, UsageError, load_settings, principal_of, run_async
+
+#: The fields one JSONL line may carry: the store command's, the agent id included.
+INGEST_FIELDS = frozenset(a.name for a in attrs.fields(StoreKnowledge))
+
+
+class Progress:
+    """A progress bar on ``stream``: redrawn in place with ``\\r`` on a terminal, else
+    one line about every 10% (every 1,000 lines when the total is unknown)."""
+
+    WIDTH = 30
+
+    def __init__(self, total: int | None, stream: TextIO) -> None:
+        self.total = total
+        self.stream = stream
+        self.interactive = stream.isatty()
+        self._last_decile = 0
+        self._drawn = False
+
+    def update(self, done: int) -> None:
+        if self.interactive:
+            self._draw(done)
+            return
+        if self.total:
+            decile = done * 10 // self.total
+            if decile > self._last_decile:
+                self._last_decile = decile
+                print(f"ingest: {decile * 10}% ({done}/{self.total} lines)", file=self.stream)
+        elif done % 1000 == 0:
+            print(f"ingest: {done} lines", file=self.stream)
+
+    def _draw(self, done: int) -> None:
+        if self.total:
+            filled = done * self.WIDTH // self.total
+            bar = "#" * filled + "." * (self.WIDTH - filled)
+            text = f"\r[{bar}] {done * 100 // self.total:3d}% {done}/{self.total} lines"
+        else:
+            text = f"\r{done} lines"
+        self.stream.write(text)
+        self.stream.flush()
+        self._drawn = True
+
+    def close(self) -> None:
+        if self.interactive and self._drawn:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def _open_lines(path: str) -> tuple[Iterator[str], int | None, Any]:
+    """The lines of ``path`` (``-`` for stdin), their count when known, and a closer."""
+    if path == "-":
+        return iter(sys.stdin), None, None
+    file = Path(path)
+    try:
+        with file.open("rb") as counting:
+            total = sum(1 for _ in counting)
+        handle = file.open(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
+    return iter(handle), total, handle
+
+
+def parse_line(text: str) -> dict[str, Any]:
+    """One JSONL line → ``store_knowledge`` fields; :class:`ValueError` says what is wrong."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"invalid JSON: {exc.msg} (column {exc.colno})") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"expected a JSON object, got {type(value).__name__}")
+    unknown = sorted(set(value) - INGEST_FIELDS)
+    if unknown:
+        raise ValueError(f"unknown field(s) {', '.join(unknown)}")
+    if "content" not in value:
+        raise ValueError("content: is required")
+    agent = value.get("agent_id")
+    if agent is not None and (not isinstance(agent, str) or not agent.strip()):
+        raise ValueError("agent_id: must be a non-empty string")
+    return value
+
+
+@define
+class IngestReport:
+    """What a bulk ingest did: outcome counts, rejection reasons, bad lines."""
+
+    outcomes: Counter[str] = field(factory=Counter)
+    rejections: Counter[str] = field(factory=Counter)
+    bad: list[tuple[int, str]] = field(factory=list)
+    failure: ApolloError | None = None
+
+    @property
+    def stored(self) -> int:
+        return sum(self.outcomes.values())
+
+    def summary(self) -> str:
+        text = (
+            f"ingested {self.stored} line(s): "
+            + ", ".join(f"{o.value} {self.outcomes.get(o.value, 0)}" for o in Outcome)
+            + f"; {len(self.bad)} bad line(s) skipped"
+        )
+        if self.rejections:
+            text += "\nrejected by admission: " + ", ".join(
+                f"{reason} {count}" for reason, count in sorted(self.rejections.items())
+            )
+        return text
+
+
+async def ingest_lines(
+    apollo: Any,
+    lines: Iterable[str],
+    report: IngestReport,
+    *,
+    agent_id: str,
+    principal: Principal | None,
+    progress: Progress,
+) -> None:
+    """Store each valid line, counting into ``report``; a bad line is recorded with its
+    number and reason and skipped. A store failure propagates (earlier lines stay stored)."""
+    clients: dict[str, Any] = {}
+    for number, raw in enumerate(lines, 1):
+        text = raw.strip()
+        if text:
+            try:
+                fields = parse_line(text)
+                agent = fields.pop("agent_id", None) or agent_id
+                client = clients.get(agent)
+                if client is None:
+                    client = clients[agent] = apollo.client(agent, principal)
+                result = await client.run(store_command(**fields))
+            except ValidationError as exc:
+                report.bad.append((number, f"{exc.field}: {exc.message}"))
+            except ValueError as exc:
+                report.bad.append((number, str(exc)))
+            else:
+                report.outcomes[result.outcome.value] += 1
+                if result.outcome is Outcome.REJECTED:
+                    report.rejections[(result.reason or "rejected").split(":")[0]] += 1
+        progress.update(number)
+
+
+def cmd_ingest(args: argparse.Namespace) -> int:
+    settings = load_settings(args)
+    lines, total, handle = _open_lines(args.file)
+    progress = Progress(total, sys.stderr)
+    report = IngestReport()
+
+    async def run() -> None:
+        from ..facade import Apollo
+
+        async with Apollo.open(settings) as apollo:
+            await ingest_lines(
+                apollo,
+                lines,
+                report,
+                agent_id=args.agent,
+                principal=principal_of(args),
+                progress=progress,
+            )
+
+    try:
+        run_async(run())
+    except ApolloError as exc:
+        if isinstance(exc, ValidationError | ConfigurationError):
+            raise
+        report.failure = exc
+    finally:
+        progress.close()
+        if handle is not None:
+            handle.close()
+    for number, reason in report.bad:
+        print(f"{PROG}: line {number}: {reason} (skipped)", file=sys.stderr)
+    print(report.summary())
+    if report.failure is not None:
+        raise report.failure
+    return EXIT_OK
+
+
+__all__ = ["INGEST_FIELDS", "IngestReport", "Progress", "cmd_ingest", "ingest_lines", "parse_line"]

@@ -1,0 +1,224 @@
+"""The ``apollo`` command line: serve, demo, simulate, ingest, query, migrate, stats.
+
+Settings come from the ``APOLLO_*`` environment (:meth:`Settings.from_env`); ``--data-dir``
+and ``--database-url`` override them. Exit codes: 0 success, 1 runtime failure (the store
+is unavailable, a demo claim did not hold), 2 usage, validation or configuration error —
+always with a one-line ``apollo: error: ...`` on stderr, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from apollo_domain.errors import ApolloError, ConfigurationError, ValidationError
+
+from .commands import cmd_demo, cmd_migrate, cmd_query, cmd_serve, cmd_simulate, cmd_stats
+from .common import (
+    DEFAULT_AGENT,
+    EXIT_FAILURE,
+    EXIT_INTERRUPTED,
+    EXIT_USAGE,
+    PROG,
+    UsageError,
+    error,
+)
+from .ingest import cmd_ingest
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _unit_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"must be within [0, 1], got {text}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Apollo: a shared, durable knowledge store for AI agent meshes.",
+        epilog="Settings come from APOLLO_* environment variables; with none set, Apollo "
+        "runs an embedded PostgreSQL + pgvector in ./.apollo. "
+        "Exit codes: 0 ok, 1 runtime failure, 2 usage or configuration error.",
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    store = argparse.ArgumentParser(add_help=False)
+    store.add_argument(
+        "--data-dir",
+        metavar="DIR",
+        help="folder of the embedded PostgreSQL (overrides APOLLO_DATA_DIR)",
+    )
+    store.add_argument(
+        "--database-url",
+        metavar="URL",
+        help="a PostgreSQL + pgvector server to use instead (overrides APOLLO_DATABASE_URL)",
+    )
+    identity = argparse.ArgumentParser(add_help=False)
+    identity.add_argument(
+        "--principal",
+        metavar="ID",
+        help="act as this principal (sees its private and team entries); default anonymous",
+    )
+
+    serve = commands.add_parser(
+        "serve",
+        parents=[store],
+        help="run the service: message actors, periodic work and the HTTP API",
+        description="Run the service (message actors, periodic work, HTTP API) until "
+        "interrupted. Configure it with APOLLO_* variables (APOLLO_AMQP_URL, "
+        "APOLLO_HTTP_HOST, APOLLO_HTTP_PORT, APOLLO_API_TOKENS, ...).",
+    )
+    serve.set_defaults(handler=cmd_serve)
+
+    demo = commands.add_parser(
+        "demo",
+        help="a scripted tour of what Apollo does with knowledge, and why",
+        description="A scripted tour: agents publish, deduplicate, corroborate, query, "
+        "link, contradict, resolve, decay and build expertise. Every claim is checked; "
+        "the exit code is 1 if one does not hold. Runs on a throwaway embedded "
+        "PostgreSQL (never your data) unless --in-memory.",
+    )
+    demo.add_argument("--in-memory", action="store_true", help="use the in-memory store instead")
+    demo.set_defaults(handler=cmd_demo)
+
+    simulate = commands.add_parser(
+        "simulate",
+        help="simulate an agent mesh publishing noisy knowledge (in memory)",
+        description="An in-memory agent mesh: each tick (one simulated hour) every agent "
+        "publishes one fact from its home domains (wrong with probability --noise) and "
+        "runs one query; the periodic work runs every few ticks. Deterministic per seed.",
+    )
+    simulate.add_argument("--agents", type=_positive_int, default=6, help="agents (default 6)")
+    simulate.add_argument("--ticks", type=_positive_int, default=30, help="ticks (default 30)")
+    simulate.add_argument(
+        "--domains", type=_positive_int, default=3, help="knowledge domains (default 3)"
+    )
+    simulate.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    simulate.add_argument(
+        "--noise",
+        type=_unit_float,
+        default=0.1,
+        help="probability that a published fact is wrong (default 0.1)",
+    )
+    simulate.add_argument(
+        "--maintenance-every",
+        type=_positive_int,
+        default=5,
+        metavar="TICKS",
+        help="run the periodic work every this many ticks (default 5)",
+    )
+    simulate.set_defaults(handler=cmd_simulate)
+
+    ingest = commands.add_parser(
+        "ingest",
+        parents=[store, identity],
+        help="bulk-ingest knowledge from a JSONL file",
+        description="Store one entry per line of a JSONL file (- for stdin). Each line is "
+        "a JSON object with the store_knowledge fields: content (required), content_type, "
+        "tags, context, knowledge_domain, access_scope, source_provider, source_channel, "
+        "submitted_by, submitted_from, agent_id. Bad lines are reported with their number "
+        "and skipped. Exit 0 when every valid line was stored, 1 when the store failed.",
+    )
+    ingest.add_argument("file", metavar="FILE.jsonl", help="the JSONL file, or - for stdin")
+    ingest.add_argument(
+        "--agent",
+        default=DEFAULT_AGENT,
+        metavar="ID",
+        help=f"agent id for lines without agent_id (default {DEFAULT_AGENT!r})",
+    )
+    ingest.set_defaults(handler=cmd_ingest)
+
+    query = commands.add_parser(
+        "query",
+        parents=[store, identity],
+        help="semantic search, ranked by similarity",
+        description="Semantic search over the entries the principal may see. Returned "
+        "entries get the retrieval boost. Queries under 3 characters browse newest first.",
+    )
+    query.add_argument("text", help="what to look for")
+    query.add_argument(
+        "--limit", type=_positive_int, default=10, help="results, at most 100 (default 10)"
+    )
+    query.add_argument(
+        "--min-confidence",
+        type=_unit_float,
+        default=0.3,
+        metavar="X",
+        help="lowest confidence returned (default 0.3)",
+    )
+    query.add_argument("--agent", default=DEFAULT_AGENT, metavar="ID", help="agent id to log")
+    query.add_argument("--json", action="store_true", help="print JSON")
+    query.set_defaults(handler=cmd_query)
+
+    migrate = commands.add_parser(
+        "migrate",
+        parents=[store],
+        help="create or upgrade the database schema",
+        description="Open the store (the embedded PostgreSQL, or APOLLO_DATABASE_URL), apply "
+        "pending schema migrations and print the schema version.",
+    )
+    migrate.set_defaults(handler=cmd_migrate)
+
+    stats = commands.add_parser(
+        "stats",
+        parents=[store, identity],
+        help="counts of the entries the principal may see",
+        description="Total, created in the last 24 h, average confidence, by status, by "
+        "content type, relations — over the entries the principal may see.",
+    )
+    stats.add_argument("--json", action="store_true", help="print JSON")
+    stats.set_defaults(handler=cmd_stats)
+    return parser
+
+
+def _tolerant_output() -> None:
+    """Never crash on a character the terminal cannot encode."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors="backslashreplace")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    _tolerant_output()
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    handler = getattr(args, "handler", None)
+    if handler is None:
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
+    try:
+        return int(handler(args))
+    except UsageError as exc:
+        error(str(exc))
+        return EXIT_USAGE
+    except ConfigurationError as exc:
+        error(f"{exc.variable}: {exc.message}")
+        return EXIT_USAGE
+    except ValidationError as exc:
+        error(f"{exc.field}: {exc.message}")
+        return EXIT_USAGE
+    except ApolloError as exc:
+        error(f"{type(exc).__name__}: {exc}")
+        return EXIT_FAILURE
+    except KeyboardInterrupt:
+        error("interrupted")
+        return EXIT_INTERRUPTED
+
+
+__all__ = ["build_parser", "main"]

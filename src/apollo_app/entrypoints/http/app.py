@@ -1,0 +1,202 @@
+"""The Starlette application: each route decodes its inputs into a command, hands it to the
+handler table and shows the result, as the operation table says."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+import attrs
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from apollo_domain import commands as c
+from apollo_domain.errors import ApolloError, ValidationError
+from apollo_domain.handlers import handle
+from apollo_domain.services import Caller
+
+from ...facade import Apollo
+from ...metrics import Metrics
+from ...wire.codec import decode_json, encode_json, json_type, make_converter
+from ...wire.envelope import structure
+from .auth import UNAUTHORIZED_HEADERS, Authenticator, Unauthorized
+from .errors import JSON, error_response, http_error, map_error, server_error
+from .middleware import Instrumentation
+from .openapi import openapi_document
+from .operations import HTTP_AGENT, OPERATIONS, Call, Operation
+
+logger = logging.getLogger("apollo.http")
+MAX_BODY_BYTES = 2 * 1024 * 1024
+
+
+class _TooLarge(Exception):
+    pass
+
+
+async def _read_body(request: Request) -> bytes:
+    """The body, refusing (:class:`_TooLarge`) more than :data:`MAX_BODY_BYTES`."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+        raise _TooLarge
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            raise _TooLarge
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _query_value(attribute: attrs.Attribute, raw: str) -> Any:  # type: ignore[type-arg]
+    """A query-string value as its field's type (numbers parsed, everything else text)."""
+    kind = attribute.type
+    try:
+        if kind is int:
+            return int(raw)
+        if kind is float:
+            return float(raw)
+    except ValueError:
+        noun = "an integer" if kind is int else "a number"
+        raise ValidationError(attribute.name, f"must be {noun}, got {raw!r}") from None
+    return raw
+
+
+async def _inputs(op: Operation, request: Request) -> dict[str, Any]:
+    """What the caller sent for the operation's inputs: the JSON body, or the query string."""
+    accepted = {a.name: a for a in op.inputs()}
+    if op.method == "GET":
+        data: dict[str, Any] = {}
+        for name, raw in request.query_params.items():
+            attribute = accepted.get(name)
+            if attribute is None:
+                raise ValidationError(name, "unknown query parameter")
+            data[name] = _query_value(attribute, raw)
+        return data
+    unknown = sorted(request.query_params)
+    if unknown:
+        raise ValidationError(unknown[0], "unknown query parameter")
+    if not op.reads_body:
+        return {}
+    received = await _read_body(request)
+    body = decode_json(received) if received else {}  # no body at all means {}
+    if not isinstance(body, dict):
+        raise ValidationError("body", f"must be a JSON object, got {json_type(body)}")
+    extra = sorted(set(body) - set(accepted))
+    if extra:
+        listed = ", ".join(repr(name) for name in extra)
+        raise ValidationError(extra[0], f"unknown field{'s' if len(extra) > 1 else ''} {listed}")
+    return body
+
+
+def _command(op: Operation, call: Call, data: Mapping[str, Any]) -> c.Command[Any]:
+    assert op.command is not None
+    merged: dict[str, Any] = {**op.defaults, **data}
+    merged.update(
+        {target: call.request.path_params[name] for name, target in op.path_fields.items()}
+    )
+    merged.update(op.fixed)
+    if op.fill is not None:
+        merged.update(op.fill(call))
+    kind = op.choose(merged) if op.choose is not None else op.command
+    known = attrs.fields_dict(kind)
+    merged = {name: value for name, value in merged.items() if name in known}
+    command: c.Command[Any] = structure(call.converter, merged, kind)
+    return command
+
+
+def _endpoint(
+    op: Operation,
+    apollo: Apollo,
+    auth: Authenticator,
+    metrics: Metrics | None,
+    converter: Any,
+) -> Callable[[Request], Awaitable[Response]]:
+    async def endpoint(request: Request) -> Response:
+        try:
+            principal = auth.principal(request)
+            if op.authenticated and auth.configured and principal.id is None:
+                raise Unauthorized("this operation needs a bearer token")
+            data = await _inputs(op, request)
+            call = Call(request, apollo, metrics, principal, converter)
+            if op.command is None:
+                status, payload = await _health(apollo)
+            else:
+                command = _command(op, call, data)
+                caller = Caller.of(principal.id or HTTP_AGENT, principal)
+                started = time.perf_counter()
+                result = await handle(apollo.deps, caller, command)
+                if metrics is not None:
+                    metrics.observe_command(command, result, time.perf_counter() - started)
+                status, payload = op.present(call, result)
+        except _TooLarge:
+            return error_response(
+                413, "payload_too_large", f"request bodies are limited to {MAX_BODY_BYTES} bytes"
+            )
+        except Unauthorized as exc:
+            return error_response(401, "unauthorized", exc.message, headers=UNAUTHORIZED_HEADERS)
+        except ApolloError as exc:
+            return map_error(exc)
+        except HTTPException:
+            raise
+        except Exception as exc:
+            logger.exception("unexpected error in %s %s", op.method, op.full_path)
+            return map_error(exc)
+        return Response(encode_json(payload), status_code=status, media_type=JSON)
+
+    return endpoint
+
+
+async def _health(apollo: Apollo) -> tuple[int, Any]:
+    health = await apollo.health()
+    body = {"status": health.status, "data_available": health.data_available}
+    return (200 if health.status == "ok" else 503), body
+
+
+def create_app(
+    apollo: Apollo,
+    *,
+    tokens: Mapping[str, str] | None = None,
+    metrics: Metrics | None = None,
+) -> Starlette:
+    """The Starlette application of Apollo's HTTP API (``/api/apollo/...``, ``/metrics``,
+    ``/openapi.json``). ``tokens`` maps bearer tokens to principal ids."""
+    converter = make_converter()
+    auth = Authenticator(tokens)
+    document = encode_json(openapi_document())
+    routes = [
+        Route(op.full_path, _endpoint(op, apollo, auth, metrics, converter), methods=[op.method])
+        for op in OPERATIONS
+    ]
+
+    async def openapi(request: Request) -> Response:
+        return Response(document, media_type=JSON)
+
+    async def exposition(request: Request) -> Response:
+        if metrics is None:
+            return error_response(404, "not_found", "metrics are not enabled")
+        try:
+            async with apollo.store.unit_of_work() as uow:
+                metrics.set_queue_depth("outbox", await uow.outbox.pending())
+        except ApolloError as exc:
+            logger.warning("outbox depth unavailable: %s", exc)
+        payload, content_type = metrics.render()
+        return Response(payload, media_type=content_type)
+
+    routes.append(Route("/openapi.json", openapi, methods=["GET"]))
+    routes.append(Route("/metrics", exposition, methods=["GET"]))
+    middleware = [Middleware(Instrumentation, metrics=metrics)] if metrics is not None else []
+    return Starlette(
+        routes=routes,
+        middleware=middleware,
+        exception_handlers={HTTPException: http_error, Exception: server_error},
+    )
+
+
+__all__ = ["MAX_BODY_BYTES", "create_app"]

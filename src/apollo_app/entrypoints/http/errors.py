@@ -1,0 +1,65 @@
+"""Errors as HTTP responses: one shape, status codes from the one error policy."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+
+from ...error_policy import INTERNAL, field_of, message_of, rule_for
+from ...wire.codec import encode_json
+
+logger = logging.getLogger("apollo.http")
+JSON = "application/json"
+
+
+def error_body(kind: str, message: str, field_name: str | None = None) -> dict[str, Any]:
+    return {"error": {"type": kind, "message": message, "field": field_name}}
+
+
+def error_response(
+    status: int,
+    kind: str,
+    message: str,
+    field_name: str | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> Response:
+    return Response(
+        encode_json(error_body(kind, message, field_name)),
+        status_code=status,
+        media_type=JSON,
+        headers=dict(headers or {}),
+    )
+
+
+def map_error(exc: BaseException) -> Response:
+    """Any error as its policy's status and name (a server fault without its text)."""
+    rule = rule_for(exc)
+    if rule is INTERNAL:
+        logger.error("unexpected error", exc_info=exc)
+    return error_response(rule.http_status, rule.name, message_of(exc), field_of(exc))
+
+
+async def http_error(request: Request, exc: Exception) -> Response:
+    """Starlette's own errors (no route, method not allowed) in Apollo's error shape."""
+    assert isinstance(exc, HTTPException)
+    kinds = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}
+    message = exc.detail or "error"
+    if exc.status_code == 404:
+        message = f"no route for {request.url.path}"
+    elif exc.status_code == 405:
+        message = f"{request.method} is not allowed on {request.url.path}"
+    return error_response(
+        exc.status_code, kinds.get(exc.status_code, "http_error"), message, headers=exc.headers
+    )
+
+
+async def server_error(request: Request, exc: Exception) -> Response:
+    return error_response(500, INTERNAL.name, "internal error")
+
+
+__all__ = ["JSON", "error_body", "error_response", "http_error", "map_error", "server_error"]

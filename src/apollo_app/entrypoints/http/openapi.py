@@ -1,0 +1,190 @@
+"""The OpenAPI 3.1 document of every route, derived from the operation table and the
+commands' fields (their ``schema`` metadata describes each)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+from apollo_domain.model import Entry
+
+from .errors import JSON
+from .operations import OPERATIONS, SHAPED, Operation
+from .schema import ERROR_SCHEMA, JsonSchema, SchemaBook
+
+ERROR_DESCRIPTIONS = {
+    400: "Invalid input: malformed JSON, unknown field, wrong type or value.",
+    401: "Unknown bearer token (or, for maintenance, no token while tokens are configured).",
+    403: "The caller's role does not allow this, or the object is not the caller's.",
+    404: "Unknown, or not visible to the caller.",
+    405: "Method not allowed.",
+    409: "Not in a state this operation applies to, or a concurrent writer won.",
+    413: "Request body too large.",
+    415: "Request bodies must be application/json.",
+    422: "Rejected by admission (the reason says why).",
+    500: "The store failed to persist the change; nothing was written.",
+    503: "The store (or embedder) is unavailable right now; nothing was written.",
+}
+
+
+def _camel(name: str) -> str:
+    return "".join(part.capitalize() for part in name.split("_"))
+
+
+def _field_schema(book: SchemaBook, attribute: attrs.Attribute) -> JsonSchema:  # type: ignore[type-arg]
+    schema = dict(book.schema_of(attribute.type))
+    schema.update(attribute.metadata.get("schema", {}))
+    return schema
+
+
+def _parameters(book: SchemaBook, op: Operation) -> list[dict[str, Any]]:
+    if op.command is None:
+        return []
+    attrs.resolve_types(op.command)
+    fields = attrs.fields_dict(op.command)
+    found = []
+    for name, target in op.path_fields.items():
+        attribute = fields[target]
+        found.append(
+            {
+                "name": name,
+                "in": "path",
+                "required": True,
+                "description": attribute.metadata.get("schema", {}).get("description", ""),
+                "schema": {"type": "string", "minLength": 1},
+            }
+        )
+    if op.method == "GET":
+        for attribute in op.inputs():
+            schema = _field_schema(book, attribute)
+            found.append(
+                {
+                    "name": attribute.name,
+                    "in": "query",
+                    "required": attribute.default is attrs.NOTHING,
+                    "description": schema.pop("description", ""),
+                    "schema": {
+                        **schema,
+                        **(
+                            {"default": attribute.default}
+                            if attribute.default is not attrs.NOTHING
+                            else {}
+                        ),
+                    },
+                }
+            )
+    return found
+
+
+def _request_body(book: SchemaBook, op: Operation) -> dict[str, Any] | None:
+    if not op.reads_body or op.command is None:
+        return None
+    name = f"{_camel(op.operation_id)}Body"
+    hidden = {a.name for a in attrs.fields(op.command)} - {a.name for a in op.inputs()}
+    ref = book.schema_of(op.command, closed=True, omit=hidden, name=name)
+    component = book.components[name]
+    component["required"] = [r for r in component["required"] if r not in op.optional]
+    for field_name, value in op.defaults.items():
+        component["properties"][field_name]["default"] = value
+    return {"required": bool(component["required"]), "content": {JSON: {"schema": ref}}}
+
+
+def _response_schema(book: SchemaBook, op: Operation) -> JsonSchema | None:
+    spec = op.ok[2]
+    if spec is None:
+        return SHAPED.get(op.operation_id)
+    if isinstance(spec, tuple):
+        key, kind = spec
+        return {
+            "type": "object",
+            "required": [key],
+            "properties": {key: {"type": "array", "items": book.schema_of(kind)}},
+        }
+    omit = {"embedding"} if spec is Entry else frozenset()
+    return book.schema_of(spec, omit=omit)
+
+
+def openapi_document(operations: tuple[Operation, ...] = OPERATIONS) -> dict[str, Any]:
+    """The OpenAPI 3.1 document of every route of :func:`create_app`."""
+    book = SchemaBook()
+    book.components["Error"] = ERROR_SCHEMA
+    error_ref = {"$ref": "#/components/schemas/Error"}
+    paths: dict[str, dict[str, Any]] = {}
+    for op in operations:
+        status, description, _ = op.ok
+        ok: dict[str, Any] = {"description": description}
+        schema = _response_schema(book, op)
+        if schema is not None:
+            ok["content"] = {JSON: {"schema": schema}}
+        responses: dict[str, Any] = {str(status): ok}
+        if op.operation_id == "health":
+            responses["503"] = {
+                "description": "Degraded: some part of the store cannot be written.",
+                "content": {JSON: {"schema": SHAPED["health"]}},
+            }
+        for code in sorted({*op.errors, 401}):
+            responses[str(code)] = {
+                "description": ERROR_DESCRIPTIONS[code],
+                "content": {JSON: {"schema": error_ref}},
+            }
+        operation: dict[str, Any] = {
+            "operationId": op.operation_id,
+            "summary": op.summary,
+            "tags": [op.tag],
+            "responses": responses,
+        }
+        parameters = _parameters(book, op)
+        if parameters:
+            operation["parameters"] = parameters
+        body = _request_body(book, op)
+        if body is not None:
+            operation["requestBody"] = body
+        if op.authenticated:
+            operation["security"] = [{"bearer": []}]
+        paths.setdefault(op.full_path, {})[op.method.lower()] = operation
+
+    paths["/openapi.json"] = {
+        "get": {
+            "operationId": "openapi",
+            "summary": "This document.",
+            "tags": ["service"],
+            "security": [{}],
+            "responses": {"200": {"description": "OpenAPI 3.1 document."}},
+        }
+    }
+    paths["/metrics"] = {
+        "get": {
+            "operationId": "metrics",
+            "summary": "Prometheus metrics (text exposition format).",
+            "tags": ["service"],
+            "security": [{}],
+            "responses": {
+                "200": {
+                    "description": "Metrics in the Prometheus text format.",
+                    "content": {"text/plain": {"schema": {"type": "string"}}},
+                }
+            },
+        }
+    }
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "Apollo",
+            "version": "0.1.0",
+            "description": (
+                "Shared knowledge store for AI agent meshes. Send `Authorization: Bearer "
+                "<token>` to act as the token's principal; without a token the caller is "
+                "anonymous and sees only global entries."
+            ),
+        },
+        "paths": paths,
+        "components": {
+            "schemas": book.components,
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+        },
+        "security": [{}, {"bearer": []}],
+    }
+
+
+__all__ = ["ERROR_DESCRIPTIONS", "openapi_document"]

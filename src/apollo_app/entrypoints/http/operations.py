@@ -1,0 +1,331 @@
+"""The HTTP operations: each route names the command it carries and how its result is shown.
+
+A route's inputs are its command's fields: a POST route reads them from the JSON body, a
+GET route from query parameters, and path parameters fill the fields they name. Fields a
+route sets itself (``fixed``, or ``fill`` from the request) are not accepted from callers.
+Both the Starlette routes and the OpenAPI document are built from this one table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import attrs
+import cattrs
+from attrs import field, frozen
+from starlette.requests import Request
+
+from apollo_domain import commands as c
+from apollo_domain.expertise import DomainCoverage
+from apollo_domain.model import Entry, Outcome, Principal, Status
+from apollo_domain.ports import ExpertiseRecord, StoreStats
+from apollo_domain.results import (
+    AgentProfile,
+    IngestResult,
+    LifecycleResult,
+    MaintenanceResult,
+    QueryResult,
+    RelatedEntry,
+)
+
+from ...facade import Apollo
+from ...metrics import Metrics
+from .errors import error_body
+from .schema import JsonSchema
+
+PREFIX = "/api/apollo"
+#: The agent credited with an HTTP call that names none, when the caller is anonymous.
+HTTP_AGENT = "http"
+
+
+@frozen
+class Call:
+    """One request as an operation sees it."""
+
+    request: Request
+    apollo: Apollo
+    metrics: Metrics | None
+    principal: Principal
+    converter: cattrs.Converter
+
+    def out(self, value: Any) -> Any:
+        return self.converter.unstructure(value)
+
+
+Present = Callable[[Call, Any], tuple[int, Any]]
+
+
+def _plain(call: Call, result: Any) -> tuple[int, Any]:
+    return 200, call.out(result)
+
+
+def _listed(key: str) -> Present:
+    def present(call: Call, result: Any) -> tuple[int, Any]:
+        return 200, {key: call.out(result)}
+
+    return present
+
+
+def _ingested(call: Call, result: IngestResult) -> tuple[int, Any]:
+    if result.outcome is Outcome.REJECTED:
+        return 422, error_body("rejected", result.reason or "rejected")
+    return 201, call.out(result)
+
+
+def _entry(call: Call, entry: Entry) -> tuple[int, Any]:
+    data = call.out(entry)
+    data.pop("embedding", None)
+    return 200, data
+
+
+def _stats(call: Call, stats: StoreStats) -> tuple[int, Any]:
+    by_status = {status.value: 0 for status in Status}
+    by_status.update({str(k): int(v) for k, v in stats.by_status.items()})
+    by_status["active"] = sum(by_status[s.value] for s in Status if s.is_active)
+    return 200, {
+        "total": stats.total,
+        "last_24h": stats.last_24h,
+        "average_confidence": round(stats.average_confidence, 3),
+        "by_status": by_status,
+        "by_content_type": {str(k): int(v) for k, v in stats.by_content_type.items()},
+        "total_relations": stats.total_relations,
+    }
+
+
+def _submitted(call: Call) -> dict[str, Any]:
+    return {"submitted_by": call.principal.id, "submitted_from": HTTP_AGENT}
+
+
+@frozen
+class Operation:
+    method: str
+    path: str
+    operation_id: str
+    summary: str
+    command: type[c.Command[Any]] | None  # None: served by the app itself (health)
+    ok: tuple[int, str, Any]  # status, description, result type or schema
+    present: Present = _plain
+    path_fields: Mapping[str, str] = field(factory=dict)  # path parameter → command field
+    fixed: Mapping[str, Any] = field(factory=dict)  # fields this route sets to a constant
+    fill: Callable[[Call], Mapping[str, Any]] | None = None  # fields set from the request
+    filled: frozenset[str] = frozenset()  # the fields ``fill`` sets
+    defaults: Mapping[str, Any] = field(factory=dict)  # this route's own defaults
+    optional: frozenset[str] = frozenset()  # fields this route lets callers leave out
+    choose: Callable[[Mapping[str, Any]], type[c.Command[Any]]] | None = None
+    tag: str = "knowledge"
+    authenticated: bool = False  # needs a token when tokens are configured
+    errors: tuple[int, ...] = ()  # documented error statuses (401 always is)
+
+    @property
+    def full_path(self) -> str:
+        return PREFIX + self.path
+
+    @property
+    def reads_body(self) -> bool:
+        return self.command is not None and self.method != "GET"
+
+    def inputs(self) -> tuple[attrs.Attribute, ...]:  # type: ignore[type-arg]
+        """The command fields callers supply (body or query string)."""
+        if self.command is None:
+            return ()
+        hidden = {*self.path_fields.values(), *self.fixed, *self.filled}
+        if self.method == "GET":
+            hidden.add("agent_id")
+        return tuple(a for a in attrs.fields(self.command) if a.name not in hidden)
+
+
+def _decay_command(data: Mapping[str, Any]) -> type[c.Command[Any]]:
+    return c.ForceDecay if data.get("factor") is not None else c.RunDecayCycle
+
+
+_ENTRY_PATH = {"entry_id": "entry_id"}
+_WRITE_ERRORS = (400, 500, 503)
+
+OPERATIONS: tuple[Operation, ...] = (
+    Operation(
+        "GET",
+        "/health",
+        "health",
+        "Whether every part of the store can be written (503 when degraded).",
+        None,
+        (200, "The store is healthy.", None),
+        tag="service",
+    ),
+    Operation(
+        "POST",
+        "/ingest",
+        "ingest",
+        "Store knowledge: created, deduplicated or corroborated (201), rejected (422).",
+        c.StoreKnowledge,
+        (201, "Accepted: created, deduplicated or corroborated.", IngestResult),
+        present=_ingested,
+        fill=_submitted,
+        filled=frozenset({"submitted_by", "submitted_from"}),
+        errors=(*_WRITE_ERRORS, 409, 413, 422),
+    ),
+    Operation(
+        "POST",
+        "/query",
+        "query",
+        "Semantic search over visible entries (browse newest first below 3 characters).",
+        c.QueryKnowledge,
+        (200, "Matching entries.", QueryResult),
+        fixed={"count_access": True},
+        errors=(*_WRITE_ERRORS, 413),
+    ),
+    Operation(
+        "POST",
+        "/retrieve",
+        "retrieve",
+        "Like query, without access counts or access-log rows.",
+        c.QueryKnowledge,
+        (200, "Matching entries.", QueryResult),
+        fixed={"count_access": False, "status": None},
+        defaults={"limit": 5},
+        errors=(*_WRITE_ERRORS, 413),
+    ),
+    Operation(
+        "POST",
+        "/traverse",
+        "traverse",
+        "Spreading activation over relations from a visible entry.",
+        c.Traverse,
+        (200, "Related entries, highest activation first.", ("related", RelatedEntry)),
+        present=_listed("related"),
+        errors=(*_WRITE_ERRORS, 404, 413),
+    ),
+    Operation(
+        "GET",
+        "/entries/{entry_id}",
+        "get_entry",
+        "One entry, when the caller may see it.",
+        c.GetEntry,
+        (200, "The entry (without its embedding).", Entry),
+        present=_entry,
+        path_fields=_ENTRY_PATH,
+        errors=(400, 404, 503),
+    ),
+    Operation(
+        "POST",
+        "/entries/{entry_id}/deprecate",
+        "deprecate_entry",
+        "Archive an entry with a deprecation reason (repeating it changes nothing).",
+        c.DeprecateEntry,
+        (200, "Deprecated; `changed` is false for a repeat.", LifecycleResult),
+        path_fields=_ENTRY_PATH,
+        errors=(*_WRITE_ERRORS, 404, 413),
+    ),
+    Operation(
+        "POST",
+        "/entries/{entry_id}/resolve",
+        "resolve_dispute",
+        "Resolve a disputed entry: accept/keep confirm it, reject archives it.",
+        c.ResolveDispute,
+        (200, "Resolved.", LifecycleResult),
+        path_fields=_ENTRY_PATH,
+        errors=(*_WRITE_ERRORS, 404, 409, 413),
+    ),
+    Operation(
+        "GET",
+        "/expertise/at-risk",
+        "domains_at_risk",
+        "Domains covered by fewer than min_agents agents.",
+        c.DomainsAtRisk,
+        (200, "Thinnest domains first.", ("domains", DomainCoverage)),
+        present=_listed("domains"),
+        errors=(400, 503),
+        tag="expertise",
+    ),
+    Operation(
+        "GET",
+        "/expertise/{domain}",
+        "get_expertise",
+        "Agents by proficiency in a domain.",
+        c.GetExpertise,
+        (200, "Most proficient first.", ("agents", ExpertiseRecord)),
+        present=_listed("agents"),
+        path_fields={"domain": "domain"},
+        errors=(400, 404, 503),
+        tag="expertise",
+    ),
+    Operation(
+        "GET",
+        "/agents/{agent_id}/profile",
+        "agent_profile",
+        "An agent's domains, counts, average confidence and last activity.",
+        c.GetAgentProfile,
+        (200, "The profile.", AgentProfile),
+        path_fields={"agent_id": "target_agent_id"},
+        errors=(400, 404, 503),
+        tag="expertise",
+    ),
+    Operation(
+        "POST",
+        "/maintenance/decay",
+        "decay",
+        "With factor: force a decay by that factor; without: run the periodic decay cycle.",
+        c.ForceDecay,
+        (200, "Counts of decayed and archived entries.", MaintenanceResult),
+        optional=frozenset({"factor"}),
+        choose=_decay_command,
+        errors=(*_WRITE_ERRORS, 413),
+        tag="maintenance",
+        authenticated=True,
+    ),
+    Operation(
+        "POST",
+        "/maintenance/archive-stale",
+        "archive_stale",
+        "Archive non-archived entries untouched for `days` days.",
+        c.ArchiveStale,
+        (200, "Count of archived entries.", MaintenanceResult),
+        errors=(*_WRITE_ERRORS, 413),
+        tag="maintenance",
+        authenticated=True,
+    ),
+    Operation(
+        "GET",
+        "/stats",
+        "stats",
+        "Counts over the entries the caller may see.",
+        c.Stats,
+        (200, "Counts.", None),
+        present=_stats,
+        errors=(503,),
+        tag="service",
+    ),
+)
+
+HEALTH_SCHEMA: JsonSchema = {
+    "type": "object",
+    "required": ["status", "data_available"],
+    "properties": {
+        "status": {"type": "string", "enum": ["ok", "degraded"]},
+        "data_available": {"type": "boolean"},
+    },
+}
+_COUNTS: JsonSchema = {"type": "object", "additionalProperties": {"type": "integer"}}
+STATS_SCHEMA: JsonSchema = {
+    "type": "object",
+    "required": [
+        "total",
+        "last_24h",
+        "average_confidence",
+        "by_status",
+        "by_content_type",
+        "total_relations",
+    ],
+    "properties": {
+        "total": {"type": "integer"},
+        "last_24h": {"type": "integer"},
+        "average_confidence": {"type": "number"},
+        "by_status": {**_COUNTS, "required": ["active", *(s.value for s in Status)]},
+        "by_content_type": _COUNTS,
+        "total_relations": {"type": "integer"},
+    },
+}
+#: Result schemas the table names by ``None`` (served as hand-shaped JSON).
+SHAPED: Mapping[str, JsonSchema] = {"health": HEALTH_SCHEMA, "stats": STATS_SCHEMA}
+
+__all__ = ["HTTP_AGENT", "OPERATIONS", "PREFIX", "SHAPED", "Call", "Operation"]

@@ -1,0 +1,283 @@
+"""Service mode: the actors that consume Apollo's queues, the periodic work, ``apollo serve``.
+
+Consumers (one per queue, ``settings.prefetch`` deliveries in flight each):
+
+- ingest queue: ``ingest`` and the other mutations. The principal is the broker-verified
+  ``user_id`` of the message (none when absent); the body's ``agent_id`` is attribution
+  only. An ingest is acknowledged only after it committed, and it is idempotent by
+  ``message_id``, so a redelivery writes nothing twice. Other mutations are skipped when
+  their ``message_id`` was already processed (the key is recorded right after the change
+  commits).
+- query queue (RPC): every request gets a reply, a result or the error, then is
+  acknowledged; a caller never waits for an answer that will not come.
+- writeback-store: a response that carries its embedding. The embedding's dimension must
+  match the store's (else the message is dead-lettered with the reason); the content is
+  then ingested normally, so the store's own embedder produces the stored vector (cached,
+  so cheap) and one store keeps one embedding model. writeback-vectorize: embed, ingest.
+- GAS queue: ``llm.audit.complete`` events, processed once per request id.
+
+Settlement: bad input and failures that cannot succeed on a retry (:class:`ValidationError`,
+:class:`NotFound`, :class:`InvalidTransition`) dead-letter the message with the reason;
+any other failure (the store or the broker unavailable, anything unexpected) is retried
+with backoff, a bounded number of times, then dead-lettered. Nothing is dropped silently.
+
+Nothing here is process-local: several service processes may consume the same queues.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Collection
+from typing import TYPE_CHECKING, Any
+
+from apollo_domain import commands as c
+from apollo_domain.errors import ApolloError, TransportError
+from apollo_domain.handlers import handle, handler_of
+from apollo_domain.messaging import Delivery, MessageBus, MessageHandler, Subscription
+from apollo_domain.model import Principal
+from apollo_domain.services import Caller
+from apollo_domain.topology import Topology
+
+from ...bootstrap import topology_of
+from ...error_policy import Settlement, rule_for
+from ...facade import Apollo
+from ...settings import Settings
+from ...wire.envelope import (
+    DEADLINE_HEADER,
+    MUTATIONS,
+    REQUESTS,
+    decode_command,
+    decode_gas_event,
+)
+from ...wire.replies import encode_error_reply, encode_reply
+from .periodic import Periodic
+
+if TYPE_CHECKING:
+    from ...metrics import Metrics
+
+log = logging.getLogger("apollo.service")
+
+OUTBOX_BATCH = 50
+
+
+class ApolloService:
+    """The service actors over one :class:`Apollo` and one bus.
+
+    ``await service.start()`` attaches the consumers and starts the periodic actors;
+    ``await service.stop()`` stops consuming, lets the handlers in flight finish (their
+    deliveries settled), then stops the periodic actors. Also an async context manager.
+    """
+
+    def __init__(
+        self,
+        apollo: Apollo,
+        bus: MessageBus,
+        settings: Settings,
+        metrics: Metrics | None = None,
+        *,
+        topology: Topology | None = None,
+    ) -> None:
+        self.apollo = apollo
+        self.bus = bus
+        self.settings = settings
+        self.metrics = metrics
+        self.topology = topology or getattr(bus, "topology", None) or topology_of(settings)
+        self._subscriptions: list[Subscription] = []
+        self._periodic = Periodic()
+        self._started = False
+        self._stopped = False
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        if self._started:
+            return
+        self._started = True
+        topology = self.topology
+        consumers: list[tuple[str, MessageHandler]] = [
+            (topology.ingest_queue, self._consumer(MUTATIONS)),
+            (topology.query_queue, self._on_request),
+            (topology.writeback_store_queue, self._consumer({"writeback_store"})),
+            (topology.writeback_vectorize_queue, self._consumer({"writeback_vectorize"})),
+            (topology.gas_queue, self._on_gas_event),
+        ]
+        try:
+            for queue, handler in consumers:
+                subscription = await self.bus.consume(
+                    queue, handler, prefetch=self.settings.prefetch
+                )
+                self._subscriptions.append(subscription)
+        except BaseException:
+            await self.stop()
+            raise
+        settings = self.settings
+        jobs: list[tuple[str, float, c.Command[Any]]] = [
+            ("decay", settings.decay_interval, c.RunDecayCycle()),
+            ("expertise", settings.expertise_interval, c.AggregateExpertise()),
+            (
+                "corroboration",
+                settings.corroboration_interval,
+                c.CheckCorroboration(limit=settings.corroboration_batch),
+            ),
+            ("outbox", settings.outbox_interval, c.ProcessOutbox(limit=OUTBOX_BATCH)),
+        ]
+        for name, interval, command in jobs:
+            self._periodic.every(name, interval, self._job(command))
+        log.info("consuming %s", ", ".join(queue for queue, _ in consumers))
+
+    async def stop(self) -> None:
+        """Graceful: stop consuming and drain the handlers in flight, then the periodic
+        actors (a run in progress gets a grace period before it is cancelled)."""
+        if self._stopped:
+            return
+        self._stopped = True
+        subscriptions, self._subscriptions = self._subscriptions, []
+        await asyncio.gather(*(s.cancel() for s in subscriptions), return_exceptions=True)
+        await self._periodic.stop()
+        log.info("stopped")
+
+    async def __aenter__(self) -> ApolloService:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    # -- carrying out commands -------------------------------------------------------------
+
+    async def _run(self, caller: Caller, command: c.Command[Any], key: str | None = None) -> Any:
+        started = time.perf_counter()
+        result = await handle(self.apollo.deps, caller, command, idempotency_key=key)
+        if self.metrics is not None:
+            self.metrics.observe_command(command, result, time.perf_counter() - started)
+        return result
+
+    def _job(self, command: c.Command[Any]) -> Callable[[], Awaitable[Any]]:
+        caller = Caller("apollo", Principal(None), trusted=True)
+        return lambda: self._run(caller, command)
+
+    @staticmethod
+    def _caller(delivery: Delivery) -> Caller:
+        return Caller.of(None, Principal(delivery.message.user_id))
+
+    # -- consumers -------------------------------------------------------------------------
+
+    def _consumer(self, accept: Collection[str]) -> MessageHandler:
+        """A consumer of command messages of the ``accept`` actions: each is carried out
+        once per message id, then acknowledged."""
+
+        async def consume(delivery: Delivery) -> None:
+            async def work() -> None:
+                command = decode_command(delivery.message.body, accept=accept)
+                await self._once(delivery, command)
+
+            await self._settle(delivery, work)
+
+        return consume
+
+    async def _once(self, delivery: Delivery, command: c.Command[Any]) -> None:
+        """Carry out a mutation at most once per message id. Ingests record the id in their
+        own transaction; other mutations are skipped when the id was already processed."""
+        message_id = delivery.message.message_id
+        caller = self._caller(delivery)
+        if isinstance(command, c.StoreKnowledge | c.WritebackStore | c.WritebackVectorize):
+            result = await self._run(caller, command, message_id or None)
+            log.debug("%s %s: %s", type(command).__name__, message_id, result)
+            return
+        deps = self.apollo.deps
+        key = f"command:{message_id}"
+        async with deps.store.unit_of_work() as uow:
+            if await uow.processed.seen(key):
+                log.info("message %s already processed; skipped", message_id)
+                return
+        result = await self._run(caller, command)
+        async with deps.store.unit_of_work() as uow:
+            await uow.processed.mark(key, deps.clock.now())
+            await uow.commit()
+        log.debug("message %s: %s", message_id, result)
+
+    async def _on_gas_event(self, delivery: Delivery) -> None:
+        async def work() -> None:
+            command = decode_gas_event(delivery.message.body)
+            result = await self._run(self._caller(delivery), command)
+            log.debug("gas %s: %s", result.request_id, dict(result.deposited))
+
+        await self._settle(delivery, work)
+
+    async def _on_request(self, delivery: Delivery) -> None:
+        message = delivery.message
+        if not message.reply_to:
+            await _reject(delivery, "an RPC request needs reply_to")
+            return
+        deadline = message.headers.get(DEADLINE_HEADER)
+        if isinstance(deadline, int | float) and time.time() > deadline:
+            # the caller gave up: answering would boost confidences for nobody
+            log.info("request %s expired before it was served; dropped", message.message_id)
+            await delivery.ack()
+            return
+        try:
+            command = decode_command(message.body, accept=REQUESTS)
+            if handler_of(command).mutation:
+                raise TypeError(f"{type(command).__name__} is not a read")
+            reply = encode_reply(await self._run(self._caller(delivery), command))
+        except ApolloError as exc:
+            log.info("request %s failed: %s", message.message_id, exc)
+            reply = encode_error_reply(exc)
+        except Exception as exc:
+            log.exception("request %s failed", message.message_id)
+            reply = encode_error_reply(exc)
+        await self.bus.reply(message, reply)
+        await delivery.ack()
+
+    # -- settlement ------------------------------------------------------------------------
+
+    async def _settle(self, delivery: Delivery, work: Callable[[], Awaitable[None]]) -> None:
+        """Acknowledge after ``work`` succeeded; on failure, dead-letter or retry as the
+        error policy says (a failure that is not Apollo's own is logged in full)."""
+        message = delivery.message
+        try:
+            await work()
+        except Exception as exc:
+            reason = f"{type(exc).__name__}: {exc}"
+            if rule_for(exc).settlement is Settlement.DEAD_LETTER:
+                await _reject(delivery, reason)
+                return
+            if isinstance(exc, ApolloError):
+                log.warning(
+                    "message %s (delivery %d) failed, will retry: %s",
+                    message.message_id,
+                    message.delivery_count,
+                    exc,
+                )
+            else:
+                log.exception("message %s failed unexpectedly; will retry", message.message_id)
+            await _retry(delivery, reason)
+            return
+        try:
+            await delivery.ack()
+        except TransportError as exc:
+            log.warning(
+                "could not acknowledge %s (%s); its redelivery is idempotent",
+                message.message_id,
+                exc,
+            )
+
+
+async def _reject(delivery: Delivery, reason: str) -> None:
+    log.warning("dead-lettering message %s: %s", delivery.message.message_id, reason)
+    try:
+        await delivery.reject(reason)
+    except TransportError as exc:
+        log.warning("could not dead-letter %s (%s)", delivery.message.message_id, exc)
+
+
+async def _retry(delivery: Delivery, reason: str) -> None:
+    try:
+        await delivery.retry(reason)
+    except TransportError as exc:
+        log.warning("could not requeue %s (%s); it returns later", delivery.message.message_id, exc)
+
+
+__all__ = ["OUTBOX_BATCH", "ApolloService"]

@@ -1,0 +1,135 @@
+"""``apollo serve``: the store, the bus, the service actors and the HTTP API in one process."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib.util
+import logging
+import signal
+import sys
+from typing import TYPE_CHECKING, Any
+
+from apollo_domain.errors import ConfigurationError
+
+from ... import bootstrap
+from ...facade import Apollo
+from ...settings import Settings
+from .consumers import ApolloService
+
+if TYPE_CHECKING:
+    from ...metrics import Metrics
+
+log = logging.getLogger("apollo.service")
+
+
+def http_enabled(settings: Settings) -> bool:
+    """Whether ``apollo serve`` runs the HTTP API (``settings.http_enabled``, default on)."""
+    return settings.http_enabled
+
+
+def _make_metrics() -> Metrics | None:
+    if importlib.util.find_spec("apollo_app.metrics") is None:
+        return None
+    from ...metrics import Metrics
+
+    return Metrics()
+
+
+async def run_service(
+    settings: Settings | None = None, *, stop: asyncio.Event | None = None
+) -> None:
+    """``apollo serve``: open the store and the bus, run the consumers, the periodic actors
+    and the HTTP API until SIGINT/SIGTERM (or ``stop``), then shut down gracefully."""
+    settings = settings or Settings.from_env()
+    topology = bootstrap.topology_of(settings)
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    handled: list[signal.Signals] = []
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(sig, stop.set)
+            handled.append(sig)
+    metrics = _make_metrics()
+    try:
+        async with Apollo.open(settings) as apollo:
+            bus = await bootstrap.open_bus(settings, topology)
+            try:
+                service = ApolloService(apollo, bus, settings, metrics, topology=topology)
+                await service.start()
+                try:
+                    await _serve_until(stop, apollo, settings, metrics)
+                finally:
+                    await service.stop()
+            finally:
+                await bus.close()
+    finally:
+        for sig in handled:
+            loop.remove_signal_handler(sig)
+
+
+async def _serve_until(
+    stop: asyncio.Event, apollo: Apollo, settings: Settings, metrics: Metrics | None
+) -> None:
+    waiting = asyncio.ensure_future(stop.wait())
+    tasks: set[asyncio.Future[Any]] = {waiting}
+    http: asyncio.Task[None] | None = None
+    if (
+        http_enabled(settings)
+        and importlib.util.find_spec("apollo_app.entrypoints.http") is not None
+    ):
+        from ..http import serve_http
+
+        ready = asyncio.Event()
+        http = asyncio.ensure_future(serve_http(apollo, settings, metrics, ready=ready))
+        tasks.add(http)
+        started = asyncio.ensure_future(ready.wait())
+        await asyncio.wait({started, http}, return_when=asyncio.FIRST_COMPLETED)
+        started.cancel()
+    log.info(
+        "Apollo service running: %s; bus: %s; store: %s",
+        _http_address(settings) if http is not None else "HTTP API disabled",
+        "RabbitMQ" if settings.amqp_url else "in-process",
+        "PostgreSQL at APOLLO_DATABASE_URL"
+        if settings.database_url
+        else f"embedded PostgreSQL in {settings.data_dir}",
+    )
+    try:
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        if http is not None and http in done:
+            http.result()  # an HTTP server that failed takes the service down with it
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    log.info("shutting down")
+
+
+def _http_address(settings: Settings) -> str:
+    from ..http import bind_host
+
+    host = bind_host(settings.http_host, settings.api_tokens)
+    note = "" if settings.api_tokens else " (no APOLLO_API_TOKENS: loopback only, anonymous)"
+    return f"HTTP API on http://{host}:{settings.http_port}/api/apollo/{note}"
+
+
+def main() -> int:
+    """``python -m apollo_app.service``: run the service with settings from the environment."""
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        settings = Settings.from_env()
+    except ConfigurationError as exc:
+        log.error("invalid settings: %s", exc)
+        return 2
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(run_service(settings))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+
+
+__all__ = ["http_enabled", "main", "run_service"]

@@ -1,0 +1,251 @@
+"""``Apollo``: the embedding program's view of the knowledge store."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
+from types import TracebackType
+from typing import Any, TypeVar
+from uuid import UUID
+
+from attrs import frozen
+
+from apollo_domain import commands as c
+from apollo_domain.errors import StoreUnavailable
+from apollo_domain.handlers import handle
+from apollo_domain.model import Entry, Evidence, Principal
+from apollo_domain.policy import ConfidencePolicy
+from apollo_domain.ports import (
+    STORE_PARTS,
+    Clock,
+    ContradictionJudge,
+    Embedder,
+    GasLanguageModel,
+    IdentityDirectory,
+    Store,
+    StoreStats,
+)
+from apollo_domain.results import (
+    ContradictionReport,
+    CorroborationReport,
+    ErasureResult,
+    GasResult,
+    MaintenanceResult,
+)
+from apollo_domain.services import Caller, Deps
+
+from .. import bootstrap
+from ..bootstrap import Closer, Overrides
+from .client import Client
+
+R = TypeVar("R")
+ALL_PARTS = sorted(STORE_PARTS)
+#: The embedding program itself: no principal, reads any entry by id.
+PROGRAM = Caller("apollo", Principal(None), trusted=True)
+
+
+@frozen
+class Health:
+    status: str  # "ok" | "degraded"
+    data_available: bool
+    detail: str | None
+
+
+class Apollo:
+    """A knowledge store with its use cases wired. Use as an async context manager::
+
+    async with Apollo.in_memory() as apollo:
+        client = apollo.client(agent_id="claude-net-1", principal=Principal("alice"))
+        await client.store_knowledge(content="...", content_type="fact")
+    """
+
+    def __init__(self, deps: Deps, *, closers: Sequence[Closer] = ()) -> None:
+        self.deps = deps
+        self._closers = list(closers)
+        self._closed = False
+
+    # -- construction ------------------------------------------------------------------
+
+    @classmethod
+    def in_memory(
+        cls,
+        embedder: Embedder | None = None,
+        clock: Clock | None = None,
+        judge: ContradictionJudge | None = None,
+        llm: GasLanguageModel | None = None,
+        policy: ConfidencePolicy | None = None,
+    ) -> Apollo:
+        """Everything in this process: the in-memory store (exact numpy search)."""
+        wired = bootstrap.in_memory(Overrides(embedder, clock, judge, llm, policy))
+        return cls(wired.deps, closers=wired.closers)
+
+    @classmethod
+    def with_store(
+        cls,
+        store: Store,
+        *,
+        embedder: Embedder | None = None,
+        clock: Clock | None = None,
+        judge: ContradictionJudge | None = None,
+        llm: GasLanguageModel | None = None,
+        policy: ConfidencePolicy | None = None,
+        closers: Sequence[Closer] = (),
+    ) -> Apollo:
+        """Wrap any :class:`Store` adapter (the caller keeps ownership unless it passes
+        ``closers``)."""
+        deps = bootstrap.wire(store, Overrides(embedder, clock, judge, llm, policy))
+        return cls(deps, closers=closers)
+
+    @classmethod
+    def open(
+        cls,
+        settings: Any = None,
+        *,
+        embedder: Embedder | None = None,
+        clock: Clock | None = None,
+        judge: ContradictionJudge | None = None,
+        llm: GasLanguageModel | None = None,
+        policy: ConfidencePolicy | None = None,
+    ) -> _Opening:
+        """The durable store from settings (embedded PostgreSQL + pgvector by default).
+
+        ``async with Apollo.open(Settings()) as apollo: ...`` or ``await Apollo.open(...)``.
+        """
+        from ..settings import Settings
+
+        overrides = Overrides(embedder, clock, judge, llm, policy)
+
+        async def opened() -> Apollo:
+            wired = await bootstrap.open_durable(settings or Settings.from_env(), overrides)
+            return cls(wired.deps, closers=wired.closers)
+
+        return _Opening(opened)
+
+    async def __aenter__(self) -> Apollo:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for closer in reversed(self._closers):
+            await closer()
+
+    # -- accessors -----------------------------------------------------------------------
+
+    @property
+    def store(self) -> Store:
+        return self.deps.store
+
+    @property
+    def directory(self) -> IdentityDirectory:
+        return self.deps.store.directory
+
+    @property
+    def policy(self) -> ConfidencePolicy:
+        return self.deps.policy
+
+    def client(self, agent_id: str = "unknown", principal: Principal | str | None = None) -> Client:
+        """A client acting for ``agent_id`` as ``principal`` (a string means ``Principal(it)``)."""
+        if isinstance(principal, str):
+            principal = Principal(principal)
+        return Client(self.deps, Caller.of(agent_id, principal))
+
+    async def run(self, command: c.Command[R], *, principal: Principal | None = None) -> R:
+        """Carry out any command, as ``principal`` or (None) as the embedding program."""
+        caller = PROGRAM if principal is None else Caller.of(PROGRAM.agent_id, principal)
+        return await handle(self.deps, caller, command)
+
+    async def get_entry(self, entry_id: UUID | str, *, principal: Principal | None = None) -> Entry:
+        """The full entry (status, confidence, source_context, ...). With ``principal``, only
+        when that principal may see it. Unknown ids raise :class:`NotFound`."""
+        return await self.run(c.GetEntry(entry_id=str(entry_id)), principal=principal)
+
+    async def get_evidence(
+        self, entry_id: UUID | str, *, principal: Principal | None = None
+    ) -> list[Evidence]:
+        """The evidence on an entry (with ``principal``: only an entry it may see)."""
+        return await self.run(c.GetEvidence(entry_id=str(entry_id)), principal=principal)
+
+    async def stats(self, principal: Principal | None = None) -> StoreStats:
+        """Counts over the entries ``principal`` may see (anonymous: global only)."""
+        return await self.run(c.Stats(), principal=principal or Principal(None))
+
+    async def health(self) -> Health:
+        """``ok`` when every part of the store can be written, else ``degraded``."""
+        try:
+            await self.store.preflight(ALL_PARTS)
+        except StoreUnavailable as exc:
+            return Health("degraded", False, str(exc))
+        return Health("ok", True, None)
+
+    # -- periodic work -------------------------------------------------------------------
+
+    async def run_decay_cycle(self) -> MaintenanceResult:
+        return await self.run(c.RunDecayCycle())
+
+    async def check_corroboration(self, limit: int = 100) -> CorroborationReport:
+        return await self.run(c.CheckCorroboration(limit=limit))
+
+    async def aggregate_expertise(self) -> MaintenanceResult:
+        return await self.run(c.AggregateExpertise())
+
+    async def process_outbox(self, limit: int = 50) -> ContradictionReport:
+        return await self.run(c.ProcessOutbox(limit=limit))
+
+    async def process_gas_event(
+        self, event: Mapping[str, Any], *, principal: Principal | None = None
+    ) -> GasResult:
+        return await self.run(
+            c.ProcessGasEvent(event=dict(event)), principal=principal or Principal(None)
+        )
+
+    async def erase_agent(self, agent_id: str) -> ErasureResult:
+        return await self.run(c.EraseAgent(target_agent_id=agent_id))
+
+    @classmethod
+    def client_mode(
+        cls,
+        amqp_url: str,
+        *,
+        agent_id: str = "unknown",
+        topology: Any = None,
+        rpc_timeout: float = 10.0,
+    ) -> Any:
+        """Client mode, no database: ``async with Apollo.client_mode(url, agent_id=...) as
+        client`` yields a :class:`apollo_app.facade.remote.RemoteClient` whose mutations are
+        published to the Apollo service and whose reads are RPC requests to it."""
+        from .remote import open_client_mode
+
+        return open_client_mode(
+            amqp_url, agent_id=agent_id, topology=topology, rpc_timeout=rpc_timeout
+        )
+
+
+class _Opening:
+    """Awaitable and async context manager around an asynchronously opened Apollo."""
+
+    def __init__(self, factory: Callable[[], Awaitable[Apollo]]) -> None:
+        self._factory = factory
+        self._apollo: Apollo | None = None
+
+    def __await__(self) -> Generator[Any, None, Apollo]:
+        return self._factory().__await__()
+
+    async def __aenter__(self) -> Apollo:
+        self._apollo = await self._factory()
+        return self._apollo
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._apollo is not None:
+            await self._apollo.close()
+
+
+__all__ = ["Apollo", "Health"]

@@ -1,0 +1,1 @@
+"""Apollo's wire format: the JSON codec, bus command envelopes and RPC replies."""

@@ -1,0 +1,201 @@
+"""Commands on the bus: versioned JSON envelopes around :mod:`apollo_domain.commands`.
+
+Every command message is one JSON object ``{"v": 1, "action": <action>, "payload": {...}}``
+whose payload is the command's fields, (de)structured strictly by the private converter of
+this module (no coercion between strings and numbers, no unknown fields). A payload names
+the calling agent (``agent_id``, attribution only); it never carries a principal: the
+consumer takes identity from the broker-verified ``user_id``.
+
+Which queue carries what:
+
+- ingest queue: the mutations of :data:`MUTATIONS` (``ingest``, ``link``, ``deprecate``,
+  ``resolve``, ``force_decay``, ``archive_stale``);
+- query queue (RPC): the reads of :data:`REQUESTS` (``query``, ``traverse``, ``expertise``,
+  ``at_risk``, ``profile``), answered as :mod:`apollo_app.wire.replies` says;
+- writeback-store / writeback-vectorize: ``writeback_store`` (content + embedding +
+  metadata) and ``writeback_vectorize`` (content + metadata);
+- GAS queue: the ``llm.audit.complete`` event itself, a raw JSON object (not enveloped).
+
+A message that cannot be decoded raises :class:`ValidationError` naming the offending
+field, so the consumer dead-letters it with the reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from typing import Any, Final, TypeVar
+
+import cattrs
+from cattrs.errors import (
+    AttributeValidationNote,
+    ClassValidationError,
+    ForbiddenExtraKeysError,
+    IterableValidationError,
+)
+
+from apollo_domain import commands as c
+from apollo_domain.errors import ValidationError
+
+from . import codec
+
+VERSION: Final = 1
+#: RPC requests: epoch seconds after which nobody waits for the answer.
+DEADLINE_HEADER: Final = "x-apollo-deadline"
+T = TypeVar("T")
+
+#: The action name of each command that travels on the bus.
+ACTIONS: Final[Mapping[type[c.Command[Any]], str]] = {
+    c.StoreKnowledge: "ingest",
+    c.LinkEntries: "link",
+    c.DeprecateEntry: "deprecate",
+    c.ResolveDispute: "resolve",
+    c.ForceDecay: "force_decay",
+    c.ArchiveStale: "archive_stale",
+    c.QueryKnowledge: "query",
+    c.Traverse: "traverse",
+    c.GetExpertise: "expertise",
+    c.DomainsAtRisk: "at_risk",
+    c.GetAgentProfile: "profile",
+    c.WritebackStore: "writeback_store",
+    c.WritebackVectorize: "writeback_vectorize",
+}
+COMMANDS: Final[Mapping[str, type[c.Command[Any]]]] = {name: k for k, name in ACTIONS.items()}
+#: Mutations, published to the ingest queue.
+MUTATIONS: Final = frozenset(
+    {"ingest", "link", "deprecate", "resolve", "force_decay", "archive_stale"}
+)
+#: Read-only requests, answered over RPC on the query queue.
+REQUESTS: Final = frozenset({"query", "traverse", "expertise", "at_risk", "profile"})
+
+
+def make_converter(*, forbid_extra_keys: bool = True) -> cattrs.Converter:
+    """The private converter of the message edge: strict JSON types; unknown payload fields
+    are refused unless ``forbid_extra_keys`` is false (replies are read tolerantly)."""
+    return codec.make_converter(forbid_extra_keys=forbid_extra_keys)
+
+
+_commands = make_converter()
+
+
+def action_of(command: c.Command[Any]) -> str:
+    action = ACTIONS.get(type(command))
+    if action is None:
+        raise ValidationError("action", f"{type(command).__name__} does not travel on the bus")
+    return action
+
+
+def payload_of(command: c.Command[Any]) -> dict[str, Any]:
+    """The JSON payload of ``command`` (what a :class:`Dispatch` shows)."""
+    payload: dict[str, Any] = _commands.unstructure(command)
+    return payload
+
+
+def encode_command(command: c.Command[Any]) -> bytes:
+    """``{"v": 1, "action": ..., "payload": ...}`` as UTF-8 JSON."""
+    action = action_of(command)
+    try:
+        return codec.encode_json({"v": VERSION, "action": action, "payload": payload_of(command)})
+    except (TypeError, ValueError) as exc:
+        raise ValidationError("payload", f"cannot be encoded as JSON: {exc}") from None
+
+
+def decode_command(raw: bytes, *, accept: Collection[str] | None = None) -> c.Command[Any]:
+    """The command of a message. Raises :class:`ValidationError` (naming the field) for bad
+    JSON, another version, an unknown action or one not in ``accept``, and bad payloads."""
+    document = codec.decode_json(raw)
+    if not isinstance(document, dict):
+        raise ValidationError("body", "must be a JSON object")
+    version = document.get("v")
+    if version != VERSION or isinstance(version, bool):
+        raise ValidationError("v", f"unsupported message version {version!r}; expected {VERSION}")
+    action = document.get("action")
+    kind = COMMANDS.get(action) if isinstance(action, str) else None
+    if kind is None:
+        raise ValidationError("action", f"unknown action {action!r}")
+    if accept is not None and action not in accept:
+        raise ValidationError("action", f"{action!r} is not accepted here")
+    unknown = set(document) - {"v", "action", "payload"}
+    if unknown:
+        raise ValidationError(sorted(unknown)[0], "unknown envelope field")
+    payload = document.get("payload")
+    if not isinstance(payload, dict):
+        raise ValidationError("payload", "must be a JSON object")
+    command: c.Command[Any] = structure(_commands, payload, kind)
+    return command
+
+
+def encode_gas_event(event: Mapping[str, Any]) -> bytes:
+    """An ``llm.audit.complete`` event as published on the audit exchange."""
+    try:
+        return codec.encode_json(dict(event))
+    except (TypeError, ValueError) as exc:
+        raise ValidationError("event", f"cannot be encoded as JSON: {exc}") from None
+
+
+def decode_gas_event(raw: bytes) -> c.ProcessGasEvent:
+    """The GAS command of a message; :class:`ValidationError` unless it is a JSON object."""
+    document = codec.decode_json(raw, name="event")
+    if not isinstance(document, dict):
+        raise ValidationError("event", "must be a JSON object")
+    return c.ProcessGasEvent(event=document)
+
+
+def structure(converter: cattrs.Converter, value: Any, kind: type[T] | Any) -> T:
+    """``converter.structure`` with cattrs' errors turned into one :class:`ValidationError`
+    naming the first offending field (dotted path)."""
+    try:
+        result: T = converter.structure(value, kind)
+    except Exception as exc:
+        raise _validation_error(exc, "") from None
+    return result
+
+
+def _validation_error(exc: BaseException, path: str) -> ValidationError:
+    if isinstance(exc, ForbiddenExtraKeysError):
+        name = sorted(exc.extra_fields)[0] if exc.extra_fields else "?"
+        return ValidationError(_join(path, name), "unknown field")
+    if isinstance(exc, ClassValidationError):
+        attributes, others = exc.group_exceptions()
+        if attributes:
+            inner, note = attributes[0]
+            return _validation_error(inner, _join(path, note.name))
+        if others:
+            return _validation_error(others[0], path)
+    if isinstance(exc, IterableValidationError):
+        items, others = exc.group_exceptions()
+        if items:
+            inner, item = items[0]
+            return _validation_error(inner, f"{path or 'value'}[{item.index}]")
+        if others:
+            return _validation_error(others[0], path)
+    if isinstance(exc, ValidationError):
+        return ValidationError(_join(path, exc.field) if path else exc.field, exc.message)
+    if isinstance(exc, KeyError):
+        return ValidationError(path or "payload", "is required")
+    notes = [n for n in getattr(exc, "__notes__", ()) if isinstance(n, AttributeValidationNote)]
+    if notes and not path:
+        path = notes[0].name
+    message = str(exc) or type(exc).__name__
+    return ValidationError(path or "payload", message)
+
+
+def _join(path: str, name: str) -> str:
+    return f"{path}.{name}" if path else name
+
+
+__all__ = [
+    "ACTIONS",
+    "COMMANDS",
+    "DEADLINE_HEADER",
+    "MUTATIONS",
+    "REQUESTS",
+    "VERSION",
+    "action_of",
+    "decode_command",
+    "decode_gas_event",
+    "encode_command",
+    "encode_gas_event",
+    "make_converter",
+    "payload_of",
+    "structure",
+]

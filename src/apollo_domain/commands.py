@@ -1,0 +1,362 @@
+"""Apollo's vocabulary of actions: one frozen attrs class per command.
+
+Every edge speaks these commands and nothing else: the library ``Client`` builds them from
+its keyword arguments, the HTTP API structures request bodies into them, the service
+decodes bus messages into them, and the CLI builds them from its arguments. Their fields are
+written once, here; body schemas, message payloads and OpenAPI descriptions are derived from
+them (each field's ``schema`` metadata documents it). Fields hold JSON-ready values (strings,
+numbers, lists, objects): the use cases validate and normalize them, so a command carries
+what the caller sent, not what Apollo made of it.
+
+``agent_id`` on every command names the agent credited with the action (attribution only,
+never identity); ``None`` means the caller's own agent. Who may run which command is decided
+by the handler table (:mod:`apollo_domain.handlers`), never by an edge.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final, Generic, TypeVar, get_args, get_origin
+
+from attrs import field, frozen
+
+from .expertise import DomainCoverage
+from .model import AccessScope, ContentType, Entry, Evidence, RelationType, Status
+from .normalize import MAX_CONTENT_CHARS
+from .ports import ExpertiseRecord, StoreStats
+from .results import (
+    AgentProfile,
+    ContradictionReport,
+    CorroborationReport,
+    ErasureResult,
+    GasResult,
+    IngestResult,
+    LifecycleResult,
+    LinkResult,
+    MaintenanceResult,
+    QueryResult,
+    RelatedEntry,
+)
+from .services.query import MAX_LIMIT
+from .traversal import MAX_DEPTH
+
+R = TypeVar("R")
+
+#: Retrieval modes of :class:`QueryKnowledge`.
+QUERY_MODES: Final = ("vector",)
+
+
+def doc(description: str, **schema: Any) -> dict[str, Any]:
+    """Field metadata: a description plus JSON-schema constraints for generated documents."""
+    return {"schema": {"description": description, **schema}}
+
+
+_UNIT = {"minimum": 0, "maximum": 1}
+_AGENT = doc(
+    "Agent credited with the action (attribution only, never identity; truncated to 100 "
+    "characters). Default: the caller's own agent."
+)
+_ENTRY_ID = doc("The entry's id.", format="uuid")
+_TAG_FILTER = doc("Only entries having at least one of these tags.")
+_DOMAIN_FILTER = doc("Only entries of this knowledge domain.")
+_MIN_CONFIDENCE = doc("Confidence floor.", **_UNIT)
+_MIN_SIMILARITY = doc(
+    "Only entries more similar than this match (unrelated texts never do).",
+    minimum=-1.0,
+    maximum=1.0,
+)
+_QUERY_TEXT = doc("Search text; under 3 characters browses newest first.")
+
+
+@frozen(kw_only=True)
+class Command(Generic[R]):
+    """Base of every command; ``R`` is what carrying it out returns."""
+
+    agent_id: str | None = field(default=None, metadata=_AGENT)
+
+
+def result_type(kind: type[Command[Any]]) -> Any:
+    """What carrying out a command of type ``kind`` returns (its ``Command[R]`` parameter)."""
+    for base in getattr(kind, "__orig_bases__", ()):
+        if get_origin(base) is Command:
+            return get_args(base)[0]
+    raise TypeError(f"{kind.__name__} does not declare its result type")
+
+
+# ------------------------------------------------------------------------------ writes
+
+
+@frozen(kw_only=True)
+class StoreKnowledge(Command[IngestResult]):
+    """Store knowledge: created, deduplicated, corroborated or rejected."""
+
+    content: str = field(metadata=doc("The knowledge to store.", maxLength=MAX_CONTENT_CHARS))
+    content_type: str | None = field(
+        default="observation",
+        metadata=doc(
+            "Entry type; aliases are normalized, anything unknown becomes observation.",
+            examples=[t.value for t in ContentType],
+        ),
+    )
+    tags: tuple[str, ...] | None = field(default=None, metadata=doc("Up to 10 tags."))
+    context: dict[str, Any] | None = field(
+        default=None, metadata=doc("Caller context stored with the entry.")
+    )
+    source_provider: str | None = field(
+        default=None, metadata=doc("Provider of the source; default: derived from the agent id.")
+    )
+    source_channel: str | None = field(default=None, metadata=doc("Channel of the source."))
+    knowledge_domain: str | None = field(
+        default=None, metadata=doc("Domain; default: the first tag, else general.")
+    )
+    access_scope: str = field(
+        default="global",
+        metadata=doc(
+            "global (default), team or private; team and private need a resolved principal.",
+            enum=[s.value for s in AccessScope],
+        ),
+    )
+    submitted_by: str | None = field(default=None, metadata=doc("Who submitted it (free text)."))
+    submitted_from: str | None = field(
+        default=None, metadata=doc("Where it was submitted from (free text).")
+    )
+
+
+@frozen(kw_only=True)
+class StoreMany(Command[list[IngestResult]]):
+    """Bulk store: the same rules and outcomes as storing the items one by one, in order."""
+
+    items: tuple[StoreKnowledge, ...] = field(metadata=doc("The items to store, in order."))
+
+
+@frozen(kw_only=True)
+class LinkEntries(Command[LinkResult]):
+    """Manual curation: a typed relation between two entries the caller can see."""
+
+    from_entry_id: str = field(metadata=doc("Source entry.", format="uuid"))
+    to_entry_id: str = field(metadata=doc("Target entry.", format="uuid"))
+    relation_type: str = field(
+        metadata=doc("Relation type.", examples=[t.value for t in RelationType])
+    )
+    weight: float = field(default=1.0, metadata=doc("Edge weight in (0, 1].", **_UNIT))
+
+
+@frozen(kw_only=True)
+class DeprecateEntry(Command[LifecycleResult]):
+    """Archive an entry with a reason; repeating the same call is a no-op."""
+
+    entry_id: str = field(metadata=_ENTRY_ID)
+    reason: str = field(metadata=doc("Why the entry is deprecated.", minLength=1))
+
+
+@frozen(kw_only=True)
+class ResolveDispute(Command[LifecycleResult]):
+    """Resolve a disputed entry: accept/keep confirm it, reject archives it."""
+
+    entry_id: str = field(metadata=_ENTRY_ID)
+    resolution: str = field(
+        metadata=doc(
+            "accept or keep confirm the entry, reject archives it.",
+            enum=["accept", "keep", "reject"],
+        )
+    )
+
+
+@frozen(kw_only=True)
+class ForceDecay(Command[MaintenanceResult]):
+    """Multiply the confidence of every non-archived entry by ``factor``; never archives."""
+
+    factor: float = field(metadata=doc("Multiplier of every non-archived confidence.", **_UNIT))
+
+
+@frozen(kw_only=True)
+class ArchiveStale(Command[MaintenanceResult]):
+    """Archive non-archived entries untouched for ``days`` days."""
+
+    days: float = field(
+        metadata=doc("Archive entries untouched for this many days.", minimum=0, maximum=36_500)
+    )
+
+
+@frozen(kw_only=True)
+class EraseAgent(Command[ErasureResult]):
+    """Erase an agent: its unconfirmed entries go, its confirmed ones are redacted."""
+
+    target_agent_id: str = field(metadata=doc("The agent to erase.", minLength=1))
+
+
+@frozen(kw_only=True)
+class ProcessGasEvent(Command[GasResult]):
+    """An ``llm.audit.complete`` event: comprehend, deposit, relate, synthesize."""
+
+    event: dict[str, Any] = field(metadata=doc("The audit event as its exchange carries it."))
+
+
+@frozen(kw_only=True)
+class WritebackStore(Command[IngestResult]):
+    """A qualifying LLM response that already carries its embedding.
+
+    ``metadata`` keys ``content_type``, ``tags``, ``knowledge_domain``, ``source_provider``,
+    ``source_channel``, ``access_scope``, ``submitted_by`` and ``submitted_from`` become the
+    ingest arguments of the same name; every other key goes into the entry's context.
+    """
+
+    content: str = field(metadata=doc("The response text."))
+    embedding: tuple[float, ...] = field(metadata=doc("Its embedding (the store's dimension)."))
+    metadata: dict[str, Any] = field(factory=dict, metadata=doc("Ingest arguments and context."))
+
+
+@frozen(kw_only=True)
+class WritebackVectorize(Command[IngestResult]):
+    """A qualifying LLM response without an embedding (``metadata`` as for WritebackStore)."""
+
+    content: str = field(metadata=doc("The response text."))
+    metadata: dict[str, Any] = field(factory=dict, metadata=doc("Ingest arguments and context."))
+
+
+# ------------------------------------------------------------------------------- reads
+
+
+@frozen(kw_only=True)
+class QueryKnowledge(Command[QueryResult]):
+    """Search the visible entries (newest-first browse under three characters).
+
+    Each returned entry gets the retrieval boost; with ``count_access`` also an access
+    count and one access-log row.
+    """
+
+    query: str = field(metadata=_QUERY_TEXT)
+    min_confidence: float = field(default=0.3, metadata=_MIN_CONFIDENCE)
+    limit: int = field(
+        default=10, metadata=doc("Maximum entries returned.", minimum=1, maximum=MAX_LIMIT)
+    )
+    status: tuple[str, ...] | str | None = field(
+        default=None,
+        metadata=doc(
+            "Statuses to include (default: confirmed and candidate).",
+            examples=[[s.value for s in Status]],
+        ),
+    )
+    tags: tuple[str, ...] | None = field(default=None, metadata=_TAG_FILTER)
+    knowledge_domain: str | None = field(default=None, metadata=_DOMAIN_FILTER)
+    min_similarity: float = field(default=0.0, metadata=_MIN_SIMILARITY)
+    mode: str = field(default="vector", metadata=doc("Retrieval mode.", enum=list(QUERY_MODES)))
+    count_access: bool = field(
+        default=True, metadata=doc("Count the access and write access-log rows.")
+    )
+
+
+@frozen(kw_only=True)
+class Traverse(Command[list[RelatedEntry]]):
+    """Spreading activation over outgoing relations from a visible entry."""
+
+    entry_id: str = field(metadata=doc("Root entry.", format="uuid"))
+    depth: int = field(
+        default=2,
+        metadata=doc("Maximum depth of the walk.", minimum=1, maximum=MAX_DEPTH),
+    )
+    relation_types: tuple[str, ...] | None = field(
+        default=None,
+        metadata=doc(
+            "Relation types to follow (default: all).",
+            examples=[[t.value for t in RelationType]],
+        ),
+    )
+
+
+@frozen(kw_only=True)
+class GetEntry(Command[Entry]):
+    """One entry the caller may see (unknown and invisible ids are not found)."""
+
+    entry_id: str = field(metadata=_ENTRY_ID)
+
+
+@frozen(kw_only=True)
+class GetEvidence(Command[list[Evidence]]):
+    """The evidence recorded on an entry the caller may see."""
+
+    entry_id: str = field(metadata=_ENTRY_ID)
+
+
+@frozen(kw_only=True)
+class GetExpertise(Command[list[ExpertiseRecord]]):
+    """Agents by proficiency in a domain."""
+
+    domain: str = field(metadata=doc("Knowledge domain.", minLength=1))
+    min_proficiency: float = field(default=0.0, metadata=doc("Proficiency floor.", **_UNIT))
+
+
+@frozen(kw_only=True)
+class DomainsAtRisk(Command[list[DomainCoverage]]):
+    """Domains covered by fewer than ``min_agents`` agents."""
+
+    min_agents: int = field(default=2, metadata=doc("Coverage threshold.", minimum=1))
+
+
+@frozen(kw_only=True)
+class GetAgentProfile(Command[AgentProfile]):
+    """An agent's domains, counts, average confidence and last activity."""
+
+    target_agent_id: str = field(metadata=doc("The agent described.", minLength=1))
+
+
+@frozen(kw_only=True)
+class Stats(Command[StoreStats]):
+    """Counts over the entries the caller may see."""
+
+
+# ------------------------------------------------------------------------ periodic work
+
+
+@frozen(kw_only=True)
+class RunDecayCycle(Command[MaintenanceResult]):
+    """Decay every entry by the hours since its last decay, then archive the faded."""
+
+
+@frozen(kw_only=True)
+class CheckCorroboration(Command[CorroborationReport]):
+    """Promote candidates that a confirmed entry or an independent partner corroborates."""
+
+    limit: int = field(default=100, metadata=doc("Candidates examined at most.", minimum=1))
+
+
+@frozen(kw_only=True)
+class AggregateExpertise(Command[MaintenanceResult]):
+    """Recompute every agent's proficiency per domain."""
+
+
+@frozen(kw_only=True)
+class ProcessOutbox(Command[ContradictionReport]):
+    """Run queued contradiction scans."""
+
+    limit: int = field(default=50, metadata=doc("Outbox items processed at most.", minimum=1))
+
+
+__all__ = [
+    "QUERY_MODES",
+    "AggregateExpertise",
+    "ArchiveStale",
+    "CheckCorroboration",
+    "Command",
+    "DeprecateEntry",
+    "DomainsAtRisk",
+    "EraseAgent",
+    "ForceDecay",
+    "GetAgentProfile",
+    "GetEntry",
+    "GetEvidence",
+    "GetExpertise",
+    "LinkEntries",
+    "ProcessGasEvent",
+    "ProcessOutbox",
+    "QueryKnowledge",
+    "ResolveDispute",
+    "RunDecayCycle",
+    "Stats",
+    "StoreKnowledge",
+    "StoreMany",
+    "Traverse",
+    "WritebackStore",
+    "WritebackVectorize",
+    "doc",
+    "result_type",
+]

@@ -1,0 +1,314 @@
+"""The command handler table: each command type → the use case that carries it out.
+
+``await handle(deps, caller, command)`` is the one entry point of every edge (library
+client, HTTP, bus consumer, CLI). It runs the use case with the caller's identity and
+returns the use case's result value; what an edge does with it (a JSON body, an RPC reply,
+an acknowledgement) is the edge's business.
+
+``idempotency_key`` (a bus message id) makes a redelivered mutation change nothing the
+second time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Final, TypeVar
+
+from attrs import frozen
+
+from . import commands as c
+from . import services
+from .errors import NotFound, ValidationError
+from .expertise import DomainCoverage
+from .model import Entry, Evidence
+from .ports import ExpertiseRecord, StoreStats
+from .results import (
+    AgentProfile,
+    ContradictionReport,
+    CorroborationReport,
+    ErasureResult,
+    GasResult,
+    IngestResult,
+    LifecycleResult,
+    LinkResult,
+    MaintenanceResult,
+    QueryResult,
+    RelatedEntry,
+)
+from .rules import is_visible
+from .services import Caller, Deps
+from .services.graph import parse_id
+from .writeback import writeback_arguments
+
+R = TypeVar("R")
+Run = Callable[[Deps, Caller, Any, str | None], Awaitable[Any]]
+
+
+@frozen
+class Handler:
+    """How a command is carried out; ``mutation`` says whether it changes the store."""
+
+    run: Run
+    mutation: bool
+
+
+def _ingest_request(caller: Caller, command: c.StoreKnowledge) -> services.IngestRequest:
+    return services.prepare(
+        caller.acting_as(command.agent_id),
+        content=command.content,
+        content_type=command.content_type,
+        tags=command.tags,
+        context=command.context,
+        source_provider=command.source_provider,
+        source_channel=command.source_channel,
+        knowledge_domain=command.knowledge_domain,
+        access_scope=command.access_scope,
+        submitted_by=command.submitted_by,
+        submitted_from=command.submitted_from,
+    )
+
+
+async def _store(
+    deps: Deps, caller: Caller, command: c.StoreKnowledge, key: str | None
+) -> IngestResult:
+    acting = caller.acting_as(command.agent_id)
+    return await services.ingest(
+        deps, acting, _ingest_request(caller, command), idempotency_key=key
+    )
+
+
+async def _store_many(
+    deps: Deps, caller: Caller, command: c.StoreMany, key: str | None
+) -> list[IngestResult]:
+    acting = caller.acting_as(command.agent_id)
+    requests = []
+    for index, item in enumerate(command.items):
+        try:
+            requests.append(_ingest_request(acting, item))
+        except ValidationError as exc:
+            raise ValidationError(f"items[{index}].{exc.field}", exc.message) from None
+    return await services.ingest_many(deps, acting, requests)
+
+
+async def _writeback(
+    deps: Deps, caller: Caller, command: c.WritebackStore | c.WritebackVectorize, key: str | None
+) -> IngestResult:
+    if isinstance(command, c.WritebackStore) and len(command.embedding) != deps.embedder.dimension:
+        raise ValidationError(
+            "embedding",
+            f"has {len(command.embedding)} dimensions; this store uses {deps.embedder.dimension}",
+        )
+    acting = caller.acting_as(command.agent_id)
+    request = services.prepare(
+        acting, content=command.content, **writeback_arguments(command.metadata)
+    )
+    return await services.ingest(deps, acting, request, idempotency_key=key)
+
+
+async def _query(
+    deps: Deps, caller: Caller, command: c.QueryKnowledge, key: str | None
+) -> QueryResult:
+    if command.mode not in c.QUERY_MODES:
+        raise ValidationError(
+            "mode", f"unknown mode {command.mode!r}; expected {', '.join(c.QUERY_MODES)}"
+        )
+    return await services.query(
+        deps,
+        caller.acting_as(command.agent_id),
+        command.query,
+        min_confidence=command.min_confidence,
+        limit=command.limit,
+        status=command.status,
+        tags=command.tags,
+        knowledge_domain=command.knowledge_domain,
+        count_access=command.count_access,
+        min_similarity=command.min_similarity,
+    )
+
+
+async def _traverse(
+    deps: Deps, caller: Caller, command: c.Traverse, key: str | None
+) -> list[RelatedEntry]:
+    return await services.related_entries(
+        deps,
+        caller.acting_as(command.agent_id),
+        command.entry_id,
+        depth=command.depth,
+        relation_types=command.relation_types,
+    )
+
+
+async def _link(deps: Deps, caller: Caller, command: c.LinkEntries, key: str | None) -> LinkResult:
+    return await services.link_entries(
+        deps,
+        caller.acting_as(command.agent_id),
+        command.from_entry_id,
+        command.to_entry_id,
+        command.relation_type,
+        command.weight,
+    )
+
+
+async def _deprecate(
+    deps: Deps, caller: Caller, command: c.DeprecateEntry, key: str | None
+) -> LifecycleResult:
+    return await services.deprecate_entry(
+        deps, caller.acting_as(command.agent_id), command.entry_id, command.reason
+    )
+
+
+async def _resolve(
+    deps: Deps, caller: Caller, command: c.ResolveDispute, key: str | None
+) -> LifecycleResult:
+    return await services.resolve_dispute(
+        deps, caller.acting_as(command.agent_id), command.entry_id, command.resolution
+    )
+
+
+async def _force_decay(
+    deps: Deps, caller: Caller, command: c.ForceDecay, key: str | None
+) -> MaintenanceResult:
+    return await services.force_decay(deps, command.factor)
+
+
+async def _archive_stale(
+    deps: Deps, caller: Caller, command: c.ArchiveStale, key: str | None
+) -> MaintenanceResult:
+    return await services.archive_stale(deps, command.days)
+
+
+async def _erase(
+    deps: Deps, caller: Caller, command: c.EraseAgent, key: str | None
+) -> ErasureResult:
+    return await services.erase_agent(deps, command.target_agent_id)
+
+
+async def _gas(
+    deps: Deps, caller: Caller, command: c.ProcessGasEvent, key: str | None
+) -> GasResult:
+    return await services.process_gas_event(deps, command.event, caller.acting_as("gas"))
+
+
+async def _get_entry(deps: Deps, caller: Caller, command: c.GetEntry, key: str | None) -> Entry:
+    target = parse_id("entry_id", command.entry_id)
+    async with deps.store.unit_of_work() as uow:
+        entry = await uow.entries.get(target)
+    if entry is None:
+        raise NotFound(f"entry {target} not found")
+    if not caller.trusted:
+        viewer = await services.resolve_viewer(deps.store.directory, caller.principal)
+        if not is_visible(entry, viewer):
+            raise NotFound(f"entry {target} not found")
+    return entry
+
+
+async def _get_evidence(
+    deps: Deps, caller: Caller, command: c.GetEvidence, key: str | None
+) -> list[Evidence]:
+    await _get_entry(deps, caller, c.GetEntry(entry_id=command.entry_id), key)
+    async with deps.store.unit_of_work() as uow:
+        return await uow.evidence.for_entry(parse_id("entry_id", command.entry_id))
+
+
+async def _expertise(
+    deps: Deps, caller: Caller, command: c.GetExpertise, key: str | None
+) -> list[ExpertiseRecord]:
+    return await services.get_expertise(deps, command.domain, command.min_proficiency)
+
+
+async def _at_risk(
+    deps: Deps, caller: Caller, command: c.DomainsAtRisk, key: str | None
+) -> list[DomainCoverage]:
+    return await services.domains_at_risk(deps, command.min_agents)
+
+
+async def _profile(
+    deps: Deps, caller: Caller, command: c.GetAgentProfile, key: str | None
+) -> AgentProfile:
+    return await services.agent_profile(deps, command.target_agent_id)
+
+
+async def _stats(deps: Deps, caller: Caller, command: c.Stats, key: str | None) -> StoreStats:
+    viewer = await services.resolve_viewer(deps.store.directory, caller.principal)
+    async with deps.store.unit_of_work() as uow:
+        return await uow.entries.stats(viewer, deps.clock.now())
+
+
+async def _decay_cycle(
+    deps: Deps, caller: Caller, command: c.RunDecayCycle, key: str | None
+) -> MaintenanceResult:
+    return await services.run_decay_cycle(deps)
+
+
+async def _corroboration(
+    deps: Deps, caller: Caller, command: c.CheckCorroboration, key: str | None
+) -> CorroborationReport:
+    return await services.check_corroboration(deps, command.limit)
+
+
+async def _aggregate(
+    deps: Deps, caller: Caller, command: c.AggregateExpertise, key: str | None
+) -> MaintenanceResult:
+    return await services.aggregate_expertise(deps)
+
+
+async def _outbox(
+    deps: Deps, caller: Caller, command: c.ProcessOutbox, key: str | None
+) -> ContradictionReport:
+    return await services.process_outbox(deps, command.limit)
+
+
+def _read(run: Run) -> Handler:
+    return Handler(run, mutation=False)
+
+
+def _write(run: Run) -> Handler:
+    return Handler(run, mutation=True)
+
+
+#: Every command type and how it is handled.
+COMMAND_HANDLERS: Final[Mapping[type[c.Command[Any]], Handler]] = {
+    c.StoreKnowledge: _write(_store),
+    c.StoreMany: _write(_store_many),
+    c.WritebackStore: _write(_writeback),
+    c.WritebackVectorize: _write(_writeback),
+    c.LinkEntries: _write(_link),
+    c.DeprecateEntry: _write(_deprecate),
+    c.ResolveDispute: _write(_resolve),
+    c.ForceDecay: _write(_force_decay),
+    c.ArchiveStale: _write(_archive_stale),
+    c.EraseAgent: _write(_erase),
+    c.ProcessGasEvent: _write(_gas),
+    c.QueryKnowledge: _read(_query),
+    c.Traverse: _read(_traverse),
+    c.GetEntry: _read(_get_entry),
+    c.GetEvidence: _read(_get_evidence),
+    c.GetExpertise: _read(_expertise),
+    c.DomainsAtRisk: _read(_at_risk),
+    c.GetAgentProfile: _read(_profile),
+    c.Stats: _read(_stats),
+    c.RunDecayCycle: _write(_decay_cycle),
+    c.CheckCorroboration: _write(_corroboration),
+    c.AggregateExpertise: _write(_aggregate),
+    c.ProcessOutbox: _write(_outbox),
+}
+
+
+def handler_of(command: c.Command[Any] | type[c.Command[Any]]) -> Handler:
+    """The handler of a command (or command type); :class:`ValidationError` if none."""
+    kind = command if isinstance(command, type) else type(command)
+    found = COMMAND_HANDLERS.get(kind)
+    if found is None:
+        raise ValidationError("command", f"{kind.__name__} is not an Apollo command")
+    return found
+
+
+async def handle(
+    deps: Deps, caller: Caller, command: c.Command[R], *, idempotency_key: str | None = None
+) -> R:
+    """Carry out ``command`` for ``caller``; returns the use case's result."""
+    result: R = await handler_of(command).run(deps, caller, command, idempotency_key)
+    return result
+
+
+__all__ = ["COMMAND_HANDLERS", "Handler", "handle", "handler_of"]
