@@ -40,6 +40,7 @@ from .context import ACTIVE, INGEST_PARTS, Caller, Deps, resolve_viewer, unit_fl
 
 NEIGHBOURS = 5
 CONTRADICTION_SCAN = "contradiction_scan"
+AGREEMENT_RECORDED = "agreement recorded"
 _RESERVED_CONTEXT_KEYS = frozenset(
     {"deprecation_reason", "dispute_resolution", "bootstrap", "gas", "archive_reason"}
 )
@@ -214,9 +215,6 @@ async def _find_duplicate(uow: UnitOfWork, request: IngestRequest) -> Entry | No
     return await uow.entries.find_by_hash(
         request.content_hash, request.access_scope, request.owner_id
     )
-
-
-AGREEMENT_RECORDED = "agreement recorded"
 
 
 async def _locked(uow: UnitOfWork, entry_id: uuid.UUID) -> tuple[Entry, list[Evidence]]:
