@@ -15,7 +15,7 @@ from attrs import evolve, frozen
 from hypothesis import strategies as st
 
 from apollo_domain.model import AccessScope, ContentType, Entry, Relation, SourceRef, Status, Viewer
-from apollo_domain.normalize import content_hash
+from apollo_domain.normalize import content_hash, make_source
 from apollo_domain.rules import Corroborator
 from apollo_domain.testing import (
     CHANNEL_NAMES,
@@ -178,6 +178,34 @@ def one_field_changed(draw: st.DrawFn, field: str, threshold: float) -> tuple[At
     changed = evolve(evidence, **{name: draw(values)})
     return allowed, evolve(allowed, evidence=changed)
 
+
+# -- agreement stories -----------------------------------------------------------------
+
+AGREEMENT_AGENTS = ("claude-1", "claude-2", "openai-1", "openai-2", "gemini-1", "x-1", "x-2")
+agreement_sources = st.builds(
+    make_source, st.sampled_from(AGREEMENT_AGENTS), st.none(), st.sampled_from((None, "slack"))
+)
+
+
+@frozen
+class Submission:
+    """One source saying the story's fact: ``wording`` is ``same`` (the exact text, up to
+    case), or ``restated`` (another text at cosine 0.97), in a content type."""
+
+    source: SourceRef
+    wording: str
+    content_type: ContentType
+
+
+submissions = st.builds(
+    Submission,
+    agreement_sources,
+    st.sampled_from(("same", "shouted", "restated")),
+    st.sampled_from((ContentType.FACT, ContentType.FACT, ContentType.PROCEDURE)),
+)
+submission_lists = st.lists(submissions, min_size=1, max_size=6)
+neighbour_sources = st.none() | agreement_sources
+"""The source of a confirmed neighbour (cosine 0.92) that appears before the checker runs."""
 
 # -- relation graphs -------------------------------------------------------------------
 

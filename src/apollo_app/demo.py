@@ -459,24 +459,27 @@ async def _resolve(tour: Tour, human: Client, ids: dict[str, UUID]) -> None:
     cred_on = await tour.credibility("gemini-ops-3")
     cred_off = await tour.credibility("claude-net-1")
     accepted = await human.resolve_dispute(ids["RA-ON"], "accept")
-    rejected = await human.resolve_dispute(ids["RA-OFF"], "reject")
+    rejected = await tour.entry(ids["RA-OFF"])
     new_on = await tour.credibility("gemini-ops-3")
     new_off = await tour.credibility("claude-net-1")
-    tour.say(f"accept RA-ON -> {accepted.status.value}; reject RA-OFF -> {rejected.status.value}")
+    reason = rejected.source_context.get("archive_reason")
+    tour.say(f"accept RA-ON -> {accepted.status.value}; RA-OFF -> {rejected.status.value}")
     tour.say(
         f"credibility gemini-ops-3 {cred_on:.2f} -> {new_on:.2f}, "
         f"claude-net-1 {cred_off:.2f} -> {new_off:.2f}"
     )
     tour.why(
-        "accept confirms, reject archives (confidence unchanged); the accepted source's "
-        "Beta(a, b) gains a validation (a + 1), the rejected one a refutation (b + 1)"
+        "accepting one side settles both (confidence unchanged): RA-ON is confirmed and "
+        "RA-OFF, which it contradicts, is archived as lost_dispute; the accepted source's "
+        "Beta(a, b) gains a validation (a + 1), the other side's a refutation (b + 1)"
     )
     tour.expect(
         accepted.status is Status.CONFIRMED
         and rejected.status is Status.ARCHIVED
+        and reason == "lost_dispute"
         and math.isclose(new_on, 2 / 3)
         and math.isclose(new_off, 1 / 3),
-        "confirmed / archived; credibility 0.67 and 0.33",
+        "confirmed / archived (lost_dispute); credibility 0.67 and 0.33",
         (accepted.status.value, rejected.status.value, round(new_on, 3), round(new_off, 3)),
     )
 

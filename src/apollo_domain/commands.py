@@ -35,6 +35,7 @@ from .results import (
     MaintenanceResult,
     QueryResult,
     RelatedEntry,
+    SourceReport,
 )
 from .services.query import DEFAULT_MODE, MAX_LIMIT, QUERY_MODES
 from .traversal import MAX_DEPTH
@@ -172,6 +173,28 @@ class ArchiveStale(Command[MaintenanceResult]):
     days: float = field(
         metadata=doc("Archive entries untouched for this many days.", minimum=0, maximum=36_500)
     )
+
+
+@frozen(kw_only=True)
+class LabelSource(Command[SourceReport]):
+    """Label a source: moderator/admin → credibility 1.0, troll/flagged → 0.05."""
+
+    target_agent_id: str = field(metadata=doc("The source (agent id) labelled.", minLength=1))
+    label: str = field(metadata=doc("The label.", enum=["moderator", "admin", "troll", "flagged"]))
+
+
+@frozen(kw_only=True)
+class UnlabelSource(Command[SourceReport]):
+    """Remove a source's label: its credibility is α / (α + β) again."""
+
+    target_agent_id: str = field(metadata=doc("The source (agent id).", minLength=1))
+
+
+@frozen(kw_only=True)
+class GetSource(Command[SourceReport]):
+    """A source's standing: α, β, credibility, label, validated and refuted evidence."""
+
+    target_agent_id: str = field(metadata=doc("The source (agent id).", minLength=1))
 
 
 @frozen(kw_only=True)
@@ -349,6 +372,8 @@ __all__ = [
     "GetEntry",
     "GetEvidence",
     "GetExpertise",
+    "GetSource",
+    "LabelSource",
     "LinkEntries",
     "ProcessGasEvent",
     "ProcessOutbox",
@@ -359,6 +384,7 @@ __all__ = [
     "StoreKnowledge",
     "StoreMany",
     "Traverse",
+    "UnlabelSource",
     "WritebackStore",
     "WritebackVectorize",
     "doc",

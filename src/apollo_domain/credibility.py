@@ -46,6 +46,15 @@ class SourceCredibility:
         return evolve(self, label=normalized or None)
 
 
+def parse_label(label: object) -> str:
+    """A credibility label: one of :data:`LABEL_OVERRIDES`, stripped and lowercased."""
+    text = label.strip().lower() if isinstance(label, str) else ""
+    if text not in LABEL_OVERRIDES:
+        known = ", ".join(sorted(LABEL_OVERRIDES))
+        raise ValidationError("label", f"must be one of {known}, got {label!r}")
+    return text
+
+
 def evidence_weight(weight: float | None) -> float:
     """1 unless given; clamped to (0, 10]. Zero, negative or non-finite weights are errors."""
     if weight is None:
@@ -56,4 +65,10 @@ def evidence_weight(weight: float | None) -> float:
     return min(w, MAX_EVIDENCE_WEIGHT)
 
 
-__all__ = ["LABEL_OVERRIDES", "MAX_EVIDENCE_WEIGHT", "SourceCredibility", "evidence_weight"]
+__all__ = [
+    "LABEL_OVERRIDES",
+    "MAX_EVIDENCE_WEIGHT",
+    "SourceCredibility",
+    "evidence_weight",
+    "parse_label",
+]

@@ -35,6 +35,7 @@ from .results import (
     MaintenanceResult,
     QueryResult,
     RelatedEntry,
+    SourceReport,
 )
 from .rules import is_visible
 from .services import Caller, Deps
@@ -189,6 +190,24 @@ async def _archive_stale(
     return await services.archive_stale(deps, command.days)
 
 
+async def _label(
+    deps: Deps, caller: Caller, command: c.LabelSource, key: str | None
+) -> SourceReport:
+    return await services.label_source(deps, caller, command.target_agent_id, command.label)
+
+
+async def _unlabel(
+    deps: Deps, caller: Caller, command: c.UnlabelSource, key: str | None
+) -> SourceReport:
+    return await services.unlabel_source(deps, caller, command.target_agent_id)
+
+
+async def _source(
+    deps: Deps, caller: Caller, command: c.GetSource, key: str | None
+) -> SourceReport:
+    return await services.get_source(deps, command.target_agent_id)
+
+
 async def _erase(
     deps: Deps, caller: Caller, command: c.EraseAgent, key: str | None
 ) -> ErasureResult:
@@ -297,6 +316,9 @@ COMMAND_HANDLERS: Final[Mapping[type[c.Command[Any]], Handler]] = {
     c.ForceDecay: _admin(_force_decay),
     c.ArchiveStale: _admin(_archive_stale),
     c.EraseAgent: _admin(_erase),
+    c.LabelSource: _admin(_label),
+    c.UnlabelSource: _admin(_unlabel),
+    c.GetSource: _read(_source),
     c.ProcessGasEvent: _write(_gas),
     c.QueryKnowledge: _read(_query),
     c.Traverse: _read(_traverse),

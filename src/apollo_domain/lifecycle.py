@@ -101,6 +101,32 @@ def resolve_dispute(entry: Entry, resolution: object, now: datetime) -> Entry:
     )
 
 
+LOST_DISPUTE = "lost_dispute"
+
+
+def lose_dispute(entry: Entry, now: datetime) -> Entry:
+    """The other side of an accepted entry: archived with ``archive_reason =
+    lost_dispute``, confidence unchanged. An archived entry stays as it is."""
+    if entry.status is Status.ARCHIVED:
+        return entry
+    return evolve(
+        entry,
+        status=Status.ARCHIVED,
+        source_context=_context(entry, archive_reason=LOST_DISPUTE),
+        updated_at=now,
+    )
+
+
+def settle(entry: Entry, now: datetime) -> Entry:
+    """A disputed entry whose last contradiction was rejected returns to its prior status:
+    confirmed when it was confirmed before (``confirmed_at`` set), else candidate. Any
+    other entry stays as it is."""
+    if entry.status is not Status.DISPUTED:
+        return entry
+    prior = Status.CONFIRMED if entry.confirmed_at is not None else Status.CANDIDATE
+    return evolve(entry, status=prior, updated_at=now)
+
+
 def confirm(entry: Entry, confidence: float, now: datetime, **context: Any) -> Entry:
     """Promote a candidate (corroboration checker)."""
     if entry.status is not Status.CANDIDATE:
@@ -123,13 +149,16 @@ def dispute(entry: Entry, now: datetime) -> Entry:
 
 
 __all__ = [
+    "LOST_DISPUTE",
     "Resolution",
     "confirm",
     "deprecate",
     "dispute",
     "is_stale",
+    "lose_dispute",
     "parse_resolution",
     "resolve_dispute",
+    "settle",
     "stale_cutoff",
     "validate_decay_factor",
     "validate_stale_days",

@@ -155,15 +155,37 @@ class SourceRef:
     submitted_from: str | None = None
 
 
+class EvidenceKind(enum.StrEnum):
+    """Why a source's evidence is on an entry.
+
+    ``origin``: the source that wrote it. ``corroboration``: an independent source
+    supporting a confirmed entry (or the confirmed entry that promoted a candidate).
+    ``agreement``: an independent source that said the same thing (the exact text or a
+    restatement) of a candidate. ``deduplication``: a repeat that passed none of the
+    corroboration rules (a source not independent of the recorded ones, another domain
+    or content type).
+    """
+
+    ORIGIN = "origin"
+    CORROBORATION = "corroboration"
+    AGREEMENT = "agreement"
+    DUPLICATE = "deduplication"
+
+
 @frozen
 class Evidence:
-    """One source's support for an entry: its origin or one corroborating source."""
+    """One source's support for an entry.
+
+    ``credibility`` is the source's credibility when the evidence was recorded (None for
+    evidence recorded before Apollo kept it).
+    """
 
     entry_id: UUID
     source: SourceRef
     similarity: float
     created_at: datetime
-    kind: str = "corroboration"  # "origin" | "corroboration" | "deduplication"
+    kind: EvidenceKind = field(default=EvidenceKind.CORROBORATION, converter=EvidenceKind)
+    credibility: float | None = None
 
 
 @frozen
@@ -210,6 +232,7 @@ __all__ = [
     "ContentType",
     "Entry",
     "Evidence",
+    "EvidenceKind",
     "Outcome",
     "Principal",
     "Relation",

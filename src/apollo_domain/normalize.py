@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import unicodedata
 from collections.abc import Iterable
 
 from .errors import ValidationError
@@ -38,6 +39,7 @@ _CONTENT_TYPE_ALIASES: dict[str, ContentType] = {
 }
 _TAG_ALIASES = {"c#": "csharp", ".net": "dotnet", "c++": "cplusplus", "node.js": "nodejs"}
 _WHITESPACE = re.compile(r"\s+")
+_ZERO_WIDTH = re.compile("[\u200b-\u200d\u2060\ufeff]")
 _TAG_DROP = re.compile(r"[^a-z0-9_ -]")
 _DASHES = re.compile(r"-+")
 
@@ -58,10 +60,19 @@ def clean_content(content: object) -> str:
     return text
 
 
+def canonical_content(content: str) -> str:
+    """The text content identity is computed from: zero-width characters (U+200B..U+200D,
+    U+2060, U+FEFF) dropped, Unicode NFKC, lowercased (and NFKC again, since lowercasing
+    may decompose), whitespace runs collapsed to one space, stripped."""
+    text = unicodedata.normalize("NFKC", _ZERO_WIDTH.sub("", content))
+    text = unicodedata.normalize("NFKC", text.lower())
+    return _WHITESPACE.sub(" ", text).strip()
+
+
 def content_hash(content: str) -> str:
-    """sha256 hex of the content lowercased with whitespace runs collapsed to one space."""
-    canonical = _WHITESPACE.sub(" ", content.lower()).strip()
-    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+    """sha256 hex of :func:`canonical_content`: NFC, NFD, NFKC and zero-width variants of a
+    text, and its case and whitespace variants, are one entry."""
+    return hashlib.sha256(canonical_content(content).encode("utf-8")).hexdigest()
 
 
 def normalize_content_type(value: object) -> ContentType:
@@ -169,6 +180,7 @@ __all__ = [
     "KNOWN_PROVIDERS",
     "MAX_CONTENT_CHARS",
     "MAX_TAGS",
+    "canonical_content",
     "clean_content",
     "content_hash",
     "derive_provider",

@@ -197,10 +197,15 @@ class OutboxItem:
 
 @frozen
 class CredibilityRecord:
+    """A source's Beta(α, β), its label, and how many of its evidence items were
+    validated and refuted (dispute verdicts)."""
+
     agent_id: str
     alpha: float = 1.0
     beta: float = 1.0
     label: str | None = None
+    validated: int = 0
+    refuted: int = 0
 
 
 # --------------------------------------------------------------------------- repositories
@@ -261,6 +266,12 @@ class EntryRepository(Protocol):
     async def browse(self, flt: SearchFilter, limit: int) -> list[Entry]:
         """Up to ``limit`` entries matching ``flt``, newest first (created_at, then id)."""
 
+    async def lock(self, entry_id: UUID) -> Entry | None:
+        """The entry (no embedding) with its row locked until the unit of work ends, or
+        None. A use case that reads an entry's state (its evidence included) and then
+        writes on its strength locks it first: a concurrent unit of work locking the same
+        entry waits, then sees the first one's committed writes."""
+
     async def update(self, entry: Entry) -> None:
         """Replace the mutable fields of an existing entry (status, confidence, tags,
         source, owner, source_context, confirmed_at, updated_at). Raises NotFound."""
@@ -319,6 +330,12 @@ class RelationRepository(Protocol):
         self, entry_ids: Collection[UUID], types: Collection[RelationType] | None = None
     ) -> list[Relation]:
         """Edges leaving any of ``entry_ids``, optionally restricted to ``types``."""
+
+    async def incoming(
+        self, entry_ids: Collection[UUID], types: Collection[RelationType] | None = None
+    ) -> list[Relation]:
+        """Edges arriving at any of ``entry_ids``, optionally restricted to ``types``, in
+        insertion order."""
 
     async def exists(self, from_id: UUID, to_id: UUID, relation_type: RelationType) -> bool: ...
 
@@ -431,7 +448,18 @@ class CredibilityRegistry(Protocol):
     async def get(self, agent_id: str) -> CredibilityRecord:
         """The agent's record; a new agent gets Beta(1, 1) with no label."""
 
-    async def save(self, record: CredibilityRecord) -> None: ...
+    async def save(self, record: CredibilityRecord) -> None:
+        """Replace the agent's whole record (administration and tests)."""
+
+    async def add(self, agent_id: str, alpha_delta: float, beta_delta: float) -> CredibilityRecord:
+        """Atomically ``α += alpha_delta`` and ``β += beta_delta`` (a new agent starts from
+        Beta(1, 1)), counting one validated item when ``alpha_delta > 0`` and one refuted
+        item when ``beta_delta > 0``; the label is kept. Returns the new record. Concurrent
+        additions are never lost (no read-modify-write)."""
+
+    async def set_label(self, agent_id: str, label: str | None) -> CredibilityRecord:
+        """Set (or with None clear) the agent's label, keeping α, β and the counts; returns
+        the new record."""
 
 
 class Outbox(Protocol):

@@ -121,11 +121,28 @@ class DomainExpertise:
 
 @frozen
 class AgentProfile:
+    """An agent's expertise per domain, plus its credibility as a source."""
+
     agent_id: str
     domains: tuple[DomainExpertise, ...]
     total_entries: int
     average_confidence: float
     last_active_at: datetime | None
+    credibility: float = 0.5
+
+
+@frozen
+class SourceReport:
+    """A source's standing: Beta(α, β), its label, the credibility they give, and how many
+    of its evidence items dispute resolutions validated and refuted."""
+
+    agent_id: str
+    alpha: float
+    beta: float
+    credibility: float
+    label: str | None
+    validated: int
+    refuted: int
 
 
 @frozen
@@ -194,4 +211,5 @@ __all__ = [
     "MaintenanceResult",
     "QueryResult",
     "RelatedEntry",
+    "SourceReport",
 ]

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 
 from attrs import frozen
 
-from .model import AccessScope, ContentType, Entry, SourceRef, Viewer
+from .model import AccessScope, ContentType, Entry, Evidence, EvidenceKind, SourceRef, Viewer
 from .normalize import UNKNOWN_PROVIDER
 
 
@@ -93,8 +93,28 @@ def may_corroborate(
     )
 
 
+AGREEING_KINDS: frozenset[EvidenceKind] = frozenset(
+    {EvidenceKind.AGREEMENT, EvidenceKind.CORROBORATION}
+)
+"""Evidence that passed every corroboration rule when it was recorded."""
+
+
+def agreeing_sources(entry: Entry, evidence: Iterable[Evidence]) -> list[SourceRef]:
+    """The mutually independent sources that say what ``entry`` says: its origin, then
+    each source whose agreement or corroboration is recorded on it, in the order recorded,
+    kept when independent of every source kept before (so no source counts twice).
+    Two or more mean independent sources agree on the entry (DESIGN §2 "Agreement")."""
+    kept = [entry.source]
+    for item in evidence:
+        if item.kind in AGREEING_KINDS and independent_of_all(item.source, kept):
+            kept.append(item.source)
+    return kept
+
+
 __all__ = [
+    "AGREEING_KINDS",
     "Corroborator",
+    "agreeing_sources",
     "independent",
     "independent_of_all",
     "is_visible",

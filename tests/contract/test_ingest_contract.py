@@ -187,15 +187,40 @@ async def test_a_source_repeating_itself_is_a_near_duplicate(make_apollo):
 
 
 async def test_low_novelty_is_rejected(make_apollo):
+    """An independent source restating a candidate in another content type may not agree
+    with it (corroboration needs the same type), so the admission rule rejects it."""
     embedder = KeyedEmbedder(16)
     base = embedder.basis(0)
     embedder.set("original wording", base)
     embedder.set("original wording!", at_cosine(base, 0.995, 1))
     apollo = await make_apollo(embedder=embedder)
     await apollo.client("claude-a").store_knowledge(content="original wording")
-    result = await apollo.client("openai-b").store_knowledge(content="original wording!")
+    result = await apollo.client("openai-b").store_knowledge(
+        content="original wording!", content_type="procedure"
+    )
     assert result.outcome == Outcome.REJECTED
     assert result.reason.startswith("low_novelty")
+
+
+async def test_an_independent_restatement_of_a_candidate_is_agreement(make_apollo):
+    """The same restatement in the same content type: the source's agreement is recorded
+    on the candidate instead (DESIGN §2 "Agreement")."""
+    embedder = KeyedEmbedder(16)
+    base = embedder.basis(0)
+    embedder.set("original wording", base)
+    embedder.set("original wording!", at_cosine(base, 0.995, 1))
+    apollo = await make_apollo(embedder=embedder)
+    first = await apollo.client("claude-a").store_knowledge(content="original wording")
+    result = await apollo.client("openai-b").store_knowledge(content="original wording!")
+    assert (Outcome.DEDUPLICATED, first.entry_id, "agreement recorded") == (
+        result.outcome,
+        result.entry_id,
+        result.reason,
+    )
+    evidence = await apollo.get_evidence(first.entry_id)
+    assert [("claude-a", 1.0), ("openai-b", pytest.approx(0.995))] == [
+        (e.source.agent_id, e.similarity) for e in evidence
+    ]
 
 
 async def test_a_flagged_source_is_rejected_at_the_credibility_floor(make_apollo):

@@ -73,7 +73,7 @@ def test_demo_tours_the_embedded_store_and_every_claim_holds(data_dir: Path) -> 
         "OSPF-A: candidate -> confirmed, confidence 0.50 -> 0.80",
         "-> corroborated (confirmed, confidence 1.00), entry OSPF-A",
         "1 contradiction(s); RA-ON is disputed, RA-OFF is disputed",
-        "accept RA-ON -> confirmed; reject RA-OFF -> archived",
+        "accept RA-ON -> confirmed; RA-OFF -> archived",
         "OSPF-A  confirmed 1.00 -> 0.133  kept",
         "domains at risk (fewer than 2 agents with active knowledge): routing (openai-net-2)",
         "every claim of the tour held",

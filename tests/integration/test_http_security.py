@@ -284,3 +284,31 @@ async def test_anonymous_readers_do_not_see_who_wrote_an_entry(open_server: Serv
         entry = (await http.get(f"{API}/entries/{created.entry_id}")).json()
     assert (None, None) == (entry["owner_id"], entry["source"]["submitted_by"])
     assert "claude-1" == entry["source"]["agent_id"]
+
+
+async def test_only_an_admin_labels_a_source(served: Served):
+    """A writer cannot flag a rival (or promote itself); an admin can, and unlabel again."""
+    for headers, label in ((ALICE, "troll"), (BOB, "moderator"), (RITA, "flagged")):
+        _refused(
+            await _call(served, "PUT", "/sources/bob/label", headers, {"label": label}),
+            403,
+            "forbidden",
+        )
+    standing = await _call(served, "GET", "/sources/bob", ALICE)
+    assert (200, 0.5, None) == (
+        standing.status_code,
+        standing.json()["credibility"],
+        standing.json()["label"],
+    )
+    flagged = await _call(served, "PUT", "/sources/bob/label", OPS, {"label": "flagged"})
+    assert (200, 0.05, "flagged") == (
+        flagged.status_code,
+        flagged.json()["credibility"],
+        flagged.json()["label"],
+    )
+    cleared = await _call(served, "DELETE", "/sources/bob/label", OPS)
+    assert (200, 0.5, None) == (
+        cleared.status_code,
+        cleared.json()["credibility"],
+        cleared.json()["label"],
+    )

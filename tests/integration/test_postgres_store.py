@@ -7,6 +7,7 @@ The Store port's contract, which it shares with the in-memory store, is checked 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import math
 import os
@@ -14,7 +15,7 @@ import sys
 import tempfile
 import uuid
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +40,10 @@ from apollo_domain.model import (
     Status,
     Viewer,
 )
-from apollo_domain.ports import SearchFilter
+from apollo_domain.normalize import content_hash
+from apollo_domain.ports import (
+    SearchFilter,
+)
 from tests.postgres_support import (
     DisposablePostgresStore,
     PostgresTestServer,
@@ -153,6 +157,95 @@ async def test_migrating_an_up_to_date_database_applies_nothing(
     pg_store: DisposablePostgresStore,
 ) -> None:
     assert await migrate(pg_store.conninfo, dimension=8, model_id=hashing_model_id(8)) == []
+
+
+def _legacy_hash(text: str) -> str:
+    """The content hash before migration 3: lowercased, whitespace runs collapsed."""
+    return hashlib.sha256(" ".join(text.lower().split()).encode()).hexdigest()
+
+
+async def test_migration_3_rehashes_content_and_merges_entries_that_now_collide(
+    postgres_server: PostgresTestServer,
+) -> None:
+    """NFC and NFD spellings of one text were two active entries under the old hash: the
+    later one is archived as merged into the older, which gains its evidence as duplicate
+    evidence; every hash is recomputed; the dedup index holds again afterwards."""
+    database = await postgres_server.create_database()
+    conninfo = postgres_server.conninfo(database)
+    assert [1, 2] == await migrate(conninfo, dimension=8, model_id="m", until=2)
+    rows = {
+        "nfc": ("Caf\u00e9 cr\u00e8me", "candidate", NOW, "claude-a", "claude"),
+        "nfd": (
+            "Cafe\u0301 cre\u0300me",
+            "candidate",
+            NOW + timedelta(hours=1),
+            "openai-b",
+            "openai",
+        ),
+        "gone": ("Caf\u200b\u00e9 cr\u00e8me", "archived", NOW, "gemini-c", "gemini"),
+        "plain": ("plain ascii text", "candidate", NOW, "claude-a", "claude"),
+    }
+    ids = {name: uuid.uuid4() for name in rows}
+    async with await psycopg.AsyncConnection.connect(conninfo, autocommit=True) as conn:
+        for name, (content, state, at, agent, provider) in rows.items():
+            await conn.execute(
+                "INSERT INTO entries (id, content, content_hash, content_type, knowledge_domain,"
+                " confidence, status, source_agent, source_provider, access_scope, created_at,"
+                " updated_at) VALUES (%s, %s, %s, 'fact', 'food', 0.5, %s, %s, %s, 'global',"
+                " %s, %s)",
+                (
+                    ids[name],
+                    content,
+                    _legacy_hash(content),
+                    state,
+                    agent,
+                    provider,
+                    at,
+                    at,
+                ),
+            )
+            await conn.execute(
+                "INSERT INTO evidence (entry_id, agent_id, provider, similarity, kind,"
+                " created_at) VALUES (%s, %s, %s, 1.0, 'origin', %s)",
+                (ids[name], agent, provider, at),
+            )
+        for agent, provider in (("gemini-c", "gemini"), ("claude-a", "claude")):
+            await conn.execute(
+                "INSERT INTO evidence (entry_id, agent_id, provider, similarity, kind,"
+                " created_at) VALUES (%s, %s, %s, 1.0, 'agreement', %s)",
+                (ids["nfd"], agent, provider, NOW),
+            )
+
+    assert 3 in await migrate(conninfo, dimension=8, model_id="m")
+
+    found = await sql_rows(
+        conninfo, "SELECT id, content, content_hash, status, source_context FROM entries"
+    )
+    assert all(content_hash(content) == digest for _, content, digest, _, _ in found)
+    by_id = {row[0]: row for row in found}
+    assert "candidate" == by_id[ids["nfc"]][3]
+    assert "archived" == by_id[ids["nfd"]][3]
+    assert {"archive_reason": "merged_duplicate", "merged_into": str(ids["nfc"])} == by_id[
+        ids["nfd"]
+    ][4]
+    assert {} == by_id[ids["gone"]][4]
+    evidence = await sql_rows(
+        conninfo,
+        "SELECT agent_id, kind FROM evidence WHERE entry_id = %s ORDER BY id",
+        (ids["nfc"],),
+    )
+    assert [
+        ("claude-a", "origin"),
+        ("openai-b", "deduplication"),
+        ("gemini-c", "deduplication"),
+    ] == evidence
+    with pytest.raises(psycopg.errors.UniqueViolation):
+        await sql_rows(
+            conninfo,
+            "UPDATE entries SET status = 'candidate' WHERE id = %s",
+            (ids["nfd"],),
+        )
+    await postgres_server.drop_database(database)
 
 
 @pytest.mark.parametrize(

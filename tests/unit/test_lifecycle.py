@@ -14,7 +14,9 @@ from apollo_domain.errors import InvalidTransition, UnknownResolution, Validatio
 from apollo_domain.lifecycle import (
     deprecate,
     is_stale,
+    lose_dispute,
     resolve_dispute,
+    settle,
     stale_cutoff,
     validate_decay_factor,
     validate_stale_days,
@@ -249,3 +251,47 @@ def test_resolution_never_touches_confidence_or_content(entry: Entry, resolution
         return
     expected = (entry.confidence, entry.content, entry.source, entry.id)
     assert expected == (resolved.confidence, resolved.content, resolved.source, resolved.id)
+
+
+# -- the other side of a dispute ----------------------------------------------------------
+
+
+@given(entries())
+def test_losing_a_dispute_archives_with_the_reason_and_keeps_confidence(entry: Entry) -> None:
+    """Any active entry is archived with ``archive_reason = lost_dispute``; an archived one
+    is left as it is."""
+    lost = lose_dispute(entry, NOW)
+    if entry.status is Status.ARCHIVED:
+        assert lost is entry
+        return
+    expected = (Status.ARCHIVED, "lost_dispute", entry.confidence, entry.confirmed_at, NOW)
+    assert expected == (
+        lost.status,
+        lost.source_context["archive_reason"],
+        lost.confidence,
+        lost.confirmed_at,
+        lost.updated_at,
+    )
+
+
+@pytest.mark.parametrize(
+    ("confirmed_at", "prior"), [(None, Status.CANDIDATE), (EPOCH, Status.CONFIRMED)]
+)
+def test_a_settled_dispute_returns_the_entry_to_its_prior_status(
+    confirmed_at: datetime | None, prior: Status
+) -> None:
+    """Confirmed when it had been confirmed (confirmed_at kept), else candidate."""
+    entry = make_entry(status=Status.DISPUTED, confirmed_at=confirmed_at)
+    settled = settle(entry, NOW)
+    assert (prior, confirmed_at, entry.confidence, NOW) == (
+        settled.status,
+        settled.confirmed_at,
+        settled.confidence,
+        settled.updated_at,
+    )
+
+
+@pytest.mark.parametrize("status", [Status.CANDIDATE, Status.CONFIRMED, Status.ARCHIVED])
+def test_settling_leaves_an_undisputed_entry_alone(status: Status) -> None:
+    entry = make_entry(status=status)
+    assert entry is settle(entry, NOW)

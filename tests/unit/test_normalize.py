@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import unicodedata
 
 import pytest
 from hypothesis import given
@@ -13,6 +14,7 @@ from apollo_domain.errors import ValidationError
 from apollo_domain.model import AccessScope, ContentType
 from apollo_domain.normalize import (
     MAX_CONTENT_CHARS,
+    canonical_content,
     clean_content,
     content_hash,
     derive_provider,
@@ -394,3 +396,40 @@ def test_a_source_needs_an_agent_id(agent_id: object) -> None:
     with pytest.raises(ValidationError) as raised:
         make_source(agent_id)
     assert "agent_id" == raised.value.field
+
+
+ZERO_WIDTH = "\u200b\u200c\u200d\u2060\ufeff"
+unicode_texts = st.text(
+    alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=30
+)
+
+
+@given(unicode_texts, st.sampled_from(["NFC", "NFD", "NFKC", "NFKD"]))
+def test_content_hash_is_the_same_in_every_unicode_normal_form(text: str, form: str) -> None:
+    """Composed, decomposed and compatibility forms of a text are one entry."""
+    assert content_hash(unicodedata.normalize("NFKC", text)) == content_hash(
+        unicodedata.normalize(form, text)
+    )
+
+
+@given(unicode_texts, st.lists(st.tuples(st.integers(0, 30), st.sampled_from(ZERO_WIDTH))))
+def test_content_hash_ignores_zero_width_characters(
+    text: str, inserts: list[tuple[int, str]]
+) -> None:
+    """Zero-width spaces, joiners, the word joiner and the BOM never change the hash."""
+    padded = text
+    for position, char in inserts:
+        padded = padded[:position] + char + padded[position:]
+    assert content_hash(text.replace("\ufeff", "")) == content_hash(padded)
+
+
+def test_content_hash_folds_unicode_variants_of_one_text() -> None:
+    """NFC, NFD, fullwidth and zero-width variants hash like the plain text."""
+    plain = content_hash("Café crème costs €3")
+    variants = [
+        "Cafe\u0301 cre\u0300me costs €3",
+        "Caf\u200bé crème\ufeff costs €3",
+        "\uff23afé crème costs €\uff13",
+    ]
+    assert [plain] * 3 == [content_hash(v) for v in variants]
+    assert canonical_content("Cafe\u0301\u200d  CRÈME") == "café crème"

@@ -100,6 +100,25 @@ class CredibilityTable:
         else:
             undo.append(lambda: self.rows.__setitem__(record.agent_id, old))
 
+    def add(
+        self, agent_id: str, alpha_delta: float, beta_delta: float, undo: Undo
+    ) -> CredibilityRecord:
+        old = self.get(agent_id)
+        record = evolve(
+            old,
+            alpha=old.alpha + alpha_delta,
+            beta=old.beta + beta_delta,
+            validated=old.validated + (alpha_delta > 0),
+            refuted=old.refuted + (beta_delta > 0),
+        )
+        self.save(record, undo)
+        return record
+
+    def set_label(self, agent_id: str, label: str | None, undo: Undo) -> CredibilityRecord:
+        record = evolve(self.get(agent_id), label=label)
+        self.save(record, undo)
+        return record
+
 
 @frozen
 class _Queued:

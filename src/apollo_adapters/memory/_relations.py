@@ -48,11 +48,24 @@ class RelationTable:
     def outgoing(
         self, entry_ids: Collection[UUID], types: Collection[RelationType] | None
     ) -> list[Relation]:
+        return self._edges_at(self._out, entry_ids, types)
+
+    def incoming(
+        self, entry_ids: Collection[UUID], types: Collection[RelationType] | None
+    ) -> list[Relation]:
+        return self._edges_at(self._in, entry_ids, types)
+
+    def _edges_at(
+        self,
+        index: dict[UUID, set[RelationKey]],
+        entry_ids: Collection[UUID],
+        types: Collection[RelationType] | None,
+    ) -> list[Relation]:
         wanted = None if types is None else {RelationType(t) for t in types}
         found = [
             self._edges[key]
             for entry_id in set(entry_ids)
-            for key in self._out.get(entry_id, ())
+            for key in index.get(entry_id, ())
             if wanted is None or key[2] in wanted
         ]
         found.sort(key=lambda item: item[0])

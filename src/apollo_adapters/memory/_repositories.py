@@ -103,6 +103,10 @@ class InMemoryEntryRepository(_Repository):
         self._uow._open("entries")
         return self._store._entries.browse(flt, limit)
 
+    async def lock(self, entry_id: UUID) -> Entry | None:
+        self._uow._open("entries")  # units of work are serialized: the entry is ours
+        return self._store._entries.get(entry_id, False)
+
     async def update(self, entry: Entry) -> None:
         self._store._entries.update(entry, self._uow._open("entries"))
 
@@ -161,6 +165,12 @@ class InMemoryRelationRepository(_Repository):
     ) -> list[Relation]:
         self._uow._open("relations")
         return self._store._entries.relations.outgoing(entry_ids, types)
+
+    async def incoming(
+        self, entry_ids: Collection[UUID], types: Collection[RelationType] | None = None
+    ) -> list[Relation]:
+        self._uow._open("relations")
+        return self._store._entries.relations.incoming(entry_ids, types)
 
     async def exists(self, from_id: UUID, to_id: UUID, relation_type: RelationType) -> bool:
         self._uow._open("relations")
@@ -292,6 +302,14 @@ class InMemoryCredibilityRegistry(_Repository):
 
     async def save(self, record: CredibilityRecord) -> None:
         self._store._credibility.save(record, self._uow._open("credibility"))
+
+    async def add(self, agent_id: str, alpha_delta: float, beta_delta: float) -> CredibilityRecord:
+        undo = self._uow._open("credibility")
+        return self._store._credibility.add(agent_id, alpha_delta, beta_delta, undo)
+
+    async def set_label(self, agent_id: str, label: str | None) -> CredibilityRecord:
+        undo = self._uow._open("credibility")
+        return self._store._credibility.set_label(agent_id, label, undo)
 
 
 class InMemoryOutbox(_Repository):

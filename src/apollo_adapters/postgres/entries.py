@@ -117,6 +117,13 @@ class PostgresEntryRepository:
         )
         return None if row is None else entry_from_row(row)
 
+    async def lock(self, entry_id: UUID) -> Entry | None:
+        row = await self._s.row(
+            sql.SQL("SELECT {} FROM entries WHERE id = %s FOR UPDATE").format(ENTRY_COLUMNS),
+            (entry_id,),
+        )
+        return None if row is None else entry_from_row(row)
+
     async def get_many(self, entry_ids: Collection[UUID]) -> dict[UUID, Entry]:
         if not entry_ids:
             return {}

@@ -25,7 +25,7 @@ from .rows import (
     expertise_from_row,
     relation_from_row,
 )
-from .session import Session
+from .session import Row, Session
 
 
 class _Connections(Protocol):
@@ -67,10 +67,20 @@ class PostgresRelationRepository:
     async def outgoing(
         self, entry_ids: Collection[UUID], types: Collection[RelationType] | None = None
     ) -> list[Relation]:
+        return await self._edges("from_id", entry_ids, types)
+
+    async def incoming(
+        self, entry_ids: Collection[UUID], types: Collection[RelationType] | None = None
+    ) -> list[Relation]:
+        return await self._edges("to_id", entry_ids, types)
+
+    async def _edges(
+        self, end: str, entry_ids: Collection[UUID], types: Collection[RelationType] | None
+    ) -> list[Relation]:
         if not entry_ids:
             return []
         where = Where()
-        where.add("from_id = ANY({})", list(entry_ids))
+        where.add("{end} = ANY({})", list(entry_ids), end=end)
         if types is not None:
             where.add("relation_type = ANY({})", [t.value for t in types])
         rows = await self._s.rows(
@@ -104,7 +114,7 @@ class PostgresEvidenceRepository:
         inserted = await self._s.rows(
             "INSERT INTO evidence (" + EVIDENCE_COLUMNS + ")"
             " SELECT %(entry)s, %(agent)s, %(provider)s, %(channel)s, %(by)s, %(from)s,"
-            " %(similarity)s, %(kind)s, %(at)s"
+            " %(similarity)s, %(kind)s, %(at)s, %(credibility)s"
             " WHERE EXISTS (SELECT 1 FROM entries WHERE id = %(entry)s)"
             " ON CONFLICT (entry_id, agent_id, provider, (COALESCE(channel, '')))"
             " DO NOTHING RETURNING id",
@@ -116,8 +126,9 @@ class PostgresEvidenceRepository:
                 "by": source.submitted_by,
                 "from": source.submitted_from,
                 "similarity": evidence.similarity,
-                "kind": evidence.kind,
+                "kind": evidence.kind.value,
                 "at": evidence.created_at,
+                "credibility": evidence.credibility,
             },
         )
         if inserted:
@@ -236,19 +247,63 @@ class PostgresCredibilityRegistry:
 
     async def get(self, agent_id: str) -> CredibilityRecord:
         row = await self._s.row(
-            "SELECT alpha, beta, label FROM source_credibility WHERE agent_id = %s", (agent_id,)
+            "SELECT " + _CREDIBILITY_COLUMNS + " FROM source_credibility WHERE agent_id = %s",
+            (agent_id,),
         )
-        if row is None:
-            return CredibilityRecord(agent_id)
-        return CredibilityRecord(agent_id, row["alpha"], row["beta"], row["label"])
+        return CredibilityRecord(agent_id) if row is None else _credibility(row)
 
     async def save(self, record: CredibilityRecord) -> None:
         await self._s.execute(
-            "INSERT INTO source_credibility (agent_id, alpha, beta, label)"
-            " VALUES (%s, %s, %s, %s) ON CONFLICT (agent_id) DO UPDATE SET"
-            " alpha = EXCLUDED.alpha, beta = EXCLUDED.beta, label = EXCLUDED.label",
-            (record.agent_id, record.alpha, record.beta, record.label),
+            "INSERT INTO source_credibility (" + _CREDIBILITY_COLUMNS + ")"
+            " VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (agent_id) DO UPDATE SET"
+            " alpha = EXCLUDED.alpha, beta = EXCLUDED.beta, label = EXCLUDED.label,"
+            " validated = EXCLUDED.validated, refuted = EXCLUDED.refuted",
+            (
+                record.agent_id,
+                record.alpha,
+                record.beta,
+                record.label,
+                record.validated,
+                record.refuted,
+            ),
         )
+
+    async def add(self, agent_id: str, alpha_delta: float, beta_delta: float) -> CredibilityRecord:
+        row = await self._s.row(
+            "INSERT INTO source_credibility AS c (" + _CREDIBILITY_COLUMNS + ")"
+            " VALUES (%(agent)s, 1 + %(alpha)s, 1 + %(beta)s, NULL, %(validated)s, %(refuted)s)"
+            " ON CONFLICT (agent_id) DO UPDATE SET alpha = c.alpha + %(alpha)s,"
+            " beta = c.beta + %(beta)s, validated = c.validated + %(validated)s,"
+            " refuted = c.refuted + %(refuted)s RETURNING " + _CREDIBILITY_COLUMNS,
+            {
+                "agent": agent_id,
+                "alpha": alpha_delta,
+                "beta": beta_delta,
+                "validated": int(alpha_delta > 0),
+                "refuted": int(beta_delta > 0),
+            },
+        )
+        assert row is not None
+        return _credibility(row)
+
+    async def set_label(self, agent_id: str, label: str | None) -> CredibilityRecord:
+        row = await self._s.row(
+            "INSERT INTO source_credibility (agent_id, alpha, beta, label) VALUES (%s, 1, 1, %s)"
+            " ON CONFLICT (agent_id) DO UPDATE SET label = EXCLUDED.label"
+            " RETURNING " + _CREDIBILITY_COLUMNS,
+            (agent_id, label),
+        )
+        assert row is not None
+        return _credibility(row)
+
+
+_CREDIBILITY_COLUMNS = "agent_id, alpha, beta, label, validated, refuted"
+
+
+def _credibility(row: Row) -> CredibilityRecord:
+    return CredibilityRecord(
+        row["agent_id"], row["alpha"], row["beta"], row["label"], row["validated"], row["refuted"]
+    )
 
 
 class PostgresOutbox:

@@ -94,12 +94,13 @@ def evidence_from_row(row: Row) -> Evidence:
         similarity=row["similarity"],
         created_at=row["created_at"].astimezone(UTC),
         kind=row["kind"],
+        credibility=row["credibility"],
     )
 
 
 EVIDENCE_COLUMNS = (
     "entry_id, agent_id, provider, channel, submitted_by, submitted_from, similarity, kind,"
-    " created_at"
+    " created_at, credibility"
 )
 
 

@@ -1,14 +1,16 @@
 """Versioned schema migrations, applied under an advisory lock.
 
-Migrations are the ``NNNN_name.sql`` files of the ``migrations`` package folder, applied
-in version order, each in its own transaction, and recorded in
-``apollo_schema_migrations``. ``{dimension}`` in a file is the embedding dimension,
-rendered with :mod:`psycopg.sql`.
+Migrations are the ``NNNN_name.sql`` files of the ``migrations`` package folder plus the
+steps that must run in Python (:data:`PYTHON_STEPS`, e.g. re-hashing content with the
+domain's own function), applied in version order, each in its own transaction, and
+recorded in ``apollo_schema_migrations``. ``{dimension}`` in a file is the embedding
+dimension, rendered with :mod:`psycopg.sql`.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from importlib import resources
 from typing import Any
@@ -20,6 +22,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from apollo_domain.errors import ConfigurationError
 
+from . import content_identity
 from .errors import translated
 
 # Any constant shared by every Apollo process; advisory locks are per database.
@@ -29,30 +32,55 @@ MAX_DIMENSION = 2000  # the largest vector an HNSW index accepts
 _FILE_NAME = re.compile(r"^(\d{4})_(\w+)\.sql$")
 
 
+Step = Callable[[psycopg.AsyncConnection[Any]], Awaitable[None]]
+
+
 @frozen
 class Migration:
+    """One version: SQL ``text``, or a Python ``step`` run on the migrating connection."""
+
     version: int
     name: str
-    text: str
+    text: str = ""
+    step: Step | None = None
 
     def render(self, dimension: int) -> sql.Composed:
         return sql.SQL(self.text).format(dimension=sql.Literal(dimension))
 
+    async def apply(self, conn: psycopg.AsyncConnection[Any], dimension: int) -> None:
+        if self.step is not None:
+            await self.step(conn)
+        else:
+            await conn.execute(self.render(dimension))
+
+
+PYTHON_STEPS: tuple[Migration, ...] = (
+    Migration(3, "content_identity", step=content_identity.rehash_entries),
+)
+
 
 def migrations() -> list[Migration]:
     """Every migration shipped with the package, in version order."""
-    found = []
+    found = list(PYTHON_STEPS)
     for item in resources.files(__package__).joinpath("migrations").iterdir():
         match = _FILE_NAME.match(item.name)
         if match:
             found.append(Migration(int(match[1]), match[2], item.read_text(encoding="utf-8")))
+    versions = [m.version for m in found]
+    if len(set(versions)) != len(versions):
+        raise ConfigurationError("migrations", f"two migrations share a version: {versions}")
     return sorted(found, key=lambda m: m.version)
 
 
 async def migrate(
-    conninfo_or_pool: str | AsyncConnectionPool[Any], *, dimension: int, model_id: str
+    conninfo_or_pool: str | AsyncConnectionPool[Any],
+    *,
+    dimension: int,
+    model_id: str,
+    until: int | None = None,
 ) -> list[int]:
-    """Apply the pending migrations; returns the versions applied by this call.
+    """Apply the pending migrations (those up to version ``until`` when given); returns the
+    versions applied by this call.
 
     Safe to run from several processes at once: they serialise on an advisory lock and
     the later ones find nothing left to do. The first run records ``model_id`` and
@@ -65,11 +93,11 @@ async def migrate(
                 autocommit = conn.autocommit
                 await conn.set_autocommit(True)
                 try:
-                    return await _migrate(conn, dimension, model_id)
+                    return await _migrate(conn, dimension, model_id, until)
                 finally:
                     await conn.set_autocommit(autocommit)
         async with await psycopg.AsyncConnection.connect(conninfo_or_pool, autocommit=True) as conn:
-            return await _migrate(conn, dimension, model_id)
+            return await _migrate(conn, dimension, model_id, until)
 
 
 def check_dimension(dimension: int) -> None:
@@ -79,7 +107,9 @@ def check_dimension(dimension: int) -> None:
         )
 
 
-async def _migrate(conn: psycopg.AsyncConnection[Any], dimension: int, model_id: str) -> list[int]:
+async def _migrate(
+    conn: psycopg.AsyncConnection[Any], dimension: int, model_id: str, until: int | None
+) -> list[int]:
     await conn.execute("SELECT pg_advisory_lock(%s)", (MIGRATION_LOCK_KEY,))
     try:
         await conn.execute(
@@ -91,10 +121,10 @@ async def _migrate(conn: psycopg.AsyncConnection[Any], dimension: int, model_id:
         done = {row[0] for row in await cur.fetchall()}
         applied = []
         for migration in migrations():
-            if migration.version in done:
+            if migration.version in done or (until is not None and migration.version > until):
                 continue
             async with conn.transaction():
-                await conn.execute(migration.render(dimension))
+                await migration.apply(conn, dimension)
                 await conn.execute(
                     "INSERT INTO apollo_schema_migrations (version, name, applied_at)"
                     " VALUES (%s, %s, %s)",

@@ -205,6 +205,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
 __all__ = [
     "cmd_demo",
+    "cmd_label",
     "cmd_migrate",
     "cmd_query",
     "cmd_serve",
@@ -213,3 +214,32 @@ __all__ = [
     "query_to_json",
     "stats_to_json",
 ]
+
+
+# --------------------------------------------------------------------------- label
+
+
+def cmd_label(args: argparse.Namespace) -> int:
+    """Label a source, remove its label, or show its standing; runs as the embedding
+    program (an admin), since whoever runs the CLI holds the store itself."""
+    settings = load_settings(args)
+
+    async def run() -> Any:
+        from ..facade import Apollo
+
+        async with Apollo.open(settings) as apollo:
+            if args.remove:
+                return await apollo.run(c.UnlabelSource(target_agent_id=args.agent_id))
+            if args.label:
+                return await apollo.run(
+                    c.LabelSource(target_agent_id=args.agent_id, label=args.label)
+                )
+            return await apollo.run(c.GetSource(target_agent_id=args.agent_id))
+
+    report = run_async(run())
+    print(
+        f"{report.agent_id}: credibility {report.credibility:.3f} "
+        f"(alpha {report.alpha:g}, beta {report.beta:g}), label {report.label or 'none'}, "
+        f"{report.validated} validated, {report.refuted} refuted"
+    )
+    return EXIT_OK

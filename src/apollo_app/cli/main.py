@@ -15,7 +15,15 @@ from collections.abc import Sequence
 from apollo_domain.errors import ApolloError, ConfigurationError, ValidationError
 from apollo_domain.services.query import DEFAULT_MODE, QUERY_MODES
 
-from .commands import cmd_demo, cmd_migrate, cmd_query, cmd_serve, cmd_simulate, cmd_stats
+from .commands import (
+    cmd_demo,
+    cmd_label,
+    cmd_migrate,
+    cmd_query,
+    cmd_serve,
+    cmd_simulate,
+    cmd_stats,
+)
 from .common import (
     DEFAULT_AGENT,
     EXIT_FAILURE,
@@ -180,6 +188,21 @@ def build_parser() -> argparse.ArgumentParser:
         "pending schema migrations and print the schema version.",
     )
     migrate.set_defaults(handler=cmd_migrate)
+
+    label = commands.add_parser(
+        "label",
+        parents=[store],
+        help="label a source (moderator, admin, troll, flagged), or show its standing",
+        description="Credibility labels override what a source's track record says: "
+        "moderator/admin → 1.0, troll/flagged → 0.05. Without a label, shows the source's "
+        "alpha, beta, credibility and validated/refuted evidence.",
+    )
+    label.add_argument("agent_id", metavar="AGENT", help="the source's agent id")
+    label.add_argument(
+        "label", nargs="?", choices=["moderator", "admin", "troll", "flagged"], help="the label"
+    )
+    label.add_argument("--remove", action="store_true", help="remove the source's label")
+    label.set_defaults(handler=cmd_label)
 
     stats = commands.add_parser(
         "stats",

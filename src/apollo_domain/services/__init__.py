@@ -9,8 +9,11 @@ from .curation import (
     domains_at_risk,
     force_decay,
     get_expertise,
+    get_source,
+    label_source,
     resolve_dispute,
     run_decay_cycle,
+    unlabel_source,
 )
 from .erasure import erase_agent
 from .gas import process_gas_event
@@ -32,8 +35,10 @@ __all__ = [
     "erase_agent",
     "force_decay",
     "get_expertise",
+    "get_source",
     "ingest",
     "ingest_many",
+    "label_source",
     "link_entries",
     "prepare",
     "process_gas_event",
@@ -43,4 +48,5 @@ __all__ = [
     "resolve_dispute",
     "resolve_viewer",
     "run_decay_cycle",
+    "unlabel_source",
 ]

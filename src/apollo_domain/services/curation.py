@@ -1,15 +1,21 @@
-"""Lifecycle operations and expertise (DESIGN §4 "Lifecycle", "Expertise")."""
+"""Lifecycle operations, expertise and source credibility (DESIGN §4 "Lifecycle",
+"Expertise"; §2 "Sources and independence")."""
 
 from __future__ import annotations
 
-from ..credibility import SourceCredibility
-from ..errors import Forbidden, ValidationError
+from collections.abc import Sequence
+from uuid import UUID
+
+from ..credibility import SourceCredibility, evidence_weight, parse_label
+from ..errors import Forbidden, NotFound, ValidationError
 from ..expertise import DomainCoverage, proficiency
 from ..expertise import domains_at_risk as select_at_risk
 from ..lifecycle import (
     Resolution,
     deprecate,
+    lose_dispute,
     parse_resolution,
+    settle,
     stale_cutoff,
     validate_decay_factor,
     validate_stale_days,
@@ -17,10 +23,18 @@ from ..lifecycle import (
 from ..lifecycle import (
     resolve_dispute as resolve,
 )
+from ..model import Entry, RelationType
 from ..normalize import normalize_tag
-from ..ports import AccessLogRecord, CredibilityRecord, ExpertiseRecord
-from ..results import AgentProfile, DomainExpertise, LifecycleResult, MaintenanceResult
+from ..ports import AccessLogRecord, CredibilityRecord, ExpertiseRecord, UnitOfWork
+from ..results import (
+    AgentProfile,
+    DomainExpertise,
+    LifecycleResult,
+    MaintenanceResult,
+    SourceReport,
+)
 from .context import Caller, Deps, bounded_int, resolve_viewer, unit_float
+from .erasure import REDACTED
 from .graph import parse_id, visible_entry
 
 
@@ -52,31 +66,91 @@ async def deprecate_entry(
 async def resolve_dispute(
     deps: Deps, caller: Caller, entry_id: object, resolution: object
 ) -> LifecycleResult:
-    """accept/keep confirm a disputed entry, reject archives it; the entry's source is
-    validated (accepted) or refuted (rejected). Nothing changes on any failure."""
+    """accept/keep confirm a disputed entry, reject archives it; credibility learns from
+    both sides (DESIGN §4 "Lifecycle"). The entries it ``contradicts`` (either direction)
+    get the opposite verdict: accepting archives them (``archive_reason: lost_dispute``);
+    rejecting returns each whose only remaining contradiction this was to its prior status.
+    Validated sources gain α, refuted ones β, each by one. Nothing changes on any failure."""
     target = parse_id("entry_id", entry_id)
     decided = parse_resolution(resolution)
     viewer = await resolve_viewer(deps.store.directory, caller.principal)
     async with deps.store.unit_of_work() as uow:
-        entry = await visible_entry(uow, target, viewer)
+        await visible_entry(uow, target, viewer)
+        entry = await uow.entries.lock(target)
+        if entry is None:
+            raise NotFound(f"entry {target} not found")
         now = deps.clock.now()
         changed = resolve(entry, decided, now)
+        accepted = decided is not Resolution.REJECT
+        others = await _counterparts(uow, entry.id)
         await uow.entries.update(changed)
-        record = await uow.credibility.get(entry.source.agent_id)
-        belief = SourceCredibility(record.agent_id, record.alpha, record.beta, record.label)
-        belief = belief.refuted() if decided is Resolution.REJECT else belief.validated()
-        await uow.credibility.save(
-            CredibilityRecord(belief.agent_id, belief.alpha, belief.beta, belief.label)
-        )
+        await _verdict(uow, [entry], validated=accepted)
+        await _verdict(uow, others, validated=not accepted)
+        for other in others:
+            if accepted:
+                await uow.entries.update(lose_dispute(other, now))
+            elif not await _contradicted_by_others(uow, other.id, besides=entry.id):
+                settled = settle(other, now)
+                if settled is not other:
+                    await uow.entries.update(settled)
         await uow.access_log.record(
             [
                 AccessLogRecord(
-                    "resolve", caller.agent_id, entry.id, now, {"resolution": decided.value}
+                    "resolve",
+                    caller.agent_id,
+                    entry.id,
+                    now,
+                    {
+                        "resolution": decided.value,
+                        "counterparts": [str(other.id) for other in others],
+                    },
                 )
             ]
         )
         await uow.commit()
     return LifecycleResult(changed.id, changed.status, True, changed.confidence)
+
+
+async def _contradiction_partners(uow: UnitOfWork, entry_id: UUID) -> list[UUID]:
+    """The entries linked to ``entry_id`` by ``contradicts``, either direction."""
+    types = [RelationType.CONTRADICTS]
+    edges = [
+        *await uow.relations.outgoing([entry_id], types),
+        *await uow.relations.incoming([entry_id], types),
+    ]
+    partners = {e.to_id if e.from_id == entry_id else e.from_id for e in edges}
+    partners.discard(entry_id)
+    return sorted(partners, key=str)
+
+
+async def _counterparts(uow: UnitOfWork, entry_id: UUID) -> list[Entry]:
+    """The active entries on the other side of ``entry_id``'s disputes, locked."""
+    found = []
+    for partner in await _contradiction_partners(uow, entry_id):
+        other = await uow.entries.lock(partner)
+        if other is not None and other.is_active:
+            found.append(other)
+    return found
+
+
+async def _contradicted_by_others(uow: UnitOfWork, entry_id: UUID, *, besides: UUID) -> bool:
+    partners = set(await _contradiction_partners(uow, entry_id)) - {besides}
+    return any(e.is_active for e in (await uow.entries.get_many(partners)).values())
+
+
+async def _verdict(uow: UnitOfWork, entries: Sequence[Entry], *, validated: bool) -> None:
+    """Validate (α) or refute (β) every source of each entry (its origin and every source
+    whose evidence is on it, redacted ones aside), once per entry, as atomic increments."""
+    weight = evidence_weight(None)
+    evidence = await uow.evidence.for_entries([e.id for e in entries])
+    for entry in entries:
+        agents = {entry.source.agent_id, *(e.source.agent_id for e in evidence.get(entry.id, ()))}
+        agents.discard(REDACTED)
+        for agent in sorted(agents):
+            if validated:
+                await uow.credibility.add(agent, weight, 0.0)
+            else:
+                await uow.credibility.add(agent, 0.0, weight)
 
 
 async def force_decay(deps: Deps, factor: object) -> MaintenanceResult:
@@ -156,6 +230,7 @@ async def agent_profile(deps: Deps, caller: Caller, agent_id: object) -> AgentPr
     agent = agent_id.strip()
     viewer = await resolve_viewer(deps.store.directory, caller.principal)
     async with deps.store.unit_of_work() as uow:
+        standing = await uow.credibility.get(agent)
         stats = await uow.entries.agent_domain_stats(viewer, agent_id=agent)
     domains = [
         DomainExpertise(
@@ -171,7 +246,62 @@ async def agent_profile(deps: Deps, caller: Caller, agent_id: object) -> AgentPr
     total = sum(d.entry_count for d in domains)
     average = sum(d.average_confidence * d.entry_count for d in domains) / total if total else 0.0
     last = max((d.last_active_at for d in domains if d.last_active_at), default=None)
-    return AgentProfile(agent, tuple(domains), total, average, last)
+    return AgentProfile(agent, tuple(domains), total, average, last, _report(standing).credibility)
+
+
+def _agent_id(agent_id: object) -> str:
+    if not isinstance(agent_id, str) or not agent_id.strip():
+        raise ValidationError("agent_id", "must be a non-empty string")
+    return agent_id.strip()
+
+
+def _report(record: CredibilityRecord) -> SourceReport:
+    belief = SourceCredibility(record.agent_id, record.alpha, record.beta, record.label)
+    return SourceReport(
+        record.agent_id,
+        record.alpha,
+        record.beta,
+        belief.credibility,
+        record.label,
+        record.validated,
+        record.refuted,
+    )
+
+
+async def get_source(deps: Deps, agent_id: object) -> SourceReport:
+    """A source's standing: α, β, credibility, label, validated and refuted counts."""
+    agent = _agent_id(agent_id)
+    async with deps.store.unit_of_work() as uow:
+        return _report(await uow.credibility.get(agent))
+
+
+async def label_source(deps: Deps, caller: Caller, agent_id: object, label: object) -> SourceReport:
+    """Label a source (``moderator``/``admin`` → credibility 1.0, ``troll``/``flagged`` →
+    0.05); α, β and the counts are kept, so removing the label restores them."""
+    return await _set_label(deps, caller, _agent_id(agent_id), parse_label(label))
+
+
+async def unlabel_source(deps: Deps, caller: Caller, agent_id: object) -> SourceReport:
+    """Remove a source's label: its credibility is α / (α + β) again."""
+    return await _set_label(deps, caller, _agent_id(agent_id), None)
+
+
+async def _set_label(deps: Deps, caller: Caller, agent: str, label: str | None) -> SourceReport:
+    async with deps.store.unit_of_work() as uow:
+        record = await uow.credibility.set_label(agent, label)
+        await uow.access_log.record(
+            [
+                AccessLogRecord(
+                    "label_source",
+                    caller.agent_id,
+                    None,
+                    deps.clock.now(),
+                    {"source": agent, "label": label},
+                )
+            ]
+        )
+        await uow.commit()
+    return _report(record)
 
 
 async def aggregate_expertise(deps: Deps) -> MaintenanceResult:

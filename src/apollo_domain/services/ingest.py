@@ -18,6 +18,7 @@ from ..model import (
     ContentType,
     Entry,
     Evidence,
+    EvidenceKind,
     Outcome,
     SourceRef,
     Status,
@@ -32,6 +33,7 @@ from ..normalize import (
     normalize_scope,
     normalize_tags,
 )
+from ..policy import ConfidencePolicy
 from ..ports import AccessLogRecord, ScoredEntry, SearchFilter, UnitOfWork
 from ..results import IngestResult
 from ..rules import Corroborator, independent_of_all, may_corroborate
@@ -40,6 +42,7 @@ from .entities import extract, index_entry
 
 NEIGHBOURS = 5
 CONTRADICTION_SCAN = "contradiction_scan"
+AGREEMENT_RECORDED = "agreement recorded"
 _RESERVED_CONTEXT_KEYS = frozenset(
     {"deprecation_reason", "dispute_resolution", "bootstrap", "gas", "archive_reason"}
 )
@@ -162,7 +165,7 @@ async def ingest(
         ):
             return _replayed(duplicate)
         if duplicate is not None:  # step 4
-            result = await _record_duplicate(deps, uow, request, duplicate, cred, now)
+            result = await _record_duplicate(deps, uow, viewer, request, duplicate, cred, now)
         else:
             assert embedding is not None
             result = await _place(deps, uow, viewer, request, embedding, cred, now)
@@ -220,42 +223,75 @@ async def _find_duplicate(uow: UnitOfWork, request: IngestRequest) -> Entry | No
     )
 
 
+async def _locked(uow: UnitOfWork, entry_id: uuid.UUID) -> tuple[Entry, list[Evidence]]:
+    """The entry under its row lock, and its evidence as of then."""
+    entry = await uow.entries.lock(entry_id)
+    if entry is None:
+        raise Conflict(f"entry {entry_id} was removed while this ingest ran")
+    return entry, await uow.evidence.for_entry(entry_id)
+
+
+def _supports(
+    policy: ConfidencePolicy,
+    viewer: Viewer,
+    request: IngestRequest,
+    target: Entry,
+    similarity: float,
+    recorded: Sequence[Evidence],
+    kind: EvidenceKind,
+) -> bool:
+    """``request`` may add ``kind`` evidence to ``target``: every corroboration rule of
+    DESIGN §2, against a confirmed target at the corroboration similarity, or against a
+    candidate it restates (near-duplicate similarity) for an agreement."""
+    if kind is EvidenceKind.CORROBORATION:
+        status, threshold = Status.CONFIRMED, policy.corroboration_similarity
+    else:
+        status, threshold = Status.CANDIDATE, policy.near_duplicate_similarity
+    return target.status is status and may_corroborate(
+        request.corroborator,
+        target,
+        similarity,
+        [e.source for e in recorded],
+        min_similarity=threshold,
+        owners_sharing_group=viewer.team_owners,
+    )
+
+
 async def _record_duplicate(
     deps: Deps,
     uow: UnitOfWork,
+    viewer: Viewer,
     request: IngestRequest,
     existing: Entry,
     credibility: float,
     now: Any,
 ) -> IngestResult:
-    """Record a source's exact repeat against the existing entry; an independent source's
-    evidence corroborates it when it is confirmed (once per source)."""
-    recorded = [e.source for e in await uow.evidence.for_entry(existing.id)]
-    corroborates = existing.status is Status.CONFIRMED and independent_of_all(
-        request.source, recorded
-    )
+    """Step 4: record a source's exact repeat against the existing entry. An independent
+    source's evidence corroborates a confirmed entry (boost, once per source); a source
+    that corroboration allows agrees with a candidate; anything else is a duplicate."""
+    existing, recorded = await _locked(uow, existing.id)
+    if existing.status is Status.CONFIRMED and independent_of_all(
+        request.source, [e.source for e in recorded]
+    ):
+        kind = EvidenceKind.CORROBORATION
+    elif _supports(deps.policy, viewer, request, existing, 1.0, recorded, EvidenceKind.AGREEMENT):
+        kind = EvidenceKind.AGREEMENT
+    else:
+        kind = EvidenceKind.DUPLICATE
     added = await uow.evidence.add(
-        Evidence(
-            existing.id,
-            request.source,
-            1.0,
-            now,
-            "corroboration" if corroborates else "deduplication",
-        )
+        Evidence(existing.id, request.source, 1.0, now, kind, credibility)
     )
     confidence = existing.confidence
-    if added and corroborates:
+    reason = "exact duplicate"
+    if added and kind is EvidenceKind.CORROBORATION:
         boosted = await uow.entries.boost(
             [existing.id], deps.policy.corroboration_amount(credibility), now, count_access=False
         )
         confidence = boosted.get(existing.id, confidence)
-    return IngestResult(
-        Outcome.DEDUPLICATED,
-        existing.id,
-        existing.status,
-        confidence,
-        "corroborated by an independent source" if added and corroborates else "exact duplicate",
-    )
+        reason = "corroborated by an independent source"
+    elif added and kind is EvidenceKind.AGREEMENT:
+        reason = AGREEMENT_RECORDED
+    return IngestResult(Outcome.DEDUPLICATED, existing.id, existing.status, confidence, reason)
 
 
 async def _place(
@@ -277,25 +313,27 @@ async def _place(
         )
     same = next((n.entry for n in neighbours if _same_partition(n.entry, request)), None)
     if same is not None:  # a concurrent writer committed this very content meanwhile
-        return await _record_duplicate(deps, uow, request, same, credibility, now)
+        return await _record_duplicate(deps, uow, viewer, request, same, credibility, now)
     evidence = await uow.evidence.for_entries([n.entry.id for n in neighbours])
-    sharing = viewer.team_owners
 
-    # step 6: corroborate the best confirmed neighbour the rules allow
-    for scored in neighbours:
-        target = scored.entry
-        if target.status is not Status.CONFIRMED:
-            continue
-        sources = [e.source for e in evidence.get(target.id, ())]
-        if may_corroborate(
-            request.corroborator,
-            target,
-            scored.similarity,
-            sources,
-            min_similarity=policy.corroboration_similarity,
-            owners_sharing_group=sharing,
-        ):
-            return await _corroborate(deps, uow, request, scored, credibility, now)
+    # step 6: corroborate the best confirmed neighbour the rules allow; failing that,
+    # record agreement on the best candidate this text restates (DESIGN §2 "Agreement").
+    # A target is decided again under its row lock, on its evidence as of then.
+    for kind in (EvidenceKind.CORROBORATION, EvidenceKind.AGREEMENT):
+        for scored in neighbours:
+            target_id = scored.entry.id
+            recorded = evidence.get(target_id, [])
+            if not _supports(
+                policy, viewer, request, scored.entry, scored.similarity, recorded, kind
+            ):
+                continue
+            target, evidence[target_id] = await _locked(uow, target_id)
+            if _supports(
+                policy, viewer, request, target, scored.similarity, evidence[target_id], kind
+            ):
+                return await _support(
+                    deps, uow, request, target, scored.similarity, kind, credibility, now
+                )
 
     max_similarity = neighbours[0].similarity if neighbours else None
     repeats_own_source = any(
@@ -340,24 +378,33 @@ async def _place(
             raise Conflict(
                 "content-hash conflict, but the winning entry could not be read"
             ) from None
-        return await _record_duplicate(deps, uow, request, winner, credibility, now)
-    await uow.evidence.add(Evidence(entry.id, request.source, 1.0, now, "origin"))
+        return await _record_duplicate(deps, uow, viewer, request, winner, credibility, now)
+    await uow.evidence.add(
+        Evidence(entry.id, request.source, 1.0, now, EvidenceKind.ORIGIN, credibility)
+    )
     await uow.outbox.enqueue(CONTRADICTION_SCAN, {"entry_id": str(entry.id)}, now)
     return IngestResult(Outcome.CREATED, entry.id, entry.status, entry.confidence, None)
 
 
-async def _corroborate(
+async def _support(
     deps: Deps,
     uow: UnitOfWork,
     request: IngestRequest,
-    scored: ScoredEntry,
+    target: Entry,
+    similarity: float,
+    kind: EvidenceKind,
     credibility: float,
     now: Any,
 ) -> IngestResult:
-    target = scored.entry
+    """Record the source's corroboration of a confirmed entry (boosted once per source) or
+    its agreement with a candidate."""
     added = await uow.evidence.add(
-        Evidence(target.id, request.source, scored.similarity, now, "corroboration")
+        Evidence(target.id, request.source, similarity, now, kind, credibility)
     )
+    if kind is EvidenceKind.AGREEMENT:
+        return IngestResult(
+            Outcome.DEDUPLICATED, target.id, target.status, target.confidence, AGREEMENT_RECORDED
+        )
     confidence = target.confidence
     if added:
         boosted = await uow.entries.boost(
@@ -369,7 +416,7 @@ async def _corroborate(
         target.id,
         target.status,
         confidence,
-        f"similarity {scored.similarity:.3f} to a confirmed entry",
+        f"similarity {similarity:.3f} to a confirmed entry",
     )
 
 
@@ -424,7 +471,7 @@ async def _ingest_chunk(
                 continue
             duplicate = await _find_duplicate(uow, request)
             if duplicate is not None:
-                result = await _record_duplicate(deps, uow, request, duplicate, cred, now)
+                result = await _record_duplicate(deps, uow, viewer, request, duplicate, cred, now)
             else:
                 earlier = created.get(request.access_scope)
                 neighbours = searched[i]

@@ -7,11 +7,20 @@ from uuid import UUID
 
 from ..credibility import SourceCredibility
 from ..lifecycle import confirm, dispute
-from ..model import Entry, Evidence, Principal, Relation, RelationType, SourceRef, Status
+from ..model import (
+    Entry,
+    Evidence,
+    EvidenceKind,
+    Principal,
+    Relation,
+    RelationType,
+    SourceRef,
+    Status,
+)
 from ..policy import ConfidencePolicy
 from ..ports import SearchFilter, UnitOfWork
 from ..results import ContradictionReport, CorroborationReport
-from ..rules import Corroborator, independent, may_corroborate
+from ..rules import Corroborator, agreeing_sources, independent, may_corroborate
 from .context import ACTIVE, Deps, bounded_int, resolve_viewer
 from .ingest import CONTRADICTION_SCAN
 
@@ -66,18 +75,27 @@ def _paired_with(entry: Entry) -> str | None:
 
 
 async def check_corroboration(deps: Deps, limit: object = 100) -> CorroborationReport:
-    """Promote candidates that a confirmed entry corroborates; with no confirmed match,
-    bootstrap ONE confirmation from a mutually corroborating, independently sourced candidate
-    pair (the older of the two). At most ``limit`` candidates per run. A promotion commits
-    only together with its persisted ``similar_to`` relation."""
+    """Confirm, for at most ``limit`` candidates per run: a candidate on which two mutually
+    independent sources agree (a bootstrap pair on its own, DESIGN §2 "Agreement"); else a
+    candidate that a confirmed entry corroborates; else bootstrap ONE confirmation from a
+    mutually corroborating, independently sourced candidate pair (the older of the two).
+    A promotion by another entry commits only together with its persisted ``similar_to``
+    relation. Agreement and pair confirmations are both counted as ``bootstrapped``."""
     bound = bounded_int("limit", limit, 1, 100_000)
     policy = deps.policy
     promoted = bootstrapped = 0
     async with deps.store.unit_of_work() as uow:
         candidates = await uow.entries.candidates(bound)
+        recorded = await uow.evidence.for_entries([c.id for c in candidates])
         changed: set[UUID] = set()
         for candidate in candidates:
             if candidate.id in changed or candidate.embedding is None:
+                continue
+            agreeing = agreeing_sources(candidate, recorded.get(candidate.id, ()))
+            if len(agreeing) >= 2:
+                if await _confirm_agreement(deps, uow, candidate, agreeing):
+                    bootstrapped += 1
+                    changed.add(candidate.id)
                 continue
             viewer = await resolve_viewer(deps.store.directory, Principal(candidate.owner_id))
             neighbours = await uow.entries.nearest(
@@ -136,6 +154,24 @@ async def check_corroboration(deps: Deps, limit: object = 100) -> CorroborationR
     return CorroborationReport(len(candidates), promoted, bootstrapped)
 
 
+async def _confirm_agreement(
+    deps: Deps, uow: UnitOfWork, candidate: Entry, agreeing: list[SourceRef]
+) -> bool:
+    """Confirm ``candidate`` on the agreement of its own independent sources: status,
+    confirmed_at, the corroboration boost weighted by the agreeing source's credibility,
+    ``bootstrap = {agreement: [agent ids]}``; no other entry is involved."""
+    locked = await uow.entries.lock(candidate.id)
+    if locked is None or locked.status is not Status.CANDIDATE:
+        return False  # a concurrent run got there first
+    credibility = await _credibility(uow, agreeing[1].agent_id)
+    boosted = deps.policy.after_corroboration(locked.confidence, credibility)
+    sources = [s.agent_id for s in agreeing]
+    await uow.entries.update(
+        confirm(locked, boosted, deps.clock.now(), bootstrap={"agreement": sources})
+    )
+    return True
+
+
 async def _promote(
     deps: Deps,
     uow: UnitOfWork,
@@ -171,7 +207,14 @@ async def _promote(
                 raise RuntimeError("similar_to relation was not persisted")
             await uow.entries.update(promoted)
             await uow.evidence.add(
-                Evidence(candidate.id, by.source, similarity, now, "corroboration")
+                Evidence(
+                    candidate.id,
+                    by.source,
+                    similarity,
+                    now,
+                    EvidenceKind.CORROBORATION,
+                    credibility,
+                )
             )
     except Exception:
         return False

@@ -84,7 +84,7 @@ def _query_value(attribute: attrs.Attribute, raw: str) -> Any:  # type: ignore[t
 async def _inputs(op: Operation, request: Request) -> dict[str, Any]:
     """What the caller sent for the operation's inputs: the JSON body, or the query string."""
     accepted = {a.name: a for a in op.inputs()}
-    if op.method == "GET":
+    if not op.reads_body:
         data: dict[str, Any] = {}
         for name, raw in request.query_params.items():
             attribute = accepted.get(name)

@@ -55,7 +55,7 @@ def _parameters(book: SchemaBook, op: Operation) -> list[dict[str, Any]]:
                 "schema": {"type": "string", "minLength": 1},
             }
         )
-    if op.method == "GET":
+    if not op.reads_body:
         for attribute in op.inputs():
             schema = _field_schema(book, attribute)
             found.append(

@@ -27,6 +27,7 @@ from apollo_domain.results import (
     MaintenanceResult,
     QueryResult,
     RelatedEntry,
+    SourceReport,
 )
 
 from ...facade import Apollo
@@ -123,14 +124,14 @@ class Operation:
 
     @property
     def reads_body(self) -> bool:
-        return self.command is not None and self.method != "GET"
+        return self.command is not None and self.method in ("POST", "PUT")
 
     def inputs(self) -> tuple[attrs.Attribute, ...]:  # type: ignore[type-arg]
         """The command fields callers supply (body or query string)."""
         if self.command is None:
             return ()
         hidden = {*self.path_fields.values(), *self.fixed, *self.filled}
-        if self.method == "GET":
+        if not self.reads_body:  # query-string inputs: attribution is the token's
             hidden.add("agent_id")
         return tuple(a for a in attrs.fields(self.command) if a.name not in hidden)
 
@@ -259,6 +260,39 @@ OPERATIONS: tuple[Operation, ...] = (
         path_fields={"agent_id": "target_agent_id"},
         errors=(400, 404, 503),
         tag="expertise",
+    ),
+    Operation(
+        "GET",
+        "/sources/{agent_id}",
+        "get_source",
+        "A source's standing: α, β, credibility, label, validated and refuted evidence.",
+        c.GetSource,
+        (200, "The source.", SourceReport),
+        path_fields={"agent_id": "target_agent_id"},
+        errors=(400, 503),
+        tag="sources",
+    ),
+    Operation(
+        "PUT",
+        "/sources/{agent_id}/label",
+        "label_source",
+        "Label a source (admin): moderator/admin → credibility 1.0, troll/flagged → 0.05.",
+        c.LabelSource,
+        (200, "The source as labelled.", SourceReport),
+        path_fields={"agent_id": "target_agent_id"},
+        errors=(400, 413, 503),
+        tag="sources",
+    ),
+    Operation(
+        "DELETE",
+        "/sources/{agent_id}/label",
+        "unlabel_source",
+        "Remove a source's label (admin).",
+        c.UnlabelSource,
+        (200, "The source without its label.", SourceReport),
+        path_fields={"agent_id": "target_agent_id"},
+        errors=(400, 503),
+        tag="sources",
     ),
     Operation(
         "POST",
