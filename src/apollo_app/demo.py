@@ -16,10 +16,10 @@ from uuid import UUID
 
 import numpy as np
 
+from apollo_domain.commands import LabelSource
 from apollo_domain.credibility import SourceCredibility
 from apollo_domain.errors import NotFound
 from apollo_domain.model import Entry, Outcome, Principal, Role, Status
-from apollo_domain.ports import CredibilityRecord
 from apollo_domain.traversal import DECAY_PER_HOP
 
 from .bootstrap import ManualClock, manual_clock
@@ -133,6 +133,7 @@ async def run_tour(apollo: Apollo, clock: ManualClock, out: TextIO | None = None
         ids = await _publish(tour, claude, gemini, troll)
         await _deduplicate(tour, claude, ids)
         await _bootstrap(tour, openai, gemini, ids)
+        await _agree(tour, openai, ids)
         await _corroborate_on_ingest(tour, human, ids)
         await _query(tour, human, ids)
         await _private(tour, claude, openai, ids)
@@ -198,11 +199,9 @@ async def _publish(tour: Tour, claude: Client, gemini: Client, troll: Client) ->
         ids[label] = result.entry_id
     tour.why("nothing similar was known: new knowledge starts as a candidate")
 
-    async with tour.apollo.store.unit_of_work() as uow:
-        await uow.credibility.save(CredibilityRecord(troll.agent_id, label="flagged"))
-        await uow.commit()
+    await tour.apollo.run(LabelSource(target_agent_id=troll.agent_id, label="flagged"))
     credibility = await tour.credibility(troll.agent_id)
-    tour.say(f"a moderator flags {troll.agent_id}: its credibility is now {credibility:.2f}")
+    tour.say(f"an admin flags {troll.agent_id}: its credibility is now {credibility:.2f}")
     result = await _store(tour, troll, "BOGUS", BGP_WRONG, knowledge_domain="networking")
     tour.why(
         f"admission rejects a source whose credibility {credibility:.2f} is at or below "
@@ -292,6 +291,41 @@ async def _bootstrap(tour: Tour, openai: Client, gemini: Client, ids: dict[str, 
         again.promoted == 0 and entry_b.status is Status.CANDIDATE,
         "OSPF-B is still a candidate",
         entry_b.status.value,
+    )
+
+
+async def _agree(tour: Tour, openai: Client, ids: dict[str, UUID]) -> None:
+    policy = tour.apollo.policy
+    tour.step("Independent sources agreeing word for word confirm a fact")
+    result = await _store(
+        tour, openai, "MCAST (agreeing)", MULTICAST, knowledge_domain="networking"
+    )
+    tour.why(
+        f"{openai.agent_id} is independent of claude-net-1 (another provider), so the exact "
+        "repeat of a candidate is recorded as agreement instead of a plain duplicate"
+    )
+    tour.expect(
+        result.outcome is Outcome.DEDUPLICATED
+        and result.entry_id == ids["MCAST"]
+        and result.reason == "agreement recorded",
+        "deduplicated onto MCAST: agreement recorded",
+        (result.outcome.value, tour.name(result.entry_id), result.reason),
+    )
+    report = await tour.apollo.check_corroboration()
+    entry = await tour.entry(ids["MCAST"])
+    agreed = entry.source_context.get("bootstrap", {}).get("agreement", [])
+    tour.say(
+        f"corroboration checker: bootstrapped {report.bootstrapped}; MCAST is now "
+        f"{entry.status.value} at {entry.confidence:.2f}, agreed by {', '.join(agreed)}"
+    )
+    tour.why(
+        "a candidate whose evidence holds two mutually independent sources is a bootstrap "
+        "pair on its own: no second entry is needed"
+    )
+    tour.expect(
+        entry.status is Status.CONFIRMED and entry.confidence > policy.initial_confidence,
+        "MCAST confirmed by agreement",
+        (entry.status.value, entry.confidence),
     )
 
 
@@ -485,11 +519,16 @@ async def _resolve(tour: Tour, human: Client, ids: dict[str, UUID]) -> None:
 
 
 async def _active_by_agent_domain(
-    tour: Tour, ids: Mapping[str, UUID]
+    tour: Tour, ids: Mapping[str, UUID], viewer: Principal
 ) -> dict[tuple[str, str], list[float]]:
+    """The viewer's visible active entries, by (agent, domain): what its expertise views
+    are computed from."""
     groups: dict[tuple[str, str], list[float]] = {}
     for entry_id in ids.values():
-        entry = await tour.entry(entry_id)
+        try:
+            entry = await tour.apollo.get_entry(entry_id, principal=viewer)
+        except NotFound:
+            continue
         if entry.is_active:
             key = (entry.source.agent_id, entry.knowledge_domain)
             groups.setdefault(key, []).append(entry.confidence)
@@ -499,7 +538,7 @@ async def _active_by_agent_domain(
 async def _expertise(tour: Tour, human: Client, ids: dict[str, UUID], when: str) -> None:
     tour.step(f"Expertise and domains at risk, {when}")
     await tour.apollo.aggregate_expertise()
-    groups = await _active_by_agent_domain(tour, ids)
+    groups = await _active_by_agent_domain(tour, ids, human.principal)
     domains = sorted({domain for _, domain in groups})
     mismatched = []
     for domain in domains:
@@ -515,7 +554,11 @@ async def _expertise(tour: Tour, human: Client, ids: dict[str, UUID], when: str)
             )
             if not math.isclose(r.proficiency, expected, abs_tol=1e-6):
                 mismatched.append((r.agent_id, domain, r.proficiency, expected))
-    tour.why("proficiency = min(average confidence of the agent's active entries x log2(n + 1), 1)")
+    tour.why(
+        "proficiency = min(average confidence of the agent's active entries x log2(n + 1), 1), "
+        f"over the entries {human.principal.id} may see (alice's private lab note is not among "
+        "them)"
+    )
     tour.expect(not mismatched, "every proficiency follows the formula", mismatched or None)
     at_risk = await human.domains_at_risk(min_agents=2)
     agents_per_domain: dict[str, set[str]] = {}
@@ -569,8 +612,9 @@ async def _decay(tour: Tour, ids: dict[str, UUID]) -> None:
         "knowledge that was corroborated well enough survives unused"
     )
     tour.expect(
-        not wrong and survivors == ["OSPF-A"] and result.archived == len(before) - 1,
-        "every entry decayed as computed and only OSPF-A survives",
+        not wrong and "OSPF-A" in survivors and result.archived == len(before) - len(survivors),
+        "every entry decayed as computed; what survives was corroborated by several "
+        f"sources: {', '.join(survivors)}",
         wrong or survivors,
     )
 

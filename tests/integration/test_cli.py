@@ -75,7 +75,10 @@ def test_demo_tours_the_embedded_store_and_every_claim_holds(data_dir: Path) -> 
         "1 contradiction(s); RA-ON is disputed, RA-OFF is disputed",
         "accept RA-ON -> confirmed; RA-OFF -> archived",
         "OSPF-A  confirmed 1.00 -> 0.133  kept",
-        "domains at risk (fewer than 2 agents with active knowledge): routing (openai-net-2)",
+        "-> deduplicated (candidate, confidence 0.50), entry MCAST",
+        "MCAST is now confirmed at 0.80, agreed by claude-net-1, openai-net-2",
+        "domains at risk (fewer than 2 agents with active knowledge): networking (claude-net-1),"
+        " routing (openai-net-2)",
         "every claim of the tour held",
     ):
         assert line in out
