@@ -277,6 +277,12 @@ class EntryRepository(Protocol):
     async def delete(self, entry_ids: Collection[UUID]) -> int:
         """Delete entries with their evidence and relations; returns the count deleted."""
 
+    async def redact_context(self, agent_id: str, replacement: str, now: datetime) -> int:
+        """Erasure: in every entry's ``source_context``, replace each string equal to
+        ``agent_id`` (a value or a key, at any depth; see
+        :func:`apollo_domain.redaction.redact_value`) with ``replacement`` and set
+        ``updated_at = now``; returns the number of entries changed."""
+
 
 class RelationRepository(Protocol):
     async def add(self, relation: Relation) -> bool:
@@ -291,6 +297,10 @@ class RelationRepository(Protocol):
     async def exists(self, from_id: UUID, to_id: UUID, relation_type: RelationType) -> bool: ...
 
     async def count(self) -> int: ...
+
+    async def redact_context(self, agent_id: str, replacement: str) -> int:
+        """Erasure: :meth:`EntryRepository.redact_context` for the ``source_context`` of
+        relations (e.g. ``linked_by``); returns the number of relations changed."""
 
 
 class EvidenceRepository(Protocol):
@@ -323,7 +333,8 @@ class ExpertiseRepository(Protocol):
 
     async def for_agent(self, agent_id: str) -> list[ExpertiseRecord]: ...
 
-    async def forget_agent(self, agent_id: str) -> None: ...
+    async def forget_agent(self, agent_id: str) -> int:
+        """Erasure: delete the agent's rows; returns how many there were."""
 
 
 class AccessLog(Protocol):
@@ -331,12 +342,22 @@ class AccessLog(Protocol):
 
     async def count(self, action: str | None = None) -> int: ...
 
+    async def for_agent(self, agent_id: str) -> list[AccessLogRecord]:
+        """The agent's rows, oldest first."""
+
+    async def redact_agent(self, agent_id: str, replacement: str) -> int:
+        """Erasure: the agent's rows keep their action, entry and time but name
+        ``replacement`` instead; returns the number of rows rewritten."""
+
 
 class CredibilityRegistry(Protocol):
     async def get(self, agent_id: str) -> CredibilityRecord:
         """The agent's record; a new agent gets Beta(1, 1) with no label."""
 
     async def save(self, record: CredibilityRecord) -> None: ...
+
+    async def forget(self, agent_id: str) -> bool:
+        """Erasure: delete the agent's record (it is new again); True when there was one."""
 
 
 class Outbox(Protocol):

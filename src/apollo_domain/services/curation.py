@@ -19,6 +19,7 @@ from ..lifecycle import (
 )
 from ..normalize import normalize_tag
 from ..ports import AccessLogRecord, CredibilityRecord, ExpertiseRecord
+from ..redaction import REDACTED
 from ..results import AgentProfile, DomainExpertise, LifecycleResult, MaintenanceResult
 from .context import Caller, Deps, bounded_int, resolve_viewer, unit_float
 from .graph import parse_id, visible_entry
@@ -156,9 +157,10 @@ async def agent_profile(deps: Deps, agent_id: object) -> AgentProfile:
 
 
 async def aggregate_expertise(deps: Deps) -> MaintenanceResult:
-    """Recompute proficiency per (agent, domain) from the agents' active entries."""
+    """Recompute proficiency per (agent, domain) from the agents' active entries (the
+    redacted entries of erased agents are nobody's expertise)."""
     async with deps.store.unit_of_work() as uow:
-        stats = await uow.entries.agent_domain_stats()
+        stats = [s for s in await uow.entries.agent_domain_stats() if s.agent_id != REDACTED]
         await uow.expertise.replace_all(
             [
                 ExpertiseRecord(
