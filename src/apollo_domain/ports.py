@@ -320,6 +320,12 @@ class EntryRepository(Protocol):
     async def delete(self, entry_ids: Collection[UUID]) -> int:
         """Delete entries with their evidence and relations; returns the count deleted."""
 
+    async def redact_context(self, agent_id: str, replacement: str, now: datetime) -> int:
+        """Erasure: in every entry's ``source_context``, replace each string equal to
+        ``agent_id`` (a value or a key, at any depth; see
+        :func:`apollo_domain.redaction.redact_value`) with ``replacement`` and set
+        ``updated_at = now``; returns the number of entries changed."""
+
 
 class RelationRepository(Protocol):
     async def add(self, relation: Relation) -> bool:
@@ -340,6 +346,10 @@ class RelationRepository(Protocol):
     async def exists(self, from_id: UUID, to_id: UUID, relation_type: RelationType) -> bool: ...
 
     async def count(self) -> int: ...
+
+    async def redact_context(self, agent_id: str, replacement: str) -> int:
+        """Erasure: :meth:`EntryRepository.redact_context` for the ``source_context`` of
+        relations (e.g. ``linked_by``); returns the number of relations changed."""
 
 
 class EntityGraph(Protocol):
@@ -435,13 +445,21 @@ class ExpertiseRepository(Protocol):
 
     async def for_agent(self, agent_id: str) -> list[ExpertiseRecord]: ...
 
-    async def forget_agent(self, agent_id: str) -> None: ...
+    async def forget_agent(self, agent_id: str) -> int:
+        """Erasure: delete the agent's rows; returns how many there were."""
 
 
 class AccessLog(Protocol):
     async def record(self, records: Sequence[AccessLogRecord]) -> None: ...
 
     async def count(self, action: str | None = None) -> int: ...
+
+    async def for_agent(self, agent_id: str) -> list[AccessLogRecord]:
+        """The agent's rows, oldest first."""
+
+    async def redact_agent(self, agent_id: str, replacement: str) -> int:
+        """Erasure: the agent's rows keep their action, entry and time but name
+        ``replacement`` instead; returns the number of rows rewritten."""
 
 
 class CredibilityRegistry(Protocol):
@@ -460,6 +478,9 @@ class CredibilityRegistry(Protocol):
     async def set_label(self, agent_id: str, label: str | None) -> CredibilityRecord:
         """Set (or with None clear) the agent's label, keeping α, β and the counts; returns
         the new record."""
+
+    async def forget(self, agent_id: str) -> bool:
+        """Erasure: delete the agent's record (it is new again); True when there was one."""
 
 
 class Outbox(Protocol):

@@ -174,9 +174,22 @@ class GasResult:
 
 @frozen
 class ErasureResult:
+    """What one erasure changed; every count is 0 when the agent left nothing behind.
+
+    ``deleted``/``redacted`` count entries; ``evidence`` the evidence rows removed or
+    redacted; ``credibility`` the credibility records removed (0 or 1); ``expertise`` the
+    expertise rows removed; ``access_log`` the access-log rows rewritten; ``contexts`` the
+    entries and relations whose ``source_context`` named the agent.
+    """
+
     agent_id: str
     deleted: int
     redacted: int
+    evidence: int = 0
+    credibility: int = 0
+    expertise: int = 0
+    access_log: int = 0
+    contexts: int = 0
 
 
 @frozen

@@ -18,6 +18,9 @@ from tests.support import KeyedEmbedder, at_cosine
 
 FACT = "Redis keeps the whole dataset in memory"
 
+#: Dispute resolution and labels are admin work.
+MODERATOR = Principal("moderator", role="admin")
+
 
 async def test_three_independent_agents_confirm_a_fact_in_one_checker_run(make_apollo):
     """The same fact from claude-1, gemini-1 (identical text) and openai-1 (a trailing
@@ -214,7 +217,9 @@ async def test_accepting_one_side_archives_the_other_and_moves_both_credibilitie
     assert "agreement recorded" == agreeing.reason
     await _contradiction(apollo, (new, old))
 
-    result = await apollo.client("moderator").resolve_dispute(entry_id=old, resolution="accept")
+    result = await apollo.client("moderator", MODERATOR).resolve_dispute(
+        entry_id=old, resolution="accept"
+    )
 
     assert Status.CONFIRMED == result.status
     loser = await apollo.get_entry(new)
@@ -239,7 +244,9 @@ async def test_rejecting_one_side_returns_its_only_counterpart_to_its_prior_stat
         await uow.commit()
     await _contradiction(apollo, (new, old), (other, new))
 
-    result = await apollo.client("moderator").resolve_dispute(entry_id=new, resolution="reject")
+    result = await apollo.client("moderator", MODERATOR).resolve_dispute(
+        entry_id=new, resolution="reject"
+    )
 
     assert Status.ARCHIVED == result.status
     assert Status.CANDIDATE == (await apollo.get_entry(old)).status
@@ -253,7 +260,7 @@ async def test_a_counterpart_still_contradicted_elsewhere_stays_disputed(make_ap
     apollo = await make_apollo()
     target, first, second = await _claims(apollo, "claude-a", "openai-b", "gemini-c")
     await _contradiction(apollo, (first, target), (target, second))
-    moderator = apollo.client("moderator")
+    moderator = apollo.client("moderator", MODERATOR)
     await moderator.resolve_dispute(entry_id=first, resolution="reject")
     assert Status.DISPUTED == (await apollo.get_entry(target)).status
     await moderator.resolve_dispute(entry_id=second, resolution="reject")
@@ -267,7 +274,9 @@ async def test_a_failed_resolution_moves_no_credibility(make_apollo):
     await _contradiction(apollo, (new, old))
     apollo.store.faults.failing.add("access_log.record")
     with pytest.raises(Exception, match="injected"):
-        await apollo.client("moderator").resolve_dispute(entry_id=old, resolution="accept")
+        await apollo.client("moderator", MODERATOR).resolve_dispute(
+            entry_id=old, resolution="accept"
+        )
     apollo.store.faults.failing.clear()
     assert Status.DISPUTED == (await apollo.get_entry(old)).status
     assert Status.DISPUTED == (await apollo.get_entry(new)).status
@@ -292,7 +301,7 @@ async def test_concurrent_credibility_increments_are_never_lost(make_apollo):
 
 async def test_labels_override_credibility_and_come_off_again(make_apollo):
     apollo = await make_apollo()
-    caller = apollo.client("moderator").caller
+    caller = apollo.client("moderator", MODERATOR).caller
     async with apollo.store.unit_of_work() as uow:
         await uow.credibility.add("openai-b", 2.0, 0.0)
         await uow.commit()

@@ -24,6 +24,7 @@ from apollo_domain.ports import (
     SearchFilter,
     StoreStats,
 )
+from apollo_domain.redaction import redact_context
 
 from ._columns import (
     ARCHIVED,
@@ -245,6 +246,18 @@ class EntryTable(VectorSearch):
             self.graph.drop(entry_id, undo)
             count += 1
         return count
+
+    def redact_context(self, agent_id: str, replacement: str, now: datetime, undo: Undo) -> int:
+        micros(now, "now")
+        changed = 0
+        for row in np.flatnonzero(self.alive[: self.n]).tolist():
+            entry = self.entry(row)
+            context = redact_context(entry.source_context, agent_id, replacement)
+            if context is not None:
+                changed += 1
+                new = attrs.evolve(entry, source_context=context, updated_at=now)
+                self._replace(row, new, undo)
+        return changed
 
     def _revive(self, row: int, entry_id: UUID) -> None:
         self.row_of[entry_id] = row

@@ -47,10 +47,12 @@ class ExpertiseTable:
         self.rows = {(r.agent_id, r.knowledge_domain): r for r in records}
         undo.append(lambda: setattr(self, "rows", old))
 
-    def forget_agent(self, agent_id: str, undo: Undo) -> None:
-        for key in [key for key in self.rows if key[0] == agent_id]:
+    def forget_agent(self, agent_id: str, undo: Undo) -> int:
+        keys = [key for key in self.rows if key[0] == agent_id]
+        for key in keys:
             record = self.rows.pop(key)
             undo.append(partial(self.rows.__setitem__, key, record))
+        return len(keys)
 
     def ordered(
         self, predicate: Callable[[ExpertiseRecord], bool] | None = None
@@ -84,6 +86,17 @@ class AccessLogTable:
     def count(self, action: str | None) -> int:
         return len(self.rows) if action is None else self.counts[action]
 
+    def for_agent(self, agent_id: str) -> list[AccessLogRecord]:
+        return [record for record in self.rows if record.agent_id == agent_id]
+
+    def redact_agent(self, agent_id: str, replacement: str, undo: Undo) -> int:
+        rows = [i for i, record in enumerate(self.rows) if record.agent_id == agent_id]
+        for i in rows:
+            old = self.rows[i]
+            self.rows[i] = evolve(old, agent_id=replacement)
+            undo.append(partial(self.rows.__setitem__, i, old))
+        return len(rows)
+
 
 class CredibilityTable:
     def __init__(self) -> None:
@@ -91,6 +104,13 @@ class CredibilityTable:
 
     def get(self, agent_id: str) -> CredibilityRecord:
         return self.rows.get(agent_id) or CredibilityRecord(agent_id)
+
+    def forget(self, agent_id: str, undo: Undo) -> bool:
+        record = self.rows.pop(agent_id, None)
+        if record is None:
+            return False
+        undo.append(partial(self.rows.__setitem__, agent_id, record))
+        return True
 
     def save(self, record: CredibilityRecord, undo: Undo) -> None:
         old = self.rows.get(record.agent_id)

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Collection
+from functools import partial
 from uuid import UUID
+
+import attrs
 
 from apollo_domain.errors import NotFound
 from apollo_domain.model import Relation, RelationType
+from apollo_domain.redaction import redact_context
 
 from ._columns import EntryColumns, Mask, Undo
 
@@ -82,6 +86,18 @@ class RelationTable:
         return sum(
             1 for source, target, _ in self._edges if rows[row_of[source]] and rows[row_of[target]]
         )
+
+    def redact_context(self, agent_id: str, replacement: str, undo: Undo) -> int:
+        changed = 0
+        for key, (sequence, relation) in list(self._edges.items()):
+            context = redact_context(relation.source_context, agent_id, replacement)
+            if context is None:
+                continue
+            old = self._edges[key]
+            self._edges[key] = (sequence, attrs.evolve(relation, source_context=context))
+            undo.append(partial(self._edges.__setitem__, key, old))
+            changed += 1
+        return changed
 
     def drop(self, entry_id: UUID, undo: Undo) -> None:
         keys = self._out.get(entry_id, set()) | self._in.get(entry_id, set())

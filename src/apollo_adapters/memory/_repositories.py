@@ -153,6 +153,10 @@ class InMemoryEntryRepository(_Repository):
     async def delete(self, entry_ids: Collection[UUID]) -> int:
         return self._store._entries.delete(entry_ids, self._uow._open("entries"))
 
+    async def redact_context(self, agent_id: str, replacement: str, now: datetime) -> int:
+        undo = self._uow._open("entries")
+        return self._store._entries.redact_context(agent_id, replacement, now, undo)
+
 
 class InMemoryRelationRepository(_Repository):
     __slots__ = ()
@@ -179,6 +183,10 @@ class InMemoryRelationRepository(_Repository):
     async def count(self) -> int:
         self._uow._open("relations")
         return self._store._entries.relations.count()
+
+    async def redact_context(self, agent_id: str, replacement: str) -> int:
+        undo = self._uow._open("relations")
+        return self._store._entries.relations.redact_context(agent_id, replacement, undo)
 
 
 class InMemoryEntityGraph(_Repository):
@@ -278,8 +286,8 @@ class InMemoryExpertiseRepository(_Repository):
         self._uow._open("expertise")
         return self._store._expertise.ordered(lambda r: r.agent_id == agent_id)
 
-    async def forget_agent(self, agent_id: str) -> None:
-        self._store._expertise.forget_agent(agent_id, self._uow._open("expertise"))
+    async def forget_agent(self, agent_id: str) -> int:
+        return self._store._expertise.forget_agent(agent_id, self._uow._open("expertise"))
 
 
 class InMemoryAccessLog(_Repository):
@@ -291,6 +299,14 @@ class InMemoryAccessLog(_Repository):
     async def count(self, action: str | None = None) -> int:
         self._uow._open("access_log")
         return self._store._access_log.count(action)
+
+    async def for_agent(self, agent_id: str) -> list[AccessLogRecord]:
+        self._uow._open("access_log")
+        return self._store._access_log.for_agent(agent_id)
+
+    async def redact_agent(self, agent_id: str, replacement: str) -> int:
+        undo = self._uow._open("access_log")
+        return self._store._access_log.redact_agent(agent_id, replacement, undo)
 
 
 class InMemoryCredibilityRegistry(_Repository):
@@ -310,6 +326,9 @@ class InMemoryCredibilityRegistry(_Repository):
     async def set_label(self, agent_id: str, label: str | None) -> CredibilityRecord:
         undo = self._uow._open("credibility")
         return self._store._credibility.set_label(agent_id, label, undo)
+
+    async def forget(self, agent_id: str) -> bool:
+        return self._store._credibility.forget(agent_id, self._uow._open("credibility"))
 
 
 class InMemoryOutbox(_Repository):

@@ -19,9 +19,17 @@ from apollo_domain.ports import (
     SearchFilter,
     StoreStats,
 )
+from apollo_domain.redaction import redact_context
 
 from .filters import Where
-from .rows import ENTRY_COLUMNS, ENTRY_COLUMNS_WITH_EMBEDDING, as_utc, as_vector, entry_from_row
+from .rows import (
+    ENTRY_COLUMNS,
+    ENTRY_COLUMNS_WITH_EMBEDDING,
+    MENTIONS,
+    as_utc,
+    as_vector,
+    entry_from_row,
+)
 from .session import Row, Session
 
 EXACT_ONLY_IDS = 1_000  # ``nearest`` restricted to at most this many ids skips the index
@@ -386,3 +394,18 @@ class PostgresEntryRepository:
         if not entry_ids:
             return 0
         return await self._s.execute("DELETE FROM entries WHERE id = ANY(%s)", (list(entry_ids),))
+
+    async def redact_context(self, agent_id: str, replacement: str, now: datetime) -> int:
+        rows = await self._s.rows(
+            "SELECT id, source_context FROM entries WHERE " + MENTIONS + " FOR UPDATE",
+            (agent_id,),
+        )
+        changes = [
+            (Jsonb(context), now, row["id"])
+            for row in rows
+            if (context := redact_context(row["source_context"], agent_id, replacement)) is not None
+        ]
+        await self._s.executemany(
+            "UPDATE entries SET source_context = %s, updated_at = %s WHERE id = %s", changes
+        )
+        return len(changes)

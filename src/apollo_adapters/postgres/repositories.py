@@ -15,12 +15,14 @@ from psycopg.types.json import Jsonb
 from apollo_domain.errors import NotFound
 from apollo_domain.model import Evidence, Relation, RelationType, SourceRef
 from apollo_domain.ports import AccessLogRecord, CredibilityRecord, ExpertiseRecord, OutboxItem
+from apollo_domain.redaction import redact_context
 
 from .errors import translated
 from .filters import Where
 from .rows import (
     EVIDENCE_COLUMNS,
     EXPERTISE_SELECT,
+    MENTIONS,
     evidence_from_row,
     expertise_from_row,
     relation_from_row,
@@ -103,6 +105,19 @@ class PostgresRelationRepository:
 
     async def count(self) -> int:
         return int(await self._s.value("SELECT count(*) FROM relations"))
+
+    async def redact_context(self, agent_id: str, replacement: str) -> int:
+        rows = await self._s.rows(
+            "SELECT id, source_context FROM relations WHERE " + MENTIONS + " FOR UPDATE",
+            (agent_id,),
+        )
+        changes = [
+            (Jsonb(context), row["id"])
+            for row in rows
+            if (context := redact_context(row["source_context"], agent_id, replacement)) is not None
+        ]
+        await self._s.executemany("UPDATE relations SET source_context = %s WHERE id = %s", changes)
+        return len(changes)
 
 
 class PostgresEvidenceRepository:
@@ -215,8 +230,8 @@ class PostgresExpertiseRepository:
         )
         return [expertise_from_row(row) for row in rows]
 
-    async def forget_agent(self, agent_id: str) -> None:
-        await self._s.execute("DELETE FROM expertise WHERE agent_id = %s", (agent_id,))
+    async def forget_agent(self, agent_id: str) -> int:
+        return await self._s.execute("DELETE FROM expertise WHERE agent_id = %s", (agent_id,))
 
 
 class PostgresAccessLog:
@@ -238,6 +253,28 @@ class PostgresAccessLog:
             return int(await self._s.value("SELECT count(*) FROM access_log"))
         return int(
             await self._s.value("SELECT count(*) FROM access_log WHERE action = %s", (action,))
+        )
+
+    async def for_agent(self, agent_id: str) -> list[AccessLogRecord]:
+        rows = await self._s.rows(
+            "SELECT action, agent_id, entry_id, created_at, detail FROM access_log"
+            " WHERE agent_id = %s ORDER BY id",
+            (agent_id,),
+        )
+        return [
+            AccessLogRecord(
+                row["action"],
+                row["agent_id"],
+                row["entry_id"],
+                row["created_at"].astimezone(UTC),
+                row["detail"],
+            )
+            for row in rows
+        ]
+
+    async def redact_agent(self, agent_id: str, replacement: str) -> int:
+        return await self._s.execute(
+            "UPDATE access_log SET agent_id = %s WHERE agent_id = %s", (replacement, agent_id)
         )
 
 
@@ -267,6 +304,12 @@ class PostgresCredibilityRegistry:
                 record.refuted,
             ),
         )
+
+    async def forget(self, agent_id: str) -> bool:
+        deleted = await self._s.execute(
+            "DELETE FROM source_credibility WHERE agent_id = %s", (agent_id,)
+        )
+        return deleted > 0
 
     async def add(self, agent_id: str, alpha_delta: float, beta_delta: float) -> CredibilityRecord:
         row = await self._s.row(

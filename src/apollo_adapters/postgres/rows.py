@@ -31,6 +31,10 @@ _ENTRY_COLUMN_NAMES = (
 ENTRY_COLUMNS = sql.SQL(_ENTRY_COLUMN_NAMES)
 ENTRY_COLUMNS_WITH_EMBEDDING = sql.SQL(_ENTRY_COLUMN_NAMES + ", embedding")
 
+# The rows whose source_context may name an agent (a JSON string equal to the parameter,
+# as a value or a key); the caller redacts them exactly with apollo_domain.redaction.
+MENTIONS = "strpos(source_context::text, to_jsonb(%s::text)::text) > 0"
+
 
 def as_utc(value: datetime | None) -> datetime | None:
     return None if value is None else value.astimezone(UTC)

@@ -19,6 +19,7 @@ EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 128 + 13  # as if ended by SIGPIPE, like other programs in a pipeline
 DEFAULT_AGENT = "cli"
 
 T = TypeVar("T")

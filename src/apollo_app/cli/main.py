@@ -2,13 +2,16 @@
 
 Settings come from the ``APOLLO_*`` environment (:meth:`Settings.from_env`); ``--data-dir``
 and ``--database-url`` override them. Exit codes: 0 success, 1 runtime failure (the store
-is unavailable, a demo claim did not hold), 2 usage, validation or configuration error —
-always with a one-line ``apollo: error: ...`` on stderr, never a traceback.
+is unavailable, the HTTP port is busy, a demo claim did not hold), 2 usage, validation or
+configuration error — always with a one-line ``apollo: error: ...`` on stderr, never a
+traceback. A reader that closes stdout early (``apollo stats | head -2``) ends the command
+quietly with 141, the status of a process ended by SIGPIPE; the store is still closed.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -26,6 +29,7 @@ from .commands import (
 )
 from .common import (
     DEFAULT_AGENT,
+    EXIT_BROKEN_PIPE,
     EXIT_FAILURE,
     EXIT_INTERRUPTED,
     EXIT_USAGE,
@@ -224,6 +228,16 @@ def _tolerant_output() -> None:
             reconfigure(errors="backslashreplace")
 
 
+def _silence_stdout() -> None:
+    """The reader of stdout went away (``apollo stats | head -2``): send what is still
+    buffered to /dev/null, so the flush at exit does not fail again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    finally:
+        os.close(devnull)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     _tolerant_output()
     parser = build_parser()
@@ -233,7 +247,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
     try:
-        return int(handler(args))
+        status = int(handler(args))
+        sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
+        return status
+    except BrokenPipeError:
+        _silence_stdout()
+        return EXIT_BROKEN_PIPE
     except UsageError as exc:
         error(str(exc))
         return EXIT_USAGE

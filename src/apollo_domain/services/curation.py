@@ -26,6 +26,7 @@ from ..lifecycle import (
 from ..model import Entry, RelationType
 from ..normalize import normalize_tag
 from ..ports import AccessLogRecord, CredibilityRecord, ExpertiseRecord, UnitOfWork
+from ..redaction import REDACTED
 from ..results import (
     AgentProfile,
     DomainExpertise,
@@ -34,7 +35,6 @@ from ..results import (
     SourceReport,
 )
 from .context import Caller, Deps, bounded_int, resolve_viewer, unit_float
-from .erasure import REDACTED
 from .graph import parse_id, visible_entry
 
 
@@ -305,9 +305,10 @@ async def _set_label(deps: Deps, caller: Caller, agent: str, label: str | None) 
 
 
 async def aggregate_expertise(deps: Deps) -> MaintenanceResult:
-    """Recompute proficiency per (agent, domain) from the agents' active entries."""
+    """Recompute proficiency per (agent, domain) from the agents' active entries (the
+    redacted entries of erased agents are nobody's expertise)."""
     async with deps.store.unit_of_work() as uow:
-        stats = await uow.entries.agent_domain_stats()
+        stats = [s for s in await uow.entries.agent_domain_stats() if s.agent_id != REDACTED]
         await uow.expertise.replace_all(
             [
                 ExpertiseRecord(

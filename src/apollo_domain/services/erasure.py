@@ -6,34 +6,56 @@ from attrs import evolve
 
 from ..errors import ValidationError
 from ..model import SourceRef, Status
+from ..redaction import REDACTED
 from ..results import ErasureResult
 from .context import Deps
 
-REDACTED = "redacted"
-
 
 async def erase_agent(deps: Deps, agent_id: object) -> ErasureResult:
-    """Delete the agent's non-confirmed entries; redact its confirmed ones (source agent
-    ``redacted``, provider/channel/submitter/owner cleared); drop the evidence it gave on
-    other entries and redact its origin evidence; forget its expertise, and the entity
-    mentions and graph edges only its deleted entries supported. One transaction."""
+    """Remove every trace of ``agent_id``, in one transaction:
+
+    - its entries that are not confirmed are deleted (with their evidence and relations);
+    - its confirmed entries are redacted: source ``redacted`` with provider, channel and
+      submitter cleared, its id gone from their ``source_context``. The owner stays, so a
+      private entry stays its owner's, and two redacted entries never collide in one
+      deduplication partition;
+    - the evidence it gave on other entries is deleted, its origin evidence redacted;
+    - its credibility record and expertise rows are deleted;
+    - its access-log rows are rewritten to ``redacted``;
+    - the entity mentions and graph edges only its deleted entries supported go;
+    - its id is replaced by ``redacted`` wherever a ``source_context`` of an entry or a
+      relation names it (caller context, GAS routing, ``linked_by``).
+
+    Idempotent: erasing the same agent again changes nothing and returns zero counts.
+    """
     if not isinstance(agent_id, str) or not agent_id.strip():
         raise ValidationError("agent_id", "must be a non-empty string")
     agent = agent_id.strip()
+    if agent == REDACTED:
+        raise ValidationError("agent_id", f"{REDACTED!r} stands for erased agents")
     async with deps.store.unit_of_work() as uow:
         now = deps.clock.now()
         entries = await uow.entries.by_agent(agent)
         doomed = [e.id for e in entries if e.status is not Status.CONFIRMED]
         deleted = await uow.entries.delete(doomed) if doomed else 0
-        redacted = 0
-        for entry in entries:
-            if entry.status is Status.CONFIRMED:
-                await uow.entries.update(
-                    evolve(entry, source=SourceRef(REDACTED), owner_id=None, updated_at=now)
-                )
-                redacted += 1
-        await uow.evidence.forget_agent(agent, SourceRef(REDACTED))
-        await uow.expertise.forget_agent(agent)
+        kept = [e for e in entries if e.status is Status.CONFIRMED]
+        for entry in kept:
+            await uow.entries.update(evolve(entry, source=SourceRef(REDACTED), updated_at=now))
+        contexts = await uow.entries.redact_context(agent, REDACTED, now)
+        contexts += await uow.relations.redact_context(agent, REDACTED)
+        evidence = await uow.evidence.forget_agent(agent, SourceRef(REDACTED))
+        credibility = int(await uow.credibility.forget(agent))
+        expertise = await uow.expertise.forget_agent(agent)
+        access_log = await uow.access_log.redact_agent(agent, REDACTED)
         await uow.graph.prune()  # edges and entities only the deleted entries supported
         await uow.commit()
-    return ErasureResult(agent, deleted, redacted)
+    return ErasureResult(
+        agent,
+        deleted,
+        len(kept),
+        evidence=evidence,
+        credibility=credibility,
+        expertise=expertise,
+        access_log=access_log,
+        contexts=contexts,
+    )

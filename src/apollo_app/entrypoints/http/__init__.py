@@ -4,15 +4,17 @@ from .app import create_app
 from .errors import error_body, map_error
 from .openapi import openapi_document
 from .operations import OPERATIONS, PREFIX
-from .server import HttpServer, bind_host, serve_http
+from .server import HttpServer, PortUnavailable, bind_host, listen, serve_http
 
 __all__ = [
     "OPERATIONS",
     "PREFIX",
     "HttpServer",
+    "PortUnavailable",
     "bind_host",
     "create_app",
     "error_body",
+    "listen",
     "map_error",
     "openapi_document",
     "serve_http",

@@ -10,6 +10,8 @@ from collections.abc import Generator, Mapping
 import uvicorn
 from starlette.types import ASGIApp
 
+from apollo_domain.errors import ApolloError
+
 from ...facade import Apollo
 from ...metrics import Metrics
 from ...settings import Settings
@@ -25,6 +27,29 @@ def bind_host(settings_host: str, tokens: Mapping[str, str] | None) -> str:
     return settings_host if tokens else LOOPBACK
 
 
+class PortUnavailable(ApolloError):
+    """The HTTP API cannot listen on its address (the port is busy, or not permitted)."""
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """A non-blocking socket listening on ``host``:``port`` (0 picks a free port).
+
+    Raises :class:`PortUnavailable` when the address cannot be bound.
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(128)
+        sock.setblocking(False)
+    except OSError as exc:
+        sock.close()
+        reason = exc.strerror or str(exc)
+        raise PortUnavailable(f"cannot listen on {host}:{port}: {reason}") from exc
+    return sock
+
+
 class _Server(uvicorn.Server):
     """uvicorn without its signal handlers: the embedding program owns the signals."""
 
@@ -34,18 +59,27 @@ class _Server(uvicorn.Server):
 
 
 class HttpServer:
-    """A uvicorn server on a socket bound up front (so a busy port raises ``OSError`` from
-    :meth:`start` instead of exiting the process, and port 0 picks a free port).
+    """A uvicorn server on a socket bound up front (so a busy port raises
+    :class:`PortUnavailable` from :meth:`start` instead of exiting the process, and port 0
+    picks a free port), or on ``sock``, a socket already bound with :func:`listen`.
 
     ``await server.start()`` returns once it accepts connections; ``await server.stop()``
-    shuts it down gracefully (bounded). ``async with HttpServer(...)`` does both.
+    shuts it down gracefully (bounded) and closes the socket. ``async with HttpServer(...)``
+    does both.
     """
 
-    def __init__(self, app: ASGIApp, host: str = LOOPBACK, port: int = 0) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        host: str = LOOPBACK,
+        port: int = 0,
+        *,
+        sock: socket.socket | None = None,
+    ) -> None:
         self.app = app
         self.host = host
         self.requested_port = port
-        self._socket: socket.socket | None = None
+        self._socket: socket.socket | None = sock
         self._server: _Server | None = None
         self._task: asyncio.Task[None] | None = None
 
@@ -63,17 +97,9 @@ class HttpServer:
     async def start(self) -> None:
         if self._task is not None:
             raise RuntimeError("the server is already started")
-        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM)
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.bind((self.host, self.requested_port))
-            sock.listen(128)
-            sock.setblocking(False)
-        except OSError:
-            sock.close()
-            raise
-        self._socket = sock
+        if self._socket is None:
+            self._socket = listen(self.host, self.requested_port)
+        sock = self._socket
         config = uvicorn.Config(
             self.app,
             log_level="warning",
@@ -117,13 +143,21 @@ async def serve_http(
     metrics: Metrics | None,
     *,
     ready: asyncio.Event | None = None,
+    sock: socket.socket | None = None,
 ) -> None:
     """Serve the API on ``bind_host(settings.http_host, settings.api_tokens)`` and
-    ``settings.http_port`` until cancelled (then shut down gracefully and re-raise)."""
+    ``settings.http_port`` (or on ``sock``, bound there beforehand with :func:`listen`)
+    until cancelled, then shut down gracefully and re-raise."""
     tokens = settings.api_tokens
     app = create_app(apollo, tokens=tokens, metrics=metrics)
-    server = HttpServer(app, bind_host(settings.http_host, tokens), settings.http_port)
-    await server.start()
+    host = bind_host(settings.http_host, tokens)
+    server = HttpServer(app, host, settings.http_port, sock=sock)
+    try:
+        await server.start()
+    except BaseException:
+        if sock is not None:
+            sock.close()
+        raise
     if ready is not None:
         ready.set()
     try:
@@ -132,4 +166,4 @@ async def serve_http(
         await server.stop()
 
 
-__all__ = ["HttpServer", "bind_host", "serve_http"]
+__all__ = ["HttpServer", "PortUnavailable", "bind_host", "listen", "serve_http"]

@@ -7,10 +7,12 @@ import contextlib
 import importlib.util
 import logging
 import signal
+import socket
 import sys
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from apollo_domain.errors import ConfigurationError
+from apollo_domain.errors import ApolloError, ConfigurationError
 
 from ... import bootstrap
 from ...facade import Apollo
@@ -52,40 +54,70 @@ async def run_service(
             handled.append(sig)
     metrics = _make_metrics()
     try:
-        async with Apollo.open(settings) as apollo:
-            bus = await bootstrap.open_bus(settings, topology)
-            try:
-                service = ApolloService(apollo, bus, settings, metrics, topology=topology)
-                await service.start()
+        # Bound before anything starts: a busy port fails fast and nothing says "running".
+        with _http_socket(settings) as sock:
+            async with Apollo.open(settings) as apollo:
+                bus = await bootstrap.open_bus(settings, topology)
                 try:
-                    await _serve_until(stop, apollo, settings, metrics)
+                    service = ApolloService(apollo, bus, settings, metrics, topology=topology)
+                    await service.start()
+                    try:
+                        await _serve_until(stop, apollo, settings, metrics, sock)
+                    finally:
+                        await service.stop()
                 finally:
-                    await service.stop()
-            finally:
-                await bus.close()
+                    await bus.close()
     finally:
         for sig in handled:
             loop.remove_signal_handler(sig)
 
 
+def _serves_http(settings: Settings) -> bool:
+    return (
+        http_enabled(settings)
+        and importlib.util.find_spec("apollo_app.entrypoints.http") is not None
+    )
+
+
+@contextlib.contextmanager
+def _http_socket(settings: Settings) -> Iterator[socket.socket | None]:
+    """The HTTP API's listening socket (None when the API is off), closed on the way out.
+
+    Raises ``PortUnavailable`` when the port is busy."""
+    if not _serves_http(settings):
+        yield None
+        return
+    from ..http import bind_host, listen
+
+    sock = listen(bind_host(settings.http_host, settings.api_tokens), settings.http_port)
+    with sock:
+        yield sock
+
+
 async def _serve_until(
-    stop: asyncio.Event, apollo: Apollo, settings: Settings, metrics: Metrics | None
+    stop: asyncio.Event,
+    apollo: Apollo,
+    settings: Settings,
+    metrics: Metrics | None,
+    sock: socket.socket | None,
 ) -> None:
     waiting = asyncio.ensure_future(stop.wait())
     tasks: set[asyncio.Future[Any]] = {waiting}
     http: asyncio.Task[None] | None = None
-    if (
-        http_enabled(settings)
-        and importlib.util.find_spec("apollo_app.entrypoints.http") is not None
-    ):
+    if sock is not None:
         from ..http import serve_http
 
         ready = asyncio.Event()
-        http = asyncio.ensure_future(serve_http(apollo, settings, metrics, ready=ready))
+        http = asyncio.ensure_future(serve_http(apollo, settings, metrics, ready=ready, sock=sock))
         tasks.add(http)
         started = asyncio.ensure_future(ready.wait())
         await asyncio.wait({started, http}, return_when=asyncio.FIRST_COMPLETED)
         started.cancel()
+        if not ready.is_set():  # the HTTP server failed before it served: say why
+            waiting.cancel()
+            await asyncio.gather(waiting, return_exceptions=True)
+            http.result()
+            raise RuntimeError("the HTTP server stopped before it started")
     log.info(
         "Apollo service running: %s; bus: %s; store: %s",
         _http_address(settings) if http is not None else "HTTP API disabled",
@@ -123,8 +155,13 @@ def main() -> int:
     except ConfigurationError as exc:
         log.error("invalid settings: %s", exc)
         return 2
-    with contextlib.suppress(KeyboardInterrupt):
+    try:
         asyncio.run(run_service(settings))
+    except KeyboardInterrupt:
+        pass
+    except ApolloError as exc:
+        log.error("%s: %s", type(exc).__name__, exc)
+        return 1
     return 0
 
 
