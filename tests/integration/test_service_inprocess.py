@@ -17,6 +17,7 @@ from apollo_app import Apollo, Principal, RemoteClient, Settings
 from apollo_app.entrypoints.service import ApolloService
 from apollo_app.wire.envelope import encode_gas_event
 from apollo_app.writeback import publish_writeback
+from apollo_domain.commands import QueryKnowledge
 from apollo_domain.errors import NotFound, RpcTimeout, StoreUnavailable, ValidationError
 from apollo_domain.messaging import Message
 from apollo_domain.model import ContentType, RelationType, Status
@@ -68,9 +69,9 @@ class Mesh:
         return (await self.apollo.stats(Principal(LOGIN))).total
 
 
-async def open_mesh(apollo: Apollo) -> Mesh:
+async def open_mesh(apollo: Apollo, settings: Settings | None = None) -> Mesh:
     bus = InProcessBus(Topology(), max_redeliveries=3, retry_backoff=lambda n: 0.01, login=LOGIN)
-    service = ApolloService(apollo, bus, Settings(prefetch=4))
+    service = ApolloService(apollo, bus, settings or Settings(prefetch=4))
     await service.start()
     client = RemoteClient(bus, agent_id="claude-net-1", rpc_timeout=PATIENCE)
     return Mesh(apollo, bus, service, client)
@@ -280,7 +281,30 @@ async def ingest_rows(apollo: Apollo) -> int:
         return await uow.access_log.count("ingest")
 
 
-async def test_lifecycle_mutations_are_applied_once_per_message(mesh: Mesh):
+@pytest.fixture
+async def admin_mesh() -> AsyncIterator[Mesh]:
+    """A mesh whose bus login is one of the service's admin users."""
+    opened = await open_mesh(
+        Apollo.in_memory(), Settings(prefetch=4, admin_users=frozenset({LOGIN}))
+    )
+    yield opened
+    await close_mesh(opened)
+
+
+async def test_admin_commands_need_an_admin_user(mesh: Mesh):
+    """force_decay from a broker user that is not an admin is dead-lettered as forbidden
+    on its first delivery, and changes nothing."""
+    await mesh.client.store_knowledge(content="Not decayed by a writer")
+    await eventually(lambda: mesh.total(), "stored")
+    await mesh.client.force_decay(0.0)
+    letters = await eventually(lambda: _dead_letters(mesh, 1), "a dead letter")
+    assert "Forbidden" in letters[0].reason
+    (view,) = (await mesh.apollo.run(QueryKnowledge(query="ab", min_confidence=0))).entries
+    assert 0.5 <= view.confidence
+
+
+async def test_lifecycle_mutations_are_applied_once_per_message(admin_mesh: Mesh):
+    mesh = admin_mesh
     await mesh.client.store_knowledge(content="Decayed exactly once per message")
     await eventually(lambda: mesh.total(), "stored")
     (view,) = (await mesh.client.retrieve("decayed once message", min_confidence=0)).entries
