@@ -324,7 +324,10 @@ async def test_comprehend_keeps_only_well_formed_facts(server: FakeOpenAI, base_
     assert "keepalives every 60 seconds" in prompt
 
 
-async def test_relate_keeps_known_types_with_usable_confidence(base_url: str) -> None:
+async def test_relate_keeps_known_types_with_numeric_confidence(base_url: str) -> None:
+    """Unknown types and non-numeric confidences are dropped; a numeric confidence passes
+    unclamped (7 stays 7.0), so the GAS gate can skip and count it instead of storing the
+    strongest edge."""
     chat = OpenAIChatModel(base_url, "gas")
     try:
         relations = await chat.relate("BGP uses TCP", "TCP is a transport protocol")
@@ -333,7 +336,7 @@ async def test_relate_keeps_known_types_with_usable_confidence(base_url: str) ->
     assert relations == [
         {"relation_type": "depends_on", "confidence": 0.9},
         {"relation_type": "similar_to", "confidence": 0.75},
-        {"relation_type": "extends", "confidence": 1.0},
+        {"relation_type": "extends", "confidence": 7.0},
     ]
 
 

@@ -10,7 +10,6 @@ non-2xx status, a reply that is not a chat completion) raise :class:`TransportEr
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -139,7 +138,7 @@ class OpenAIChatModel:
             if not isinstance(raw_type, str):
                 continue
             relation_type = re.sub(r"[\s-]+", "_", raw_type.strip().lower())
-            confidence = _unit_float(item.get("confidence"))
+            confidence = _number(item.get("confidence"))
             if relation_type in _RELATION_TYPES and confidence is not None:
                 relations.append({"relation_type": relation_type, "confidence": confidence})
         return relations[:MAX_ITEMS]
@@ -257,16 +256,15 @@ def _kind(item: Any, default: str) -> str:
     return value.strip().lower() if isinstance(value, str) and value.strip() else default
 
 
-def _unit_float(value: Any) -> float | None:
+def _number(value: Any) -> float | None:
+    """A number as the model gave it, never clamped: a confidence outside [0, 1] or not
+    finite says the answer is bad, and the GAS gate skips (and counts) it."""
     if isinstance(value, bool) or not isinstance(value, int | float | str):
         return None
     try:
-        number = float(value)
-    except ValueError:
+        return float(value)
+    except (ValueError, OverflowError):
         return None
-    if not math.isfinite(number):
-        return None
-    return min(max(number, 0.0), 1.0)
 
 
 def _clip(text: str) -> str:

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from ..errors import ValidationError
 from ..model import Status
-from ..normalize import normalize_tag, normalize_tags
+from ..normalize import normalize_domain_filter, normalize_tag_filter
 from ..ports import AccessLogRecord, SearchFilter
 from ..results import EntryView, QueryResult
 from ..validation import bounded_float
@@ -14,7 +12,22 @@ from .context import Caller, Deps, bounded_int, parse_statuses, resolve_viewer, 
 
 BROWSE_BELOW_CHARS = 3
 MAX_LIMIT = 100
+#: The longest query text, in characters: a search is a question, not a document (and
+#: embedding a long one costs time and memory in proportion).
+MAX_QUERY_CHARS = 10_000
 DEFAULT_STATUSES = (Status.CONFIRMED, Status.CANDIDATE)
+
+
+def query_text(query: object) -> str:
+    """The stripped search text; :class:`ValidationError` naming ``query`` unless it is a
+    string of at most ``MAX_QUERY_CHARS`` characters."""
+    if not isinstance(query, str):
+        raise ValidationError("query", "must be a string")
+    if len(query) > MAX_QUERY_CHARS:
+        raise ValidationError(
+            "query", f"is {len(query)} characters; at most {MAX_QUERY_CHARS} are allowed"
+        )
+    return query.strip()
 
 
 async def query(
@@ -38,18 +51,21 @@ async def query(
     anything is embedded or looked up. Only entries whose similarity is above
     ``min_similarity`` match (by default, unrelated and opposite texts never do, so they are
     neither returned nor boosted).
+
+    Archived entries are only found when ``status`` asks for them, and are shown as they
+    are: never boosted, counted or logged (archiving takes an entry out of the lifecycle;
+    reading it must not bring confidence back).
+
+    The text is at most ``MAX_QUERY_CHARS`` long; a ``tags`` or ``knowledge_domain`` filter
+    that normalizes to nothing is refused rather than dropped.
     """
-    if not isinstance(query, str):
-        raise ValidationError("query", "must be a string")
-    if tags is not None and (isinstance(tags, str) or not isinstance(tags, Sequence)):
-        raise ValidationError("tags", "must be a list of strings")
-    flt_tags = normalize_tags(tags) or None
-    domain = normalize_tag(knowledge_domain) if knowledge_domain is not None else None
+    text = query_text(query)
+    flt_tags = normalize_tag_filter(tags)
+    domain = normalize_domain_filter(knowledge_domain)
     count = bounded_int("limit", limit, 1, MAX_LIMIT)
     floor = unit_float("min_confidence", min_confidence)
     statuses = parse_statuses(status, DEFAULT_STATUSES)
     similarity_floor = bounded_float("min_similarity", min_similarity, -1.0, 1.0)
-    text = query.strip()
     semantic = len(text) >= BROWSE_BELOW_CHARS
     store = deps.store
     if semantic and count_access:
@@ -73,9 +89,9 @@ async def query(
         if not hits:
             return QueryResult("semantic", ())
         now = deps.clock.now()
-        ids = [h.entry.id for h in hits]
+        live = [h for h in hits if h.entry.status is not Status.ARCHIVED]
         boosted = await uow.entries.boost(
-            ids, deps.policy.retrieval_boost, now, count_access=count_access
+            [h.entry.id for h in live], deps.policy.retrieval_boost, now, count_access=count_access
         )
         if count_access:
             await uow.access_log.record(
@@ -83,7 +99,7 @@ async def query(
                     AccessLogRecord(
                         "query", caller.agent_id, h.entry.id, now, {"similarity": h.similarity}
                     )
-                    for h in hits
+                    for h in live
                 ]
             )
         await uow.commit()

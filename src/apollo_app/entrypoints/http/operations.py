@@ -28,6 +28,7 @@ from apollo_domain.results import (
     QueryResult,
     RelatedEntry,
 )
+from apollo_domain.traversal import MAX_RELATED
 
 from ...facade import Apollo
 from ...metrics import Metrics
@@ -191,7 +192,11 @@ OPERATIONS: tuple[Operation, ...] = (
         "traverse",
         "Spreading activation over relations from a visible entry.",
         c.Traverse,
-        (200, "Related entries, highest activation first.", ("related", RelatedEntry)),
+        (
+            200,
+            f"At most {MAX_RELATED} related entries, highest activation first.",
+            ("related", RelatedEntry),
+        ),
         present=_listed("related"),
         errors=(*_WRITE_ERRORS, 404, 413),
     ),
