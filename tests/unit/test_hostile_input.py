@@ -1,15 +1,23 @@
 """Hostile input is refused early with a ValidationError naming the field, and bounded where
-it cannot be refused: nesting, tag and domain lengths, query text, relation confidences."""
+it cannot be refused: nesting, tag and domain lengths, query text, relation confidences,
+the hashing embedder's memory and its use of the event loop."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
+import threading
+from collections.abc import Sequence
 from typing import Any
 from uuid import uuid4
 
+import numpy as np
+import numpy.typing as npt
 import pytest
 
+from apollo_adapters.embedders import HashingEmbedder
+from apollo_adapters.embedders.hashing import CACHE_BYTES, CACHED_WORD_CHARS
 from apollo_app.wire.codec import decode_json
 from apollo_app.wire.envelope import decode_command, decode_gas_event
 from apollo_domain.errors import ValidationError
@@ -201,3 +209,58 @@ def test_a_relation_confidence_outside_the_unit_interval_is_skipped(confidence: 
 def test_confidences_in_the_unit_interval_are_valid() -> None:
     assert all(valid_confidence(c) for c in (0, 0.0, 0.7, 1, 1.0))
     assert not any(valid_confidence(c) for c in (True, "0.9", None))
+
+
+# --------------------------------------------------------------------------- embedder
+
+
+def _random_words(count: int, length: int) -> str:
+    rng = np.random.default_rng(7)
+    letters = rng.integers(0, 26, size=(count, length))
+    return " ".join("".join(chr(97 + c) for c in row) for row in letters)
+
+
+def test_the_word_cache_is_bounded_by_memory_not_by_count() -> None:
+    """Long words are never cached; many distinct short words fill at most CACHE_BYTES."""
+    embedder = HashingEmbedder()
+    embedder.embed_sync([_random_words(200, CACHED_WORD_CHARS + 1)])
+    assert 0 == embedder.cached_bytes
+    for _ in range(3):
+        embedder.embed_sync([_random_words(60_000, 8)])
+        assert 0 < embedder.cached_bytes <= CACHE_BYTES
+
+
+def test_embedding_with_a_full_cache_gives_the_same_vectors() -> None:
+    text = _random_words(50, 6)
+    fresh = HashingEmbedder().embed_sync([text])
+    warmed = HashingEmbedder()
+    warmed.embed_sync([_random_words(60_000, 8)])
+    assert np.array_equal(fresh, warmed.embed_sync([text]))
+
+
+class _ObservedHashing(HashingEmbedder):
+    """Records the thread each batch is hashed on, and holds the first batch until told."""
+
+    def __init__(self) -> None:
+        super().__init__(dimension=8)
+        self.threads: list[int] = []
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def embed_sync(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        self.threads.append(threading.get_ident())
+        self.entered.set()
+        assert self.release.wait(10), "never released"
+        return super().embed_sync(texts)
+
+
+async def test_hashing_runs_off_the_event_loop() -> None:
+    """While a batch is being hashed, the event loop keeps serving other work."""
+    embedder = _ObservedHashing()
+    pending = asyncio.ensure_future(embedder.embed(["a long text"]))
+    assert await asyncio.to_thread(embedder.entered.wait, 10)
+    await asyncio.sleep(0)  # the loop is free: this returns while the hashing is held
+    embedder.release.set()
+    (vector,) = await pending
+    assert 8 == len(vector)
+    assert threading.get_ident() not in embedder.threads
