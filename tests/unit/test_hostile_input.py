@@ -1,11 +1,12 @@
 """Hostile input is refused early with a ValidationError naming the field, and bounded where
 it cannot be refused: nesting, tag and domain lengths, query text, relation confidences,
-the hashing embedder's memory and its use of the event loop."""
+secrets in text, the hashing embedder's memory and its use of the event loop."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import math
 import threading
 from collections.abc import Sequence
@@ -18,9 +19,12 @@ import pytest
 
 from apollo_adapters.embedders import HashingEmbedder
 from apollo_adapters.embedders.hashing import CACHE_BYTES, CACHED_WORD_CHARS
+from apollo_app.error_policy import message_of
+from apollo_app.logs import RedactingFormatter
+from apollo_app.settings import Settings
 from apollo_app.wire.codec import decode_json
 from apollo_app.wire.envelope import decode_command, decode_gas_event
-from apollo_domain.errors import ValidationError
+from apollo_domain.errors import TransportError, ValidationError
 from apollo_domain.gas_rules import (
     FactDeposit,
     ProposedRelation,
@@ -36,6 +40,7 @@ from apollo_domain.normalize import (
     normalize_tag_filter,
     normalize_tags,
 )
+from apollo_domain.redaction import redact
 from apollo_domain.services.query import MAX_QUERY_CHARS, query_text
 from apollo_domain.validation import MAX_JSON_DEPTH, check_depth
 from tests.support import nested
@@ -209,6 +214,70 @@ def test_a_relation_confidence_outside_the_unit_interval_is_skipped(confidence: 
 def test_confidences_in_the_unit_interval_are_valid() -> None:
     assert all(valid_confidence(c) for c in (0, 0.0, 0.7, 1, 1.0))
     assert not any(valid_confidence(c) for c in (True, "0.9", None))
+
+
+# --------------------------------------------------------------------------- secrets
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "http://bob:hunter2pass@llm.internal:8080/v1 failed",
+            "http://***@llm.internal:8080/v1 failed",
+        ),
+        ("amqp://guest:guest@127.0.0.1:5672/apollo", "amqp://***@127.0.0.1:5672/apollo"),
+        (
+            "https://api.example/v1?api_key=abc123&model=x",
+            "https://api.example/v1?api_key=***&model=x",
+        ),
+        ("Authorization: Bearer sk-live-0123456789", "Authorization: Bearer ***"),
+        ("needs a bearer token", "needs a bearer token"),
+        ("mail bob@example.org", "mail bob@example.org"),
+    ],
+)
+def test_redact_masks_credentials_in_text(text: str, expected: str) -> None:
+    assert expected == redact(text)
+
+
+def test_redact_masks_the_secrets_it_is_given() -> None:
+    assert "key *** rejected" == redact("key sk-abcdef rejected", ["sk-abcdef", None, "x"])
+
+
+def test_settings_never_show_their_secrets() -> None:
+    settings = Settings(
+        llm_url="http://bob:hunter2pass@llm.internal/v1",
+        llm_api_key="sk-abcdef",
+        amqp_url="amqp://apollo:rabbitpass@mq/",
+        database_url="postgresql://apollo:pgpass@db/apollo",
+        api_tokens={"tok-secret-1": "alice"},
+    )
+    shown = repr(settings)
+    for secret in ("hunter2pass", "sk-abcdef", "rabbitpass", "pgpass", "tok-secret-1"):
+        assert secret not in shown
+    assert {"sk-abcdef", "tok-secret-1"} == set(settings.secrets)
+
+
+def test_log_lines_and_tracebacks_are_redacted() -> None:
+    formatter = RedactingFormatter(secrets=["sk-abcdef"])
+    try:
+        raise RuntimeError("POST http://bob:hunter2pass@llm/v1 with key sk-abcdef")
+    except RuntimeError:
+        record = logging.LogRecord(
+            "apollo", logging.ERROR, __file__, 1, "calling %s", ("http://u:p4ss@h/",), None
+        )
+        import sys
+
+        record.exc_info = sys.exc_info()
+    line = formatter.format(record)
+    assert "hunter2pass" not in line and "sk-abcdef" not in line and "p4ss" not in line
+    assert "calling http://***@h/" in line and "RuntimeError" in line
+
+
+def test_errors_shown_to_callers_never_show_credentials() -> None:
+    """What an HTTP response or an RPC reply says about a failure is redacted too."""
+    shown = message_of(TransportError(f"http://bob:{'hunter2pass'}@llm/v1 failed"))
+    assert "http://***@llm/v1 failed" == shown
 
 
 # --------------------------------------------------------------------------- embedder
