@@ -124,6 +124,11 @@ async def test_http_query_with_hostile_input_is_a_400(http: Http, body, field):
     await http.refused("/query", body, field)
 
 
+async def test_http_decay_with_a_null_factor_is_a_400_not_a_decay_cycle(http: Http):
+    """Only a missing factor means "run the periodic cycle"; null is not a factor."""
+    await http.refused("/maintenance/decay", {"factor": None}, "factor")
+
+
 async def test_http_traverse_returns_at_most_the_cap(http: Http):
     """One anonymous request used to return every related entry (999, 20 MB)."""
     client = http.apollo.client("claude-graph")

@@ -137,7 +137,7 @@ class Operation:
 
 
 def _decay_command(data: Mapping[str, Any]) -> type[c.Command[Any]]:
-    return c.ForceDecay if data.get("factor") is not None else c.RunDecayCycle
+    return c.ForceDecay if "factor" in data else c.RunDecayCycle  # null is not a factor
 
 
 _ENTRY_PATH = {"entry_id": "entry_id"}
