@@ -30,6 +30,31 @@ def at_cosine(base: Sequence[float], cosine: float, axis: int) -> list[float]:
     return [float(x) for x in v]
 
 
+def nested(levels: int, *, kind: type = dict) -> Any:
+    """A JSON value ``levels`` levels deep (level 1 is the value itself): ``{"a": {"a": 1}}``
+    for 2, or ``[[1]]`` with ``kind=list``. Built without recursion."""
+    value: Any = 1
+    for _ in range(levels):
+        value = {"a": value} if kind is dict else [value]
+    return value
+
+
+async def footprint(apollo: Any) -> tuple[Any, ...]:
+    """What any write would change: entries by status, relations, average confidence (a
+    boost moves it), access-log rows and pending outbox items."""
+    stats = await apollo.stats()
+    async with apollo.store.unit_of_work() as uow:
+        logged = await uow.access_log.count()
+        pending = await uow.outbox.pending()
+    return (
+        dict(stats.by_status),
+        stats.total_relations,
+        stats.average_confidence,
+        logged,
+        pending,
+    )
+
+
 class KeyedEmbedder:
     """Returns the vector registered for a text, else a deterministic pseudo-random unit
     vector (nearly orthogonal to everything else in high dimension)."""

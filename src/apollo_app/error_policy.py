@@ -30,6 +30,7 @@ from apollo_domain.errors import (
     UnknownResolution,
     ValidationError,
 )
+from apollo_domain.secrets import redact
 
 
 class Settlement(enum.StrEnum):
@@ -86,12 +87,13 @@ def field_of(error: BaseException) -> str | None:
 
 
 def message_of(error: BaseException) -> str:
-    """What a caller is told: the error's message, or nothing specific for a server fault."""
+    """What a caller is told: the error's message (secrets masked), or nothing specific
+    for a server fault."""
     if rule_for(error) is INTERNAL:
         return "internal error"
     if isinstance(error, ValidationError):
-        return error.message
-    return str(error)
+        return redact(error.message)
+    return redact(str(error))
 
 
 def error_named(name: str, message: str, field: str | None = None) -> ApolloError:

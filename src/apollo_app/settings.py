@@ -12,6 +12,7 @@ from attrs import evolve, field, frozen
 from apollo_domain.errors import ConfigurationError, ValidationError
 from apollo_domain.model import Principal, Role
 from apollo_domain.policy import ConfidencePolicy
+from apollo_domain.secrets import MASK, redact
 
 EMBEDDERS = ("hashing", "sentence-transformers", "openai")
 _BOOLEANS = {
@@ -30,29 +31,41 @@ def _tokens(value: Mapping[str, str] | None) -> Mapping[str, str]:
     return dict(value or {})
 
 
+def _url_repr(value: str | None) -> str:
+    return repr(None if value is None else redact(value))
+
+
+def _secret_repr(value: str | None) -> str:
+    return repr(None if value is None else MASK)
+
+
+def _tokens_repr(value: Mapping[str, str]) -> str:
+    return repr(sorted(f"{MASK}={principal}" for principal in value.values()))
+
+
 @frozen
 class Settings:
     """Every knob of Apollo. With nothing set, everything runs embedded: PostgreSQL +
     pgvector from the wheel in ``data_dir``, the in-process bus, the hashing embedder."""
 
-    database_url: str | None = None
+    database_url: str | None = field(default=None, repr=_url_repr)
     data_dir: Path = field(default=Path(".apollo"), converter=Path)
-    amqp_url: str | None = None
+    amqp_url: str | None = field(default=None, repr=_url_repr)
     exchange: str = "legion.apollo"
     queue_prefix: str = "legion.apollo"
     audit_exchange: str = "llm.audit"
     embedder: str = "hashing"
     embedding_model: str | None = None
     embedding_dimension: int = 384
-    embedding_url: str | None = None
-    llm_url: str | None = None
+    embedding_url: str | None = field(default=None, repr=_url_repr)
+    llm_url: str | None = field(default=None, repr=_url_repr)
     llm_model: str | None = None
-    llm_api_key: str | None = None
+    llm_api_key: str | None = field(default=None, repr=_secret_repr)
     policy: ConfidencePolicy = field(factory=ConfidencePolicy)
     http_host: str = "127.0.0.1"
     http_port: int = 8765
     http_enabled: bool = True
-    api_tokens: Mapping[str, str] = field(factory=dict, converter=_tokens)
+    api_tokens: Mapping[str, str] = field(factory=dict, converter=_tokens, repr=_tokens_repr)
     #: Broker users whose messages may credit other agents and carry the identity header
     #: (``None``: every user, the seed's shared-transport mesh).
     gateway_users: frozenset[str] | None = None
@@ -171,6 +184,11 @@ class Settings:
         if self.gateway_users is None or user_id in self.gateway_users:
             return Principal(user_id, role=Role.GATEWAY)
         return Principal(user_id, role=Role.WRITER)
+
+    @property
+    def secrets(self) -> tuple[str, ...]:
+        """Values no log line may show (URL user information is masked anyway)."""
+        return tuple(s for s in (self.llm_api_key, *self.api_tokens) if s)
 
 
 def parse_tokens(value: str) -> dict[str, str]:

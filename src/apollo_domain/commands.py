@@ -21,7 +21,7 @@ from attrs import field, frozen
 
 from .expertise import DomainCoverage
 from .model import AccessScope, ContentType, Entry, Evidence, RelationType, Status
-from .normalize import MAX_CONTENT_CHARS
+from .normalize import MAX_CONTENT_CHARS, MAX_TAG_CHARS
 from .ports import ExpertiseRecord, StoreStats
 from .results import (
     AgentProfile,
@@ -37,8 +37,9 @@ from .results import (
     RelatedEntry,
     SourceReport,
 )
-from .services.query import DEFAULT_MODE, MAX_LIMIT, QUERY_MODES
+from .services.query import DEFAULT_MODE, MAX_LIMIT, MAX_QUERY_CHARS, QUERY_MODES
 from .traversal import MAX_DEPTH
+from .validation import MAX_JSON_DEPTH
 
 R = TypeVar("R")
 
@@ -54,15 +55,22 @@ _AGENT = doc(
     "characters). Default: the caller's own agent."
 )
 _ENTRY_ID = doc("The entry's id.", format="uuid")
-_TAG_FILTER = doc("Only entries having at least one of these tags.")
-_DOMAIN_FILTER = doc("Only entries of this knowledge domain.")
+_TAG_FILTER = doc(
+    "Only entries having at least one of these tags (a non-empty list that normalizes to "
+    "no tag at all is refused)."
+)
+_DOMAIN_FILTER = doc(
+    "Only entries of this knowledge domain (a value that normalizes to nothing is refused)."
+)
 _MIN_CONFIDENCE = doc("Confidence floor.", **_UNIT)
 _MIN_SIMILARITY = doc(
     "Only entries more similar than this match (unrelated texts never do).",
     minimum=-1.0,
     maximum=1.0,
 )
-_QUERY_TEXT = doc("Search text; under 3 characters browses newest first.")
+_QUERY_TEXT = doc(
+    "Search text; under 3 characters browses newest first.", maxLength=MAX_QUERY_CHARS
+)
 
 
 @frozen(kw_only=True)
@@ -95,16 +103,26 @@ class StoreKnowledge(Command[IngestResult]):
             examples=[t.value for t in ContentType],
         ),
     )
-    tags: tuple[str, ...] | None = field(default=None, metadata=doc("Up to 10 tags."))
+    tags: tuple[str, ...] | None = field(
+        default=None,
+        metadata=doc(f"Up to 10 tags, each at most {MAX_TAG_CHARS} characters once normalized."),
+    )
     context: dict[str, Any] | None = field(
-        default=None, metadata=doc("Caller context stored with the entry.")
+        default=None,
+        metadata=doc(
+            f"Caller context stored with the entry (nested at most {MAX_JSON_DEPTH} levels)."
+        ),
     )
     source_provider: str | None = field(
         default=None, metadata=doc("Provider of the source; default: derived from the agent id.")
     )
     source_channel: str | None = field(default=None, metadata=doc("Channel of the source."))
     knowledge_domain: str | None = field(
-        default=None, metadata=doc("Domain; default: the first tag, else general.")
+        default=None,
+        metadata=doc(
+            "Domain; default: the first tag, else general. At most "
+            f"{MAX_TAG_CHARS} characters once normalized (like a tag)."
+        ),
     )
     access_scope: str = field(
         default="global",
@@ -252,7 +270,8 @@ class QueryKnowledge(Command[QueryResult]):
     status: tuple[str, ...] | str | None = field(
         default=None,
         metadata=doc(
-            "Statuses to include (default: confirmed and candidate).",
+            "Statuses to include (default: confirmed and candidate). Archived entries are "
+            "returned as they are: never boosted, counted or logged.",
             examples=[[s.value for s in Status]],
         ),
     )
@@ -274,7 +293,8 @@ class QueryKnowledge(Command[QueryResult]):
 
 @frozen(kw_only=True)
 class Traverse(Command[list[RelatedEntry]]):
-    """Spreading activation over outgoing relations from a visible entry."""
+    """Spreading activation over outgoing relations from a visible entry: at most
+    ``MAX_RELATED`` (100) related entries, highest activation first."""
 
     entry_id: str = field(metadata=doc("Root entry.", format="uuid"))
     depth: int = field(

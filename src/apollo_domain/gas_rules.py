@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import math
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -64,6 +65,16 @@ def parse_relation_type(value: object) -> RelationType | None:
         return None
 
 
+def valid_confidence(value: object) -> bool:
+    """A relation confidence (it becomes the edge weight): a finite number in [0, 1]."""
+    return (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and 0.0 <= value <= 1.0
+    )
+
+
 def unambiguous_deposits(deposits: Iterable[FactDeposit]) -> dict[int, FactDeposit]:
     """Successful fact deposits whose entry id no other fact of the batch also landed on."""
     deposits = list(deposits)
@@ -91,7 +102,13 @@ def gate_relation(
     ``deposits``: the batch's unambiguous successful fact deposits by fact index;
     ``target_scope``: the target's access scope, None when the target does not exist (or is
     not visible); ``seen``: edges already decided in this batch (updated on PERSIST).
+    A confidence that is not a finite number in [0, 1] (a model's NaN or 4.2) is skipped:
+    it would become the edge weight.
     """
+    if not valid_confidence(proposal.confidence):
+        return RelationDecision(
+            RelationVerdict.SKIP, f"confidence {proposal.confidence!r} is not within [0, 1]"
+        )
     if proposal.confidence < confidence_gate:
         return RelationDecision(RelationVerdict.SKIP, "below confidence gate")
     relation_type = parse_relation_type(proposal.relation_type)
@@ -188,6 +205,7 @@ __all__ = [
     "gate_relation",
     "parse_relation_type",
     "unambiguous_deposits",
+    "valid_confidence",
 ]
 
 

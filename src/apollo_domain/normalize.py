@@ -12,6 +12,9 @@ from .model import AccessScope, ContentType, SourceRef
 
 MAX_CONTENT_CHARS = 100_000
 MAX_TAGS = 10
+#: The longest tag or knowledge domain, in characters after normalization (ASCII, so also in
+#: bytes): far above any real tag, far below what a database index entry can hold.
+MAX_TAG_CHARS = 64
 MAX_AGENT_ID = 100
 MAX_PROVIDER = 50
 MAX_CHANNEL = 100
@@ -106,26 +109,84 @@ def normalize_tag(value: object) -> str | None:
 
 
 def normalize_tags(values: Iterable[object] | None) -> tuple[str, ...]:
-    """Normalized, deduplicated in order, at most ten."""
+    """Normalized, deduplicated in order, at most ten. Each tag is a string (None and tags
+    that normalize to nothing are dropped); one longer than ``MAX_TAG_CHARS`` after
+    normalization is a :class:`ValidationError` naming ``tags``."""
     if values is None:
         return ()
     if isinstance(values, str | bytes):
         raise ValidationError("tags", "must be a list of strings, not a single string")
     seen: dict[str, None] = {}
-    for value in values:
+    for index, value in enumerate(values):
+        if value is not None and not isinstance(value, str):
+            raise ValidationError(
+                "tags", f"tag {index} must be a string, got {type(value).__name__}"
+            )
         tag = normalize_tag(value)
         if tag is not None:
+            _check_length("tags", tag, f"tag {index} ")
             seen.setdefault(tag, None)
     return tuple(seen)[:MAX_TAGS]
 
 
 def normalize_domain(explicit: object, tags: tuple[str, ...]) -> str:
-    """The explicit domain, else the first tag, else ``general``; normalized like a tag."""
-    if explicit is not None and str(explicit).strip():
+    """The explicit domain, else the first tag, else ``general``; normalized like a tag.
+    An explicit domain longer than ``MAX_TAG_CHARS`` after normalization is a
+    :class:`ValidationError` naming ``knowledge_domain``."""
+    if explicit is not None and not isinstance(explicit, str):
+        raise ValidationError("knowledge_domain", "must be a string")
+    if explicit is not None and explicit.strip():
         domain = normalize_tag(explicit)
         if domain:
-            return domain
+            return _check_length("knowledge_domain", domain)
     return tags[0] if tags else DEFAULT_DOMAIN
+
+
+def normalize_domain_filter(value: object) -> str | None:
+    """A query's domain filter: None (no filter) or a domain that normalizes to something;
+    anything else is a :class:`ValidationError` naming ``knowledge_domain`` (a filter that
+    normalizes to nothing would silently match everything)."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ValidationError("knowledge_domain", "must be a string")
+    domain = normalize_tag(value)
+    if domain is None:
+        raise ValidationError(
+            "knowledge_domain", f"{_clip(value)!r} normalizes to nothing; it filters nothing"
+        )
+    return _check_length("knowledge_domain", domain)
+
+
+def normalize_tag_filter(values: object) -> tuple[str, ...] | None:
+    """A query's tag filter: None or an empty list (no filter), else the normalized tags,
+    at least one of which must be left (a filter that normalizes to nothing would silently
+    match everything: :class:`ValidationError` naming ``tags``)."""
+    if values is None:
+        return None
+    if isinstance(values, str | bytes) or not isinstance(values, Iterable):
+        raise ValidationError("tags", "must be a list of strings")
+    given = list(values)
+    if not given:
+        return None
+    tags = normalize_tags(given)
+    if not tags:
+        raise ValidationError("tags", "every tag normalizes to nothing; the filter filters nothing")
+    return tags
+
+
+def _check_length(name: str, value: str, what: str = "") -> str:
+    if len(value) > MAX_TAG_CHARS:
+        raise ValidationError(
+            name,
+            f"{what}is {len(value)} characters long after normalization; "
+            f"at most {MAX_TAG_CHARS} are allowed",
+        )
+    return value
+
+
+def _clip(text: str, limit: int = 40) -> str:
+    return text if len(text) <= limit else text[:limit] + "…"
 
 
 def normalize_scope(value: object) -> AccessScope:
@@ -180,6 +241,7 @@ __all__ = [
     "KNOWN_PROVIDERS",
     "MAX_CONTENT_CHARS",
     "MAX_TAGS",
+    "MAX_TAG_CHARS",
     "canonical_content",
     "clean_content",
     "content_hash",
@@ -187,8 +249,10 @@ __all__ = [
     "make_source",
     "normalize_content_type",
     "normalize_domain",
+    "normalize_domain_filter",
     "normalize_scope",
     "normalize_tag",
+    "normalize_tag_filter",
     "normalize_tags",
     "truncate",
 ]

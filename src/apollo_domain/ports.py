@@ -282,7 +282,8 @@ class EntryRepository(Protocol):
         """Atomically ``confidence = LEAST(confidence + amount, 1.0)`` (and
         ``access_count += 1`` when ``count_access``) for each id; returns new confidences.
 
-        Concurrent boosts are never lost (no read-modify-write)."""
+        Archived entries are never boosted: they are skipped and absent from the result,
+        like unknown ids. Concurrent boosts are never lost (no read-modify-write)."""
 
     async def decay(
         self, now: datetime, factor_per_hour: float, archive_below: float

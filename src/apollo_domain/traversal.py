@@ -13,6 +13,8 @@ from .model import Relation, RelationType
 DECAY_PER_HOP = 0.6
 MIN_ACTIVATION = 0.1
 MAX_DEPTH = 5
+#: The most related entries one traversal returns: the highest activations win.
+MAX_RELATED = 100
 
 
 @frozen
@@ -117,6 +119,7 @@ def spread(
 __all__ = [
     "DECAY_PER_HOP",
     "MAX_DEPTH",
+    "MAX_RELATED",
     "MIN_ACTIVATION",
     "Activation",
     "activation_step",

@@ -8,7 +8,9 @@ wrong dimension, ...).
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
+import logging
 import socket
 from collections.abc import AsyncIterator
 from typing import Any
@@ -324,7 +326,10 @@ async def test_comprehend_keeps_only_well_formed_facts(server: FakeOpenAI, base_
     assert "keepalives every 60 seconds" in prompt
 
 
-async def test_relate_keeps_known_types_with_usable_confidence(base_url: str) -> None:
+async def test_relate_keeps_known_types_with_numeric_confidence(base_url: str) -> None:
+    """Unknown types and non-numeric confidences are dropped; a numeric confidence passes
+    unclamped (7 stays 7.0), so the GAS gate can skip and count it instead of storing the
+    strongest edge."""
     chat = OpenAIChatModel(base_url, "gas")
     try:
         relations = await chat.relate("BGP uses TCP", "TCP is a transport protocol")
@@ -333,7 +338,7 @@ async def test_relate_keeps_known_types_with_usable_confidence(base_url: str) ->
     assert relations == [
         {"relation_type": "depends_on", "confidence": 0.9},
         {"relation_type": "similar_to", "confidence": 0.75},
-        {"relation_type": "extends", "confidence": 1.0},
+        {"relation_type": "extends", "confidence": 7.0},
     ]
 
 
@@ -365,3 +370,63 @@ async def test_anticipate_extracts_json_from_chatter(base_url: str) -> None:
     finally:
         await chat.aclose()
     assert questions == ["Which port does BGP use?"]
+
+
+# --------------------------------------------------------------------------- credentials
+
+SECRET = "hunter2pass"
+
+
+def _with_userinfo(url: str) -> str:
+    return url.replace("http://", f"http://bob:{SECRET}@", 1)
+
+
+async def test_url_credentials_become_basic_auth_and_never_appear_in_logs_or_errors(
+    server: FakeOpenAI, base_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``user:pass@`` in the LLM URL is sent as basic auth; httpx logs the bare URL and the
+    error of a failed call names the URL without the password or the API key."""
+    caplog.set_level(logging.DEBUG)
+    chat = OpenAIChatModel(_with_userinfo(base_url), "judge-yes", api_key="sk-secret-key")
+    boom = OpenAIChatModel(_with_userinfo(base_url), "boom", api_key="sk-secret-key")
+    try:
+        assert await chat.contradicts("a", "b") is True
+        with pytest.raises(TransportError) as caught:
+            await boom.contradicts("a", "b")
+    finally:
+        await chat.aclose()
+        await boom.aclose()
+    _, headers, _ = server.requests[0]
+    assert headers["authorization"].startswith("Basic ")  # as httpx does for URL userinfo
+    assert SECRET not in str(caught.value) and "sk-secret-key" not in str(caught.value)
+    assert base_url in str(caught.value)
+    assert SECRET not in repr(chat)
+    logged = "\n".join(record.getMessage() for record in caplog.records)
+    assert "HTTP Request" in logged and SECRET not in logged
+
+
+async def test_url_credentials_without_an_api_key_are_sent_as_basic_auth(
+    server: FakeOpenAI, base_url: str
+) -> None:
+    embedder = OpenAIEmbedder(_with_userinfo(base_url), "good", dimension=DIMENSION)
+    try:
+        await embedder.embed(["a"])
+    finally:
+        await embedder.aclose()
+    _, headers, _ = server.requests[0]
+    expected = "Basic " + base64.b64encode(f"bob:{SECRET}".encode()).decode()
+    assert expected == headers["authorization"]
+
+
+async def test_embedder_errors_never_show_url_credentials(base_url: str) -> None:
+    closed = _free_socket()
+    port = closed.getsockname()[1]
+    closed.close()  # nothing listens there: the connection is refused
+    for url in (_with_userinfo(base_url), f"http://bob:{SECRET}@127.0.0.1:{port}/v1"):
+        embedder = OpenAIEmbedder(url, "boom", api_key="sk-secret-key", dimension=DIMENSION)
+        try:
+            with pytest.raises(EmbeddingError) as caught:
+                await embedder.embed(["a"])
+        finally:
+            await embedder.aclose()
+        assert SECRET not in str(caught.value) and "sk-secret-key" not in str(caught.value)

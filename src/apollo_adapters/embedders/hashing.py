@@ -11,8 +11,11 @@ whitespace and drops punctuation):
 Unigrams and trigrams are hashed with BLAKE2b (stable across processes and machines,
 unlike ``hash()``); a bigram's hash mixes its two words' BLAKE2b keys with SplitMix64.
 The low 63 bits pick the dimension, the top bit the sign. Rows are L2-normalized float32.
-Per-word features are cached (bounded), bigrams are computed in numpy, so embedding
-runs at tens of thousands of short texts per second on one core.
+Per-word features are cached (bounded by an estimate of their memory, ``CACHE_BYTES``;
+words longer than ``CACHED_WORD_CHARS`` are never cached), bigrams are computed in numpy,
+so embedding runs at tens of thousands of short texts per second on one core. The async
+:meth:`HashingEmbedder.embed` hashes in a worker thread, so a long text never blocks the
+event loop.
 
 A text without any word character (``"!!!"``) is hashed as its stripped self; an empty
 or whitespace-only text embeds to one fixed unit vector (the reserved feature
@@ -21,7 +24,10 @@ or whitespace-only text embeds to one fixed unit vector (the reserved feature
 
 from __future__ import annotations
 
+import asyncio
 import re
+import sys
+import threading
 from collections.abc import Sequence
 from hashlib import blake2b
 
@@ -33,8 +39,15 @@ BIGRAM_WEIGHT = 0.8
 TRIGRAM_WEIGHT = 0.35
 EMPTY_FEATURE = "\x00empty"
 
+#: The memory the per-word feature cache may hold (an estimate); when full it starts over.
+CACHE_BYTES = 32 * 1024 * 1024
+#: Longer words (identifiers, hashes, junk) are hashed every time, never cached.
+CACHED_WORD_CHARS = 40
+
 _WORD = re.compile(r"\w+")
-_CACHE_LIMIT = 200_000
+# The memory of one cached feature: a list slot plus an int (index) or a float (weight).
+_FEATURE_BYTES = 2 * 8 + sys.getsizeof(2**62) + sys.getsizeof(1.0)
+_ENTRY_BYTES = 300  # dict slot, tuple, key int and the two lists' headers
 
 # A word's 64-bit key plus its features (unigram and trigrams) as index / signed weight lists.
 _Features = tuple[int, list[int], list[float]]
@@ -43,8 +56,9 @@ _Features = tuple[int, list[int], list[float]]
 class HashingEmbedder:
     """Signed feature hashing into ``dimension`` floats. No model, no I/O, deterministic.
 
-    ``embed_sync`` is the fast path (a numpy matrix); ``embed`` wraps it for the
-    :class:`~apollo_domain.ports.Embedder` port and returns lists of floats.
+    ``embed_sync`` is the fast path (a numpy matrix, blocking); ``embed`` runs it in a
+    worker thread for the :class:`~apollo_domain.ports.Embedder` port and returns lists of
+    floats. Safe to call from several threads at once.
     """
 
     def __init__(self, dimension: int = 384) -> None:
@@ -53,16 +67,29 @@ class HashingEmbedder:
         self.dimension = dimension
         self.model_id = f"apollo-hashing-v1-{dimension}"
         self._words: dict[str, _Features] = {}
+        self._cached_bytes = 0
+        self._lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"HashingEmbedder(dimension={self.dimension})"
 
+    @property
+    def cached_bytes(self) -> int:
+        """The estimated memory of the per-word feature cache (at most ``CACHE_BYTES``)."""
+        return self._cached_bytes
+
     async def embed(self, texts: Sequence[str]) -> list[Sequence[float]]:
-        matrix: list[Sequence[float]] = self.embed_sync(texts).tolist()
+        if not texts:
+            return []
+        matrix: list[Sequence[float]] = (await asyncio.to_thread(self.embed_sync, texts)).tolist()
         return matrix
 
     def embed_sync(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         """One L2-normalized float32 row per text, shape ``(len(texts), dimension)``."""
+        with self._lock:
+            return self._embed(texts)
+
+    def _embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         count = len(texts)
         dimension = self.dimension
         if count == 0:
@@ -135,9 +162,8 @@ class HashingEmbedder:
         return row
 
     def _word_features(self, word: str) -> _Features:
-        """The word's key (for bigrams) and its unigram and trigram features, cached."""
-        if len(self._words) >= _CACHE_LIMIT:
-            self._words.clear()
+        """The word's key (for bigrams) and its unigram and trigram features, cached unless
+        the word is long; a cache that would outgrow ``CACHE_BYTES`` starts over."""
         dimension = self.dimension
         key = _digest("w:" + word)
         indices = [(key & 0x7FFF_FFFF_FFFF_FFFF) % dimension]
@@ -148,7 +174,13 @@ class HashingEmbedder:
             indices.append((value & 0x7FFF_FFFF_FFFF_FFFF) % dimension)
             weights.append(-TRIGRAM_WEIGHT if value >> 63 else TRIGRAM_WEIGHT)
         features = (key, indices, weights)
-        self._words[word] = features
+        if len(word) <= CACHED_WORD_CHARS:
+            cost = _ENTRY_BYTES + sys.getsizeof(word) + len(indices) * _FEATURE_BYTES
+            if self._cached_bytes + cost > CACHE_BYTES:
+                self._words.clear()
+                self._cached_bytes = 0
+            self._words[word] = features
+            self._cached_bytes += cost
         return features
 
 

@@ -10,6 +10,8 @@ import httpx
 
 from apollo_domain.errors import EmbeddingError
 
+from ..http_credentials import split_credentials
+
 
 class OpenAIEmbedder:
     """Calls ``/embeddings`` in batches of ``batch_size`` texts.
@@ -17,7 +19,8 @@ class OpenAIEmbedder:
     Every failure — transport error, timeout, non-2xx status, malformed JSON, a missing
     or misordered vector, a vector of the wrong dimension — raises :class:`EmbeddingError`.
     Pass ``client`` to share an ``httpx.AsyncClient``; one created here is closed by
-    :meth:`aclose`.
+    :meth:`aclose`. Credentials in ``base_url`` (``user:password@``) are sent as basic
+    auth and, like ``api_key``, never appear in a URL httpx logs nor in an error message.
     """
 
     def __init__(
@@ -34,7 +37,8 @@ class OpenAIEmbedder:
     ) -> None:
         if dimension < 1:
             raise ValueError("dimension must be positive")
-        self.base_url = base_url.rstrip("/")
+        self._credentials = split_credentials(base_url, api_key)
+        self.base_url = self._credentials.url
         self.model = model
         self.model_id = model
         self.dimension = dimension
@@ -71,16 +75,22 @@ class OpenAIEmbedder:
         url = f"{self.base_url}/embeddings"
         try:
             response = await self._http().post(
-                url, json=body, headers=self._headers, timeout=self._timeout
+                url,
+                json=body,
+                headers=self._headers,
+                timeout=self._timeout,
+                auth=self._credentials.request_auth,
             )
             response.raise_for_status()
             payload = response.json()
         except httpx.HTTPStatusError as exc:
             raise EmbeddingError(
-                f"{url} answered {exc.response.status_code}: {exc.response.text[:200]}"
+                self._credentials.clean(
+                    f"{url} answered {exc.response.status_code}: {exc.response.text[:200]}"
+                )
             ) from exc
         except httpx.HTTPError as exc:
-            raise EmbeddingError(f"{url} failed: {exc!r}") from exc
+            raise EmbeddingError(self._credentials.clean(f"{url} failed: {exc!r}")) from exc
         except ValueError as exc:
             raise EmbeddingError(f"{url} returned malformed JSON") from exc
         return self._vectors(payload, len(texts))

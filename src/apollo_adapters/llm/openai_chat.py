@@ -10,7 +10,6 @@ non-2xx status, a reply that is not a chat completion) raise :class:`TransportEr
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -19,6 +18,8 @@ import httpx
 
 from apollo_domain.errors import TransportError
 from apollo_domain.model import RelationType
+
+from ..http_credentials import split_credentials
 
 MAX_PROMPT_CHARS = 6_000
 MAX_ITEMS = 20
@@ -61,7 +62,8 @@ class OpenAIChatModel:
     """Contradiction judge and GAS language model over an OpenAI-compatible chat API.
 
     Pass ``client`` to share an ``httpx.AsyncClient``; one created here is closed by
-    :meth:`aclose`.
+    :meth:`aclose`. Credentials in ``base_url`` (``user:password@``) are sent as basic
+    auth and, like ``api_key``, never appear in a URL httpx logs nor in an error message.
     """
 
     def __init__(
@@ -74,7 +76,8 @@ class OpenAIChatModel:
         client: httpx.AsyncClient | None = None,
         temperature: float = 0.0,
     ) -> None:
-        self.base_url = base_url.rstrip("/")
+        self._credentials = split_credentials(base_url, api_key)
+        self.base_url = self._credentials.url
         self.model = model
         self.temperature = temperature
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
@@ -139,7 +142,7 @@ class OpenAIChatModel:
             if not isinstance(raw_type, str):
                 continue
             relation_type = re.sub(r"[\s-]+", "_", raw_type.strip().lower())
-            confidence = _unit_float(item.get("confidence"))
+            confidence = _number(item.get("confidence"))
             if relation_type in _RELATION_TYPES and confidence is not None:
                 relations.append({"relation_type": relation_type, "confidence": confidence})
         return relations[:MAX_ITEMS]
@@ -202,17 +205,23 @@ class OpenAIChatModel:
         }
         try:
             response = await self._http().post(
-                url, json=body, headers=self._headers, timeout=self._timeout
+                url,
+                json=body,
+                headers=self._headers,
+                timeout=self._timeout,
+                auth=self._credentials.request_auth,
             )
             response.raise_for_status()
             payload = response.json()
             content = payload["choices"][0]["message"]["content"]
         except httpx.HTTPStatusError as exc:
             raise TransportError(
-                f"{url} answered {exc.response.status_code}: {exc.response.text[:200]}"
+                self._credentials.clean(
+                    f"{url} answered {exc.response.status_code}: {exc.response.text[:200]}"
+                )
             ) from exc
         except httpx.HTTPError as exc:
-            raise TransportError(f"{url} failed: {exc!r}") from exc
+            raise TransportError(self._credentials.clean(f"{url} failed: {exc!r}")) from exc
         except (ValueError, KeyError, IndexError, TypeError) as exc:
             raise TransportError(f"{url} returned no chat completion") from exc
         if not isinstance(content, str):
@@ -257,16 +266,15 @@ def _kind(item: Any, default: str) -> str:
     return value.strip().lower() if isinstance(value, str) and value.strip() else default
 
 
-def _unit_float(value: Any) -> float | None:
+def _number(value: Any) -> float | None:
+    """A number as the model gave it, never clamped: a confidence outside [0, 1] or not
+    finite says the answer is bad, and the GAS gate skips (and counts) it."""
     if isinstance(value, bool) or not isinstance(value, int | float | str):
         return None
     try:
-        number = float(value)
-    except ValueError:
+        return float(value)
+    except (ValueError, OverflowError):
         return None
-    if not math.isfinite(number):
-        return None
-    return min(max(number, 0.0), 1.0)
 
 
 def _clip(text: str) -> str:

@@ -166,6 +166,8 @@ class EntryTable(VectorSearch):
             if row is None:
                 continue
             old = self.entry(row)
+            if old.status is Status.ARCHIVED:
+                continue
             confidence = min(old.confidence + amount, 1.0)
             new = attrs.evolve(
                 old,

@@ -265,7 +265,7 @@ class PostgresEntryRepository:
         rows = await self._s.rows(
             "UPDATE entries SET confidence = LEAST(confidence + %s, 1.0),"
             " access_count = access_count + %s, updated_at = %s"
-            " WHERE id = ANY(%s) RETURNING id, confidence",
+            " WHERE id = ANY(%s) AND status <> 'archived' RETURNING id, confidence",
             (amount, 1 if count_access else 0, now, list(entry_ids)),
         )
         return {row["id"]: row["confidence"] for row in rows}

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 from typing import Any
 
 from apollo_domain import commands as c
@@ -12,6 +11,7 @@ from apollo_domain.ports import StoreStats
 from apollo_domain.results import QueryResult
 
 from .. import bootstrap
+from ..logs import configure_logging
 from .common import (
     EXIT_FAILURE,
     EXIT_OK,
@@ -35,9 +35,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             raise
         raise ServiceMissing("the service module is not installed") from None
 
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    configure_logging(settings.secrets)
 
     async def serve() -> None:
         await service.run_service(settings)

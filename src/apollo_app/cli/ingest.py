@@ -16,6 +16,7 @@ from attrs import define, field
 from apollo_domain.commands import StoreKnowledge
 from apollo_domain.errors import ApolloError, ConfigurationError, ValidationError
 from apollo_domain.model import Outcome, Principal
+from apollo_domain.validation import MAX_JSON_DEPTH
 
 from ..facade.client import store_command
 from .common import EXIT_OK, PROG, UsageError, load_settings, principal_of, run_async
@@ -86,6 +87,8 @@ def parse_line(text: str) -> dict[str, Any]:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ValueError(f"invalid JSON: {exc.msg} (column {exc.colno})") from None
+    except RecursionError:
+        raise ValueError(f"nested more than {MAX_JSON_DEPTH} levels deep") from None
     if not isinstance(value, dict):
         raise ValueError(f"expected a JSON object, got {type(value).__name__}")
     unknown = sorted(set(value) - INGEST_FIELDS)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import enum
 import json
 import math
+import re
 import types
 from collections.abc import Callable, Mapping, Sequence, Set
 from datetime import UTC, datetime
@@ -23,6 +24,7 @@ import cattrs
 from cattrs.errors import IterableValidationError, IterableValidationNote
 
 from apollo_domain.errors import ValidationError
+from apollo_domain.validation import MAX_JSON_DEPTH
 
 StructureHook = Callable[[Any, Any], Any]
 
@@ -58,10 +60,18 @@ def encode_json(value: Any) -> bytes:
     return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
 
 
-def decode_json(raw: bytes | str, *, name: str = "body") -> Any:
+def decode_json(raw: bytes | str, *, name: str = "body", field_steps: int = 1) -> Any:
     """Parse strict JSON. Malformed text, invalid UTF-8, NaN or infinities raise
     :class:`ValidationError` naming ``name``. Strings lose NUL characters and lone
-    surrogates: text no store can hold."""
+    surrogates: text no store can hold.
+
+    Nesting is bounded while decoding, so no document can exhaust the stack: each member
+    ``field_steps`` steps below the root (a body's fields with 1, a bus envelope's payload
+    fields with 2, the document itself with 0) may nest objects and arrays
+    :data:`~apollo_domain.validation.MAX_JSON_DEPTH` levels deep, like any caller value.
+    A deeper one raises :class:`ValidationError` naming it (``context``,
+    ``payload.context``)."""
+    limit = MAX_JSON_DEPTH + field_steps
     try:
         text = raw.decode("utf-8") if isinstance(raw, bytes | bytearray) else raw
         value = json.loads(text, parse_constant=_refuse_constant)
@@ -69,24 +79,109 @@ def decode_json(raw: bytes | str, *, name: str = "body") -> Any:
         raise ValidationError(name, f"is not valid UTF-8: {exc.reason}") from None
     except json.JSONDecodeError as exc:
         raise ValidationError(name, f"is not valid JSON: {exc}") from None
-    except RecursionError:
-        raise ValidationError(name, "is nested too deeply") from None
+    except RecursionError:  # deeper than the parser's stack: find where, from the text
+        path = _too_deep_in_text(text, limit)
+        raise ValidationError(_path_name(name, path[:field_steps]), _TOO_DEEP) from None
     except ValueError as exc:
         raise ValidationError(name, str(exc)) from None
-    return _scrub(value)
+    try:
+        return _scrub(value, 1, limit)
+    except _TooDeep as exc:
+        raise ValidationError(_path_name(name, exc.path[::-1][:field_steps]), _TOO_DEEP) from None
+
+
+_TOO_DEEP = f"is nested more than {MAX_JSON_DEPTH} levels deep"
+
+
+class _TooDeep(Exception):
+    """Raised at the first container past the bound; each enclosing container adds its key
+    (or index) to ``path`` on the way out, innermost first."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.path: list[str | int] = []
+
+
+_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{},:]')
+
+
+def _too_deep_in_text(text: str, limit: int) -> list[str | int]:
+    """The path (keys and indices, outermost first) to the first container of the JSON
+    ``text`` below level ``limit``, found by scanning tokens (no recursion)."""
+    steps: list[str | int] = []  # per open container: the key or index of its current member
+    expecting_key = False
+    for token in _TOKEN.finditer(text):
+        mark = token.group()
+        if mark in ("{", "["):
+            if len(steps) >= limit:
+                return steps
+            steps.append("" if mark == "{" else 0)
+            expecting_key = mark == "{"
+        elif mark in ("}", "]"):
+            if steps:
+                steps.pop()
+            expecting_key = False
+        elif mark == ",":
+            if steps and isinstance(steps[-1], int):
+                steps[-1] += 1
+            else:
+                expecting_key = True
+        elif mark == ":":
+            expecting_key = False
+        elif expecting_key and steps:
+            steps[-1] = _key(mark)
+    return []
+
+
+def _key(token: str) -> str:
+    try:
+        return str(json.loads(token))
+    except ValueError:
+        return token[1:-1]
+
+
+def _path_name(name: str, steps: Sequence[str | int]) -> str:
+    """``context``, ``payload.context``, ``messages[0]``; ``name`` for no steps."""
+    text = ""
+    for step in steps:
+        if isinstance(step, int):
+            text = f"{text or name}[{step}]"
+        else:
+            text = f"{text}.{step}" if text else step
+    return text or name
 
 
 def _refuse_constant(name: str) -> Any:
     raise ValueError(f"is not valid JSON: {name} is not a JSON number")
 
 
-def _scrub(value: Any) -> Any:
+def _scrub(value: Any, depth: int, limit: int) -> Any:
+    """Clean every string of a decoded value at level ``depth``, refusing containers
+    below level ``limit``."""
     if isinstance(value, str):
         return _clean_text(value)
     if isinstance(value, list):
-        return [_scrub(v) for v in value]
+        if depth > limit:
+            raise _TooDeep
+        items = []
+        for index, item in enumerate(value):
+            try:
+                items.append(_scrub(item, depth + 1, limit))
+            except _TooDeep as exc:
+                exc.path.append(index)
+                raise
+        return items
     if isinstance(value, dict):
-        return {_clean_text(k): _scrub(v) for k, v in value.items()}
+        if depth > limit:
+            raise _TooDeep
+        members = {}
+        for key, item in value.items():
+            try:
+                members[_clean_text(key)] = _scrub(item, depth + 1, limit)
+            except _TooDeep as exc:
+                exc.path.append(key)
+                raise
+        return members
     return value
 
 

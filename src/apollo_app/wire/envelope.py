@@ -102,7 +102,10 @@ def encode_command(command: c.Command[Any]) -> bytes:
 def decode_command(raw: bytes, *, accept: Collection[str] | None = None) -> c.Command[Any]:
     """The command of a message. Raises :class:`ValidationError` (naming the field) for bad
     JSON, another version, an unknown action or one not in ``accept``, and bad payloads."""
-    document = codec.decode_json(raw)
+    try:
+        document = codec.decode_json(raw, field_steps=2)
+    except ValidationError as exc:  # a payload member nested too deeply: name it as below
+        raise ValidationError(exc.field.removeprefix("payload."), exc.message) from None
     if not isinstance(document, dict):
         raise ValidationError("body", "must be a JSON object")
     version = document.get("v")
@@ -134,7 +137,7 @@ def encode_gas_event(event: Mapping[str, Any]) -> bytes:
 
 def decode_gas_event(raw: bytes) -> c.ProcessGasEvent:
     """The GAS command of a message; :class:`ValidationError` unless it is a JSON object."""
-    document = codec.decode_json(raw, name="event")
+    document = codec.decode_json(raw, name="event", field_steps=0)
     if not isinstance(document, dict):
         raise ValidationError("event", "must be a JSON object")
     return c.ProcessGasEvent(event=document)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 from uuid import UUID
@@ -24,6 +25,7 @@ from ..model import AccessScope, ContentType, Relation, RelationType
 from ..ports import SearchFilter
 from ..results import GasResult, IngestResult
 from ..rules import is_visible
+from ..validation import check_depth
 from .context import ACTIVE, Caller, Deps, resolve_viewer
 from .ingest import ingest, prepare
 
@@ -42,6 +44,25 @@ def _caller_agent(event: Mapping[str, Any]) -> str:
     return "gas"
 
 
+#: The longest GAS request id: it keys the processed-requests record (an index).
+MAX_REQUEST_ID_CHARS = 255
+
+
+def _request_id(value: object) -> str:
+    if isinstance(value, int) and not isinstance(value, bool):
+        if abs(value) >= 10**MAX_REQUEST_ID_CHARS:
+            raise ValidationError("request_id", f"is longer than {MAX_REQUEST_ID_CHARS} digits")
+        value = str(value)
+    if not isinstance(value, str) or not value.strip():
+        raise ValidationError("request_id", "is required")
+    text = value.strip()
+    if len(text) > MAX_REQUEST_ID_CHARS:
+        raise ValidationError(
+            "request_id", f"is {len(text)} characters; at most {MAX_REQUEST_ID_CHARS} are allowed"
+        )
+    return text
+
+
 async def process_gas_event(
     deps: Deps, event: Mapping[str, Any], caller: Caller, *, scope: str = "global"
 ) -> GasResult:
@@ -52,10 +73,8 @@ async def process_gas_event(
     """
     if not isinstance(event, Mapping):
         raise ValidationError("event", "must be a JSON object")
-    request_id = event.get("request_id")
-    if not isinstance(request_id, str | int) or not str(request_id).strip():
-        raise ValidationError("request_id", "is required")
-    request_id = str(request_id).strip()
+    check_depth("event", event)
+    request_id = _request_id(event.get("request_id"))
     response = event.get("response_content")
     if not isinstance(response, str) or not response.strip():
         raise ValidationError("response_content", "must be a non-empty string")
@@ -266,8 +285,8 @@ async def _propose_relations(
                     continue
                 try:
                     confidence = float(rel.get("confidence", 0.0))
-                except (TypeError, ValueError):
-                    continue
+                except (TypeError, ValueError, OverflowError):
+                    confidence = math.nan  # not a number: the gate skips and counts it
                 proposals.append(
                     ProposedRelation(
                         deposit.index, hit.entry.id, str(rel.get("relation_type", "")), confidence

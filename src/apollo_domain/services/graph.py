@@ -10,7 +10,14 @@ from ..model import Entry, Relation, Viewer
 from ..ports import AccessLogRecord, UnitOfWork
 from ..results import LinkResult, RelatedEntry
 from ..rules import is_visible
-from ..traversal import Activation, activation_step, parse_relation_types, ranked, validate_depth
+from ..traversal import (
+    MAX_RELATED,
+    Activation,
+    activation_step,
+    parse_relation_types,
+    ranked,
+    validate_depth,
+)
 from .context import UNKNOWN_AGENT, Caller, Deps, resolve_viewer
 
 
@@ -40,8 +47,9 @@ async def related_entries(
     relation_types: object = None,
 ) -> list[RelatedEntry]:
     """Spreading activation over outgoing relations from a visible root. Invisible and
-    archived entries are never returned nor traversed through. One ``traverse``
-    access-log row when the calling agent is known."""
+    archived entries are never returned nor traversed through. At most ``MAX_RELATED``
+    entries are returned, highest activation first. One ``traverse`` access-log row when
+    the calling agent is known."""
     root = parse_id("entry_id", entry_id)
     max_depth = validate_depth(depth)
     types = parse_relation_types(relation_types)  # type: ignore[arg-type]
@@ -88,7 +96,7 @@ async def related_entries(
             confidence=seen[a.entry_id].confidence,
             status=seen[a.entry_id].status,
         )
-        for a in ranked(best)
+        for a in ranked(best)[:MAX_RELATED]
     ]
 
 

@@ -37,6 +37,7 @@ from ..policy import ConfidencePolicy
 from ..ports import AccessLogRecord, ScoredEntry, SearchFilter, UnitOfWork
 from ..results import IngestResult
 from ..rules import Corroborator, independent_of_all, may_corroborate
+from ..validation import check_depth
 from .context import ACTIVE, INGEST_PARTS, Caller, Deps, resolve_viewer, unit_float
 from .entities import extract, index_entry
 
@@ -117,11 +118,13 @@ def prepare(
 
 
 def clean_context(context: object) -> dict[str, Any]:
-    """Caller context: a JSON object; Apollo's own keys may not be set by callers."""
+    """Caller context: a JSON object nested at most ``MAX_JSON_DEPTH`` levels deep;
+    Apollo's own keys may not be set by callers."""
     if context is None:
         return {}
     if not isinstance(context, Mapping):
         raise ValidationError("context", "must be a JSON object")
+    check_depth("context", context)
     cleaned = {str(k): v for k, v in context.items() if str(k) not in _RESERVED_CONTEXT_KEYS}
     try:
         encoded = json.dumps(cleaned, allow_nan=False, default=str)

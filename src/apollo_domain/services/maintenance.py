@@ -21,6 +21,7 @@ from ..policy import ConfidencePolicy
 from ..ports import SearchFilter, UnitOfWork
 from ..results import ContradictionReport, CorroborationReport
 from ..rules import Corroborator, agreeing_sources, independent, may_corroborate
+from ..secrets import redact
 from .context import ACTIVE, Deps, bounded_int, resolve_viewer
 from .ingest import CONTRADICTION_SCAN
 
@@ -251,7 +252,8 @@ async def process_outbox(deps: Deps, limit: object = 50) -> ContradictionReport:
             except Exception as exc:
                 failed += 1
                 give_up = item.attempts + 1 >= MAX_OUTBOX_ATTEMPTS
-                await uow.outbox.fail(item.id, f"{type(exc).__name__}: {exc}", give_up=give_up)
+                error = redact(f"{type(exc).__name__}: {exc}")
+                await uow.outbox.fail(item.id, error, give_up=give_up)
         await uow.commit()
     return ContradictionReport(processed, contradictions, failed)
 

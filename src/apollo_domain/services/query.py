@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any, Final
 from uuid import UUID
 
@@ -10,7 +10,7 @@ from ..entities import normalize_entity_name
 from ..errors import ValidationError
 from ..lexical import STOPWORDS
 from ..model import Entry, Status
-from ..normalize import normalize_tag, normalize_tags
+from ..normalize import normalize_domain_filter, normalize_tag_filter
 from ..ports import AccessLogRecord, SearchFilter, UnitOfWork
 from ..results import EntryView, QueryResult
 from ..retrieval import GRAPH, LEXICAL, VECTOR, Fused, RetrievalSettings, fuse
@@ -19,6 +19,9 @@ from .context import Caller, Deps, bounded_int, parse_statuses, resolve_viewer, 
 
 BROWSE_BELOW_CHARS = 3
 MAX_LIMIT = 100
+#: The longest query text, in characters: a search is a question, not a document (and
+#: embedding a long one costs time and memory in proportion).
+MAX_QUERY_CHARS = 10_000
 DEFAULT_STATUSES = (Status.CONFIRMED, Status.CANDIDATE)
 #: Retrieval modes: ``hybrid`` fuses every signal, the others use one alone.
 QUERY_MODES: Final = ("hybrid", "vector", "lexical")
@@ -28,6 +31,18 @@ Ranking = list[tuple[UUID, float]]
 #: Names of up to this many words are looked for in the query text.
 MAX_NAME_WORDS = 4
 _EDGE_PUNCTUATION = ".,;:!?\"'()[]{}<>“”‘’"
+
+
+def query_text(query: object) -> str:
+    """The stripped search text; :class:`ValidationError` naming ``query`` unless it is a
+    string of at most ``MAX_QUERY_CHARS`` characters."""
+    if not isinstance(query, str):
+        raise ValidationError("query", "must be a string")
+    if len(query) > MAX_QUERY_CHARS:
+        raise ValidationError(
+            "query", f"is {len(query)} characters; at most {MAX_QUERY_CHARS} are allowed"
+        )
+    return query.strip()
 
 
 async def query(
@@ -56,20 +71,23 @@ async def query(
     ``count_access``, adds to its access count and writes one ``query`` access-log row per
     returned entry — all in one transaction. The access log must be writable before
     anything is embedded or looked up.
+
+    Archived entries are only found when ``status`` asks for them, and are shown as they
+    are: never boosted, counted or logged (archiving takes an entry out of the lifecycle;
+    reading it must not bring confidence back).
+
+    The text is at most ``MAX_QUERY_CHARS`` long; a ``tags`` or ``knowledge_domain`` filter
+    that normalizes to nothing is refused rather than dropped.
     """
-    if not isinstance(query, str):
-        raise ValidationError("query", "must be a string")
+    text = query_text(query)
     if mode not in QUERY_MODES:
         raise ValidationError("mode", f"unknown mode {mode!r}; expected {', '.join(QUERY_MODES)}")
-    if tags is not None and (isinstance(tags, str) or not isinstance(tags, Sequence)):
-        raise ValidationError("tags", "must be a list of strings")
-    flt_tags = normalize_tags(tags) or None
-    domain = normalize_tag(knowledge_domain) if knowledge_domain is not None else None
+    flt_tags = normalize_tag_filter(tags)
+    domain = normalize_domain_filter(knowledge_domain)
     count = bounded_int("limit", limit, 1, MAX_LIMIT)
     floor = unit_float("min_confidence", min_confidence)
     statuses = parse_statuses(status, DEFAULT_STATUSES)
     similarity_floor = bounded_float("min_similarity", min_similarity, -1.0, 1.0)
-    text = query.strip()
     semantic = len(text) >= BROWSE_BELOW_CHARS
     store = deps.store
     if semantic and count_access:
@@ -110,15 +128,15 @@ async def query(
         if not ranked:
             return QueryResult("semantic", ())
         now = deps.clock.now()
-        ids = [r.entry_id for r in ranked]
+        live = [r for r in ranked if found[r.entry_id].status is not Status.ARCHIVED]
         boosted = await uow.entries.boost(
-            ids, deps.policy.retrieval_boost, now, count_access=count_access
+            [r.entry_id for r in live], deps.policy.retrieval_boost, now, count_access=count_access
         )
         if count_access:
             await uow.access_log.record(
                 [
                     AccessLogRecord("query", caller.agent_id, r.entry_id, now, _detail(r))
-                    for r in ranked
+                    for r in live
                 ]
             )
         await uow.commit()

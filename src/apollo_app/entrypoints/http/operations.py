@@ -29,6 +29,7 @@ from apollo_domain.results import (
     RelatedEntry,
     SourceReport,
 )
+from apollo_domain.traversal import MAX_RELATED
 
 from ...facade import Apollo
 from ...metrics import Metrics
@@ -137,7 +138,7 @@ class Operation:
 
 
 def _decay_command(data: Mapping[str, Any]) -> type[c.Command[Any]]:
-    return c.ForceDecay if data.get("factor") is not None else c.RunDecayCycle
+    return c.ForceDecay if "factor" in data else c.RunDecayCycle  # null is not a factor
 
 
 _ENTRY_PATH = {"entry_id": "entry_id"}
@@ -192,7 +193,11 @@ OPERATIONS: tuple[Operation, ...] = (
         "traverse",
         "Spreading activation over relations from a visible entry.",
         c.Traverse,
-        (200, "Related entries, highest activation first.", ("related", RelatedEntry)),
+        (
+            200,
+            f"At most {MAX_RELATED} related entries, highest activation first.",
+            ("related", RelatedEntry),
+        ),
         present=_listed("related"),
         errors=(*_WRITE_ERRORS, 404, 413),
     ),

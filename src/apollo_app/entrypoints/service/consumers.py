@@ -37,6 +37,7 @@ from apollo_domain.errors import ApolloError, TransportError
 from apollo_domain.handlers import handle, handler_of
 from apollo_domain.messaging import Delivery, MessageBus, MessageHandler, Subscription
 from apollo_domain.model import Principal, Role
+from apollo_domain.secrets import redact
 from apollo_domain.services import Caller
 from apollo_domain.topology import Topology
 
@@ -242,7 +243,7 @@ class ApolloService:
         try:
             await work()
         except Exception as exc:
-            reason = f"{type(exc).__name__}: {exc}"
+            reason = redact(f"{type(exc).__name__}: {exc}")
             if rule_for(exc).settlement is Settlement.DEAD_LETTER:
                 await _reject(delivery, reason)
                 return

@@ -16,6 +16,7 @@ from apollo_domain.errors import ApolloError, ConfigurationError
 
 from ... import bootstrap
 from ...facade import Apollo
+from ...logs import configure_logging
 from ...settings import Settings
 from .consumers import ApolloService
 
@@ -147,14 +148,13 @@ def _http_address(settings: Settings) -> str:
 
 def main() -> int:
     """``python -m apollo_app.service``: run the service with settings from the environment."""
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    configure_logging()
     try:
         settings = Settings.from_env()
     except ConfigurationError as exc:
         log.error("invalid settings: %s", exc)
         return 2
+    configure_logging(settings.secrets)
     try:
         asyncio.run(run_service(settings))
     except KeyboardInterrupt:

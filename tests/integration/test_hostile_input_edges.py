@@ -1,0 +1,330 @@
+"""Hostile input over the real edges: the HTTP API under uvicorn and the service consuming
+its queues (the in-process bus with the in-memory store, RabbitMQ with PostgreSQL).
+
+Every case is answered with a 4xx (or an RPC ValidationError, or a dead letter on the very
+first delivery) naming the offending field, never a 500 or 503, and writes nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from typing import Any
+from uuid import uuid4
+
+import httpx
+import pytest
+from attrs import define, field
+
+from apollo_adapters.inprocess import InProcessBus
+from apollo_adapters.memory import InMemoryStore
+from apollo_adapters.rabbitmq import AiormqBus
+from apollo_app import Apollo, Principal, RemoteClient, Settings
+from apollo_app.entrypoints.http import HttpServer, create_app
+from apollo_app.entrypoints.service import ApolloService
+from apollo_domain.commands import DeprecateEntry
+from apollo_domain.errors import ValidationError
+from apollo_domain.messaging import DeadLetter, Message, MessageBus
+from apollo_domain.normalize import MAX_TAG_CHARS
+from apollo_domain.topology import Topology
+from apollo_domain.traversal import MAX_RELATED
+from tests.postgres_support import PostgresTestServer, fresh_store
+from tests.rabbitmq_support import (
+    amqp_test_url,
+    delete_topology,
+    release_test_broker,
+    start_test_broker,
+)
+from tests.support import footprint
+
+API = "/api/apollo"
+PATIENCE = 30.0
+LETTERS = "".join(chr(ord("a") + (i * 7919) % 26) for i in range(2_700))
+
+
+def deep(levels: int) -> str:
+    """A JSON object ``levels`` levels deep, as text (json.dumps cannot encode the deepest)."""
+    return '{"a":' * levels + "1" + "}" * levels
+
+
+async def open_apollo(kind: str, request: pytest.FixtureRequest) -> Apollo:
+    if kind == "memory":
+        store: Any = InMemoryStore()
+    else:
+        server: PostgresTestServer = request.getfixturevalue("postgres_server")
+        store = await fresh_store(server, dimension=384)
+    return Apollo.with_store(store, closers=[store.close])
+
+
+# ================================================================================== HTTP
+
+
+@define
+class Http:
+    client: httpx.AsyncClient
+    apollo: Apollo
+
+    async def refused(self, path: str, body: bytes | dict[str, Any], field: str) -> None:
+        """POST ``body``: 400 validation_error naming ``field``, and nothing written."""
+        before = await footprint(self.apollo)
+        content = body if isinstance(body, bytes) else json.dumps(body).encode()
+        response = await self.client.post(
+            f"{API}{path}", content=content, headers={"content-type": "application/json"}
+        )
+        assert 400 == response.status_code, response.text[:500]
+        error = response.json()["error"]
+        assert ("validation_error", field) == (error["type"], error["field"])
+        assert before == await footprint(self.apollo)
+
+
+@pytest.fixture(params=["memory", pytest.param("postgres", marks=pytest.mark.postgres)])
+async def http(request: pytest.FixtureRequest) -> AsyncIterator[Http]:
+    apollo = await open_apollo(request.param, request)
+    async with apollo:
+        await apollo.client("claude-seed").store_knowledge(
+            content="Kafka partitions order messages", tags=["kafka"]
+        )
+        async with (
+            HttpServer(create_app(apollo), "127.0.0.1", 0) as server,
+            httpx.AsyncClient(base_url=server.url, timeout=PATIENCE) as client,
+        ):
+            yield Http(client, apollo)
+
+
+@pytest.mark.parametrize("levels", [40, 485, 969])
+async def test_http_ingest_with_a_deep_context_is_a_400_naming_context(http: Http, levels: int):
+    body = ('{"content":"deeply nested","context":' + deep(levels) + "}").encode()
+    await http.refused("/ingest", body, "context")
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"content": "unindexable tag", "tags": [LETTERS]}, "tags"),
+        ({"content": "long tag", "tags": ["ok", "x" * (MAX_TAG_CHARS + 1)]}, "tags"),
+        ({"content": "unindexable domain", "knowledge_domain": LETTERS}, "knowledge_domain"),
+    ],
+)
+async def test_http_ingest_with_an_unindexable_string_is_a_400(http: Http, body, field):
+    """PostgreSQL used to answer 503 with its raw index error; now both stores refuse."""
+    await http.refused("/ingest", body, field)
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"query": "kafka " * 320_000}, "query"),  # 1.9 MB
+        ({"query": "kafka partitions", "tags": ["!!!"]}, "tags"),
+        ({"query": "kafka partitions", "knowledge_domain": "???"}, "knowledge_domain"),
+    ],
+)
+async def test_http_query_with_hostile_input_is_a_400(http: Http, body, field):
+    await http.refused("/query", body, field)
+
+
+async def test_http_decay_with_a_null_factor_is_a_400_not_a_decay_cycle(http: Http):
+    """Only a missing factor means "run the periodic cycle"; null is not a factor."""
+    await http.refused("/maintenance/decay", {"factor": None}, "factor")
+
+
+async def test_http_traverse_returns_at_most_the_cap(http: Http):
+    """One anonymous request used to return every related entry (999, 20 MB)."""
+    client = http.apollo.client("claude-graph")
+    root = (await client.store_knowledge(content="the hub of a big graph")).entry_id
+    spokes = await client.store_many(  # unrelated texts: none is a near duplicate
+        [
+            {"content": " ".join(uuid4().hex[j : j + 4] for j in range(0, 32, 4))}
+            for _ in range(MAX_RELATED + 10)
+        ]
+    )
+    assert all(s.entry_id is not None for s in spokes)
+    for i, spoke in enumerate(spokes):
+        await client.link_entries(root, spoke.entry_id, "has_a", 1.0 - i / 500)
+    response = await http.client.post(f"{API}/traverse", json={"entry_id": str(root)})
+    assert 200 == response.status_code
+    related = response.json()["related"]
+    assert [str(s.entry_id) for s in spokes[:MAX_RELATED]] == [r["id"] for r in related]
+
+
+async def test_http_query_for_archived_entries_does_not_boost_them(http: Http):
+    apollo = http.apollo
+    stored = await apollo.client("claude-old").store_knowledge(content="Kafka used ZooKeeper")
+    await apollo.run(DeprecateEntry(entry_id=str(stored.entry_id), reason="KRaft replaced it"))
+    before = await apollo.get_entry(stored.entry_id)
+    response = await http.client.post(
+        f"{API}/query",
+        json={"query": "Kafka used ZooKeeper", "status": ["archived"], "min_confidence": 0},
+    )
+    assert 200 == response.status_code
+    assert [str(stored.entry_id)] == [e["id"] for e in response.json()["entries"]]
+    after = await apollo.get_entry(stored.entry_id)
+    assert (before.confidence, before.access_count) == (after.confidence, after.access_count)
+
+
+# =================================================================================== bus
+
+
+@define
+class Mesh:
+    apollo: Apollo
+    bus: MessageBus
+    service: ApolloService
+    client: RemoteClient
+    login: str
+    letters: list[DeadLetter] = field(factory=list)
+
+    async def publish(self, routing_key: str, body: bytes, exchange: str | None = None) -> None:
+        message = Message(routing_key, body, message_id=uuid4().hex, user_id=self.login)
+        if exchange is None:
+            await self.bus.publish(message)
+        else:
+            await self.bus.publish(message, exchange=exchange)
+
+    async def dead_letter(self) -> DeadLetter:
+        deadline = asyncio.get_running_loop().time() + PATIENCE
+        while not self.letters:
+            self.letters.extend(await self.bus.drain_dead_letters())  # type: ignore[attr-defined]
+            if asyncio.get_running_loop().time() > deadline:
+                pytest.fail("no dead letter arrived")
+            await asyncio.sleep(0.02)
+        return self.letters.pop(0)
+
+
+def _no_backoff(attempt: int) -> float:
+    return 0.01
+
+
+@pytest.fixture(scope="module")
+def amqp_url() -> Iterator[str]:
+    url = amqp_test_url()
+    yield url
+    release_test_broker()
+
+
+@pytest.fixture(
+    params=[
+        "inprocess",
+        pytest.param("rabbitmq", marks=[pytest.mark.rabbitmq, pytest.mark.postgres]),
+    ]
+)
+async def mesh(request: pytest.FixtureRequest) -> AsyncIterator[Mesh]:
+    """The service on the in-process bus over the in-memory store, or on RabbitMQ over
+    PostgreSQL; a client of its own on the same bus."""
+    rabbit = request.param == "rabbitmq"
+    apollo = await open_apollo("postgres" if rabbit else "memory", request)
+    bus: Any
+    if rabbit:
+        url = request.getfixturevalue("amqp_url")
+        topology = start_test_broker().topology()
+        bus = await AiormqBus.connect(
+            url, topology=topology, max_redeliveries=5, retry_backoff=_no_backoff
+        )
+        login = bus.login
+    else:
+        topology, login = Topology(), "alice"
+        bus = InProcessBus(topology, max_redeliveries=5, retry_backoff=_no_backoff, login=login)
+    service = ApolloService(apollo, bus, Settings(prefetch=4), topology=topology)
+    await service.start()
+    client = RemoteClient(bus, agent_id="claude-mesh", topology=topology, rpc_timeout=PATIENCE)
+    try:
+        yield Mesh(apollo, bus, service, client, login)
+    finally:
+        await service.stop()
+        await bus.close()
+        await apollo.close()
+        if rabbit:
+            await delete_topology(url, topology)
+
+
+async def _dead_on_first_delivery(
+    mesh: Mesh, publish: Callable[[], Awaitable[None]], field: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The message is dead-lettered straight away (a ValidationError, not a retry), its
+    reason names ``field``, and nothing was written."""
+    before = await footprint(mesh.apollo)
+    caplog.set_level(logging.INFO, logger="apollo.service")
+    await publish()
+    letter = await mesh.dead_letter()
+    assert letter.reason.startswith(f"ValidationError: {field}:"), letter.reason
+    assert not any("will retry" in r.getMessage() for r in caplog.records)
+    assert sum(len(r.getMessage()) for r in caplog.records) < 10_000  # no megabyte of log
+    assert before == await footprint(mesh.apollo)
+
+
+def _ingest(payload: str) -> bytes:
+    return ('{"v":1,"action":"ingest","payload":' + payload + "}").encode()
+
+
+@pytest.mark.parametrize(
+    ("payload", "field"),
+    [
+        ('{"content":"deeply nested","context":' + deep(969) + "}", "context"),
+        ('{"content":"deeply nested","context":' + deep(40) + "}", "context"),
+        (json.dumps({"content": "unindexable tag", "tags": [LETTERS]}), "tags"),
+        (json.dumps({"content": "unindexable", "knowledge_domain": LETTERS}), "knowledge_domain"),
+    ],
+)
+async def test_bus_ingest_of_hostile_input_is_dead_lettered_on_first_delivery(
+    mesh: Mesh, payload: str, field: str, caplog: pytest.LogCaptureFixture
+):
+    queue = mesh.service.topology.ingest_queue
+    await _dead_on_first_delivery(
+        mesh, lambda: mesh.publish(queue, _ingest(payload)), field, caplog
+    )
+
+
+@pytest.mark.parametrize(
+    ("event", "field"),
+    [
+        ('{"request_id":"r-1","response_content":"x","routing":' + deep(969) + "}", "event"),
+        (json.dumps({"request_id": "r" * 300, "response_content": "x"}), "request_id"),
+    ],
+)
+async def test_bus_gas_event_of_hostile_input_is_dead_lettered_on_first_delivery(
+    mesh: Mesh, event: str, field: str, caplog: pytest.LogCaptureFixture
+):
+    topology = mesh.service.topology
+    await _dead_on_first_delivery(
+        mesh,
+        lambda: mesh.publish(
+            topology.audit_routing_key, event.encode(), exchange=topology.audit_exchange
+        ),
+        field,
+        caplog,
+    )
+
+
+@pytest.mark.parametrize(
+    ("arguments", "field"),
+    [
+        ({"query": "kafka " * 320_000}, "query"),
+        ({"query": "kafka partitions", "tags": ["!!!"]}, "tags"),
+        ({"query": "kafka partitions", "knowledge_domain": "???"}, "knowledge_domain"),
+    ],
+)
+async def test_bus_query_of_hostile_input_is_a_validation_error_reply(
+    mesh: Mesh, arguments: dict[str, Any], field: str
+):
+    """Over RPC the service answers with the ValidationError; the client raises it."""
+    before = await footprint(mesh.apollo)
+    with pytest.raises(ValidationError) as caught:
+        await mesh.client.query_knowledge(**arguments)
+    assert field == caught.value.field
+    assert before == await footprint(mesh.apollo)
+
+
+async def test_bus_query_of_a_deep_payload_is_a_validation_error_reply(mesh: Mesh):
+    """A raw request whose payload nests too deeply: the reply names the field."""
+    body = '{"v":1,"action":"query","payload":{"query":"x","tags":' + "[" * 969 + "]" * 969
+    request = Message(
+        mesh.service.topology.query_queue,
+        (body + "}}").encode(),
+        message_id=uuid4().hex,
+        user_id=mesh.login,
+    )
+    reply = await mesh.bus.request(request, timeout=PATIENCE)
+    error = json.loads(reply.body)["error"]
+    assert ("validation_error", "tags") == (error["type"], error["field"])
+    assert 0 == (await mesh.apollo.stats(Principal(mesh.login))).total
