@@ -175,6 +175,15 @@ def test_simulate_prints_the_summary() -> None:
         assert heading in out
 
 
+def test_version_prints_the_installed_version() -> None:
+    """``apollo --version`` prints ``apollo <version>`` (the package's own) and exits 0."""
+    import apollo_app
+
+    result = run("--version")
+    assert 0 == result.returncode, result.stderr
+    assert f"apollo {apollo_app.__version__}\n" == result.stdout
+
+
 @pytest.mark.parametrize("command", COMMANDS)
 def test_every_command_has_help(command: str) -> None:
     result = run(command, "--help")

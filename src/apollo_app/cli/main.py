@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 from apollo_domain.errors import ApolloError, ConfigurationError, ValidationError
 
+from .. import __version__
 from .commands import cmd_demo, cmd_migrate, cmd_query, cmd_serve, cmd_simulate, cmd_stats
 from .common import (
     DEFAULT_AGENT,
@@ -54,6 +55,9 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Settings come from APOLLO_* environment variables; with none set, Apollo "
         "runs an embedded PostgreSQL + pgvector in ./.apollo. "
         "Exit codes: 0 ok, 1 runtime failure, 2 usage or configuration error.",
+    )
+    parser.add_argument(
+        "--version", action="version", version=f"{PROG} {__version__}", help="print the version"
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
