@@ -229,6 +229,54 @@ async def test_agent_id_attributes_authorship_but_the_token_owns_the_entry(api: 
     )
 
 
+async def test_lex_apollo_store_payloads_are_accepted(api: Api) -> None:
+    """A lex-apollo ``store_knowledge`` payload names its agent ``source_agent`` and writes
+    symbols (``:fact``, ``:private``): both are read as Apollo's own names, under the
+    same rules (a gateway credits any agent, a writer only itself)."""
+    seed = {
+        "content": "BGP route reflectors reduce full-mesh IBGP complexity",
+        "content_type": ":fact",
+        "source_agent": "my-agent-001",
+        "tags": ["bgp", "routing", "ibgp"],
+        "context": {"source": "network_team_wiki"},
+    }
+    created = await api.ingest(**seed)
+    entry = await api.apollo.get_entry(created["entry_id"])
+    assert ("my-agent-001", "fact", "global") == (
+        entry.source.agent_id,
+        entry.content_type.value,
+        entry.access_scope.value,
+    )
+    assert "network_team_wiki" == entry.source_context["source"]
+    same = await api.ingest(**{**seed, "content": "Route reflectors", "agent_id": "my-agent-001"})
+    assert "created" == same["outcome"]
+    private = await api.ingest(
+        ALICE, content="Alice's lab VLAN is 42", source_agent="alice", access_scope=":private"
+    )
+    assert "private" == (await api.apollo.get_entry(private["entry_id"])).access_scope.value
+    posing = await api.http.post(
+        f"{API}/ingest",
+        json={"content": "Alice poses as bob", "source_agent": "bob"},
+        headers=ALICE,
+    )
+    assert_error(posing, 403, "forbidden", "agent_id")
+    both = await api.http.post(f"{API}/ingest", json={**seed, "agent_id": "someone-else"})
+    error = assert_error(both, 400, "validation_error", "source_agent")
+    assert "agent_id" in error["message"]
+    query = await api.http.post(f"{API}/query", json={"query": "", "status": [":candidate"]})
+    assert [same["entry_id"], created["entry_id"]] == [e["id"] for e in query.json()["entries"]]
+
+
+async def test_symbol_style_resolution(api: Api) -> None:
+    """``resolve_dispute(resolution: :accept)`` as the seed writes it."""
+    disputed = await api.ingest(content="The cache TTL is 90 seconds")
+    await api.set_status(disputed["entry_id"], Status.DISPUTED)
+    response = await api.http.post(
+        f"{API}/entries/{disputed['entry_id']}/resolve", json={"resolution": ":accept"}, headers=OPS
+    )
+    assert (200, "confirmed") == (response.status_code, response.json()["status"])
+
+
 async def test_author_defaults_to_the_principal_else_http(api: Api) -> None:
     """The author is the token's agent (its principal unless the token names one); without
     tokens, anonymous callers write as ``http``."""

@@ -57,6 +57,35 @@ def field_of(document: Any) -> str:
     return caught.value.field
 
 
+SEED_PAYLOAD = {
+    "content": "BGP route reflectors reduce full-mesh IBGP complexity",
+    "content_type": ":fact",
+    "source_agent": "my-agent-001",
+    "tags": ["bgp", "routing", "ibgp"],
+    "context": {"source": "network_team_wiki"},
+}
+
+
+def test_a_lex_apollo_ingest_payload_names_its_agent_source_agent():
+    """The seed's ``store_knowledge`` payload decodes as is: ``source_agent`` is the
+    ``agent_id`` (so the same gateway rules apply), symbols reach the use case unchanged."""
+    expected = StoreKnowledge(
+        content=SEED_PAYLOAD["content"],
+        content_type=":fact",
+        agent_id="my-agent-001",
+        tags=("bgp", "routing", "ibgp"),
+        context={"source": "network_team_wiki"},
+    )
+    envelope = {"v": 1, "action": "ingest", "payload": SEED_PAYLOAD}
+    assert expected == decode_command(raw(envelope))
+    both = {**envelope, "payload": {**SEED_PAYLOAD, "agent_id": "my-agent-001"}}
+    assert expected == decode_command(raw(both))
+    differing = {**envelope, "payload": {**SEED_PAYLOAD, "agent_id": "another-agent"}}
+    assert "source_agent" == field_of(differing)
+    elsewhere = {"v": 1, "action": "query", "payload": {"query": "x", "source_agent": "a"}}
+    assert "source_agent" == field_of(elsewhere)
+
+
 def test_every_action_has_one_command_and_one_queue_family():
     """Each action names its own command; mutations and RPC requests do not overlap, and a
     request is a read and a mutation a write in the handler table."""

@@ -13,15 +13,18 @@ from typing import Any, TextIO
 import attrs
 from attrs import define, field
 
-from apollo_domain.commands import StoreKnowledge
+from apollo_domain.commands import StoreKnowledge, aliases_of, unalias
 from apollo_domain.errors import ApolloError, ConfigurationError, ValidationError
 from apollo_domain.model import Outcome, Principal
 
 from ..facade.client import store_command
 from .common import EXIT_OK, PROG, UsageError, load_settings, principal_of, run_async
 
-#: The fields one JSONL line may carry: the store command's, the agent id included.
-INGEST_FIELDS = frozenset(a.name for a in attrs.fields(StoreKnowledge))
+#: The fields one JSONL line may carry: the store command's, the agent id included (also
+#: as lex-apollo's ``source_agent``).
+INGEST_FIELDS = frozenset(a.name for a in attrs.fields(StoreKnowledge)) | set(
+    aliases_of(StoreKnowledge)
+)
 
 
 class Progress:
@@ -91,6 +94,7 @@ def parse_line(text: str) -> dict[str, Any]:
     unknown = sorted(set(value) - INGEST_FIELDS)
     if unknown:
         raise ValueError(f"unknown field(s) {', '.join(unknown)}")
+    value = unalias(StoreKnowledge, value)
     if "content" not in value:
         raise ValueError("content: is required")
     agent = value.get("agent_id")

@@ -104,11 +104,12 @@ async def _inputs(op: Operation, request: Request) -> dict[str, Any]:
     body = decode_json(received)  # no body at all means {}
     if not isinstance(body, dict):
         raise ValidationError("body", f"must be a JSON object, got {json_type(body)}")
-    extra = sorted(set(body) - set(accepted))
+    aliases = op.aliases()
+    extra = sorted(set(body) - set(accepted) - set(aliases))
     if extra:
         listed = ", ".join(repr(name) for name in extra)
         raise ValidationError(extra[0], f"unknown field{'s' if len(extra) > 1 else ''} {listed}")
-    return body
+    return c.unalias(op.command, body) if op.command is not None and aliases else body
 
 
 def _command(op: Operation, call: Call, data: Mapping[str, Any]) -> c.Command[Any]:

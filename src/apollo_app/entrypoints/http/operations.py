@@ -134,6 +134,13 @@ class Operation:
             hidden.add("agent_id")
         return tuple(a for a in attrs.fields(self.command) if a.name not in hidden)
 
+    def aliases(self) -> Mapping[str, str]:
+        """The other names callers may give inputs (:data:`apollo_domain.commands.FIELD_ALIASES`)."""
+        if self.command is None:
+            return {}
+        names = {a.name for a in self.inputs()}
+        return {k: v for k, v in c.aliases_of(self.command).items() if v in names}
+
 
 def _decay_command(data: Mapping[str, Any]) -> type[c.Command[Any]]:
     return c.ForceDecay if data.get("factor") is not None else c.RunDecayCycle
