@@ -135,7 +135,7 @@ class Operation:
         return tuple(a for a in attrs.fields(self.command) if a.name not in hidden)
 
     def aliases(self) -> Mapping[str, str]:
-        """The other names callers may give inputs (:data:`apollo_domain.commands.FIELD_ALIASES`)."""
+        """Other names callers may give inputs (see ``commands.FIELD_ALIASES``)."""
         if self.command is None:
             return {}
         names = {a.name for a in self.inputs()}
