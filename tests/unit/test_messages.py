@@ -227,6 +227,29 @@ def test_query_results_round_trip_through_a_reply():
     assert result == decode_reply(encode_reply(result), QueryResult)
 
 
+def test_replies_send_scores_rounded_and_commands_keep_every_digit():
+    """A reply rounds scores to 6 decimals (0.5 + 4 x 0.02 is sent as 0.58); a command's
+    numbers (an embedding, a caller's metadata) travel with every digit."""
+    view = EntryView(
+        uuid4(),
+        "BGP route reflectors",
+        ContentType.FACT,
+        0.5 + 0.02 + 0.02 + 0.02 + 0.02,
+        Status.CANDIDATE,
+        0.1 + 0.2,
+        (),
+        "bgp",
+        "agent-1",
+        AccessScope.GLOBAL,
+        datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC),
+    )
+    sent = json.loads(encode_reply(QueryResult("semantic", (view,))))["result"]["entries"][0]
+    assert (0.58, 0.3) == (sent["confidence"], sent["similarity"])
+    embedding = (0.1 + 0.2, 1 / 3)
+    command = WritebackStore(content="x", embedding=embedding, metadata={"weight": 1 / 3})
+    assert command == decode_command(encode_command(command))
+
+
 def test_other_results_round_trip_through_a_reply():
     root = uuid4()
     related = [

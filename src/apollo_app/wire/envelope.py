@@ -69,10 +69,13 @@ MUTATIONS: Final = frozenset(
 REQUESTS: Final = frozenset({"query", "traverse", "expertise", "at_risk", "profile"})
 
 
-def make_converter(*, forbid_extra_keys: bool = True) -> cattrs.Converter:
+def make_converter(
+    *, forbid_extra_keys: bool = True, round_scores: bool = False
+) -> cattrs.Converter:
     """The private converter of the message edge: strict JSON types; unknown payload fields
-    are refused unless ``forbid_extra_keys`` is false (replies are read tolerantly)."""
-    return codec.make_converter(forbid_extra_keys=forbid_extra_keys)
+    are refused unless ``forbid_extra_keys`` is false (replies are read tolerantly); with
+    ``round_scores`` the scores it writes are rounded (replies, never command payloads)."""
+    return codec.make_converter(forbid_extra_keys=forbid_extra_keys, round_scores=round_scores)
 
 
 _commands = make_converter()

@@ -186,7 +186,7 @@ def create_app(
 ) -> Starlette:
     """The Starlette application of Apollo's HTTP API (``/api/apollo/...``, ``/metrics``,
     ``/openapi.json``). ``tokens`` maps bearer tokens to principal ids."""
-    converter = make_converter()
+    converter = make_converter(round_scores=True)
     auth = Authenticator(tokens)
     document = encode_json(openapi_document())
     routes = [
@@ -215,9 +215,10 @@ def create_app(
 
     routes.append(Route("/openapi.json", openapi, methods=["GET"]))
     routes.append(Route("/metrics", exposition, methods=["GET"]))
+    # Instrumentation first (outermost), so it counts what LoopbackOnly refuses too.
     middleware = [Middleware(Instrumentation, metrics=metrics)] if metrics is not None else []
     if not auth.configured:  # no authentication: only this machine's own pages and tools
-        middleware.insert(0, Middleware(LoopbackOnly))
+        middleware.append(Middleware(LoopbackOnly))
     return Starlette(
         routes=routes,
         middleware=middleware,

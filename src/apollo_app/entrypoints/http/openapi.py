@@ -124,6 +124,8 @@ def openapi_document(operations: tuple[Operation, ...] = OPERATIONS) -> dict[str
         if schema is not None:
             ok["content"] = {JSON: {"schema": schema}}
         responses: dict[str, Any] = {str(status): ok}
+        for other, other_description in op.also_ok:
+            responses[str(other)] = {**ok, "description": other_description}
         if op.operation_id == "health":
             responses["503"] = {
                 "description": "Degraded: some part of the store cannot be written.",
