@@ -147,9 +147,10 @@ async def run_tour(apollo: Apollo, clock: ManualClock, out: TextIO | None = None
     stats = await apollo.stats()
     tour.say("")
     tour.say(
-        f"store: {stats.total} entries, by status "
-        + ", ".join(f"{k} {v}" for k, v in sorted(stats.by_status.items()))
-        + f", {stats.total_relations} relations"
+        f"store, as an anonymous caller sees it (global entries only): {stats.total} of the "
+        f"{len(tour.labels)} entries the tour created, by status "
+        + ", ".join(f"{s.value} {stats.by_status.get(s.value, 0)}" for s in Status)
+        + f"; {stats.total_relations} relations"
     )
     if tour.mismatches:
         tour.say(f"{len(tour.mismatches)} step(s) did not turn out as narrated:")
@@ -482,11 +483,15 @@ async def _resolve(tour: Tour, human: Client, ids: dict[str, UUID]) -> None:
 
 
 async def _active_by_agent_domain(
-    tour: Tour, ids: Mapping[str, UUID]
+    tour: Tour, ids: Mapping[str, UUID], viewer: Principal
 ) -> dict[tuple[str, str], list[float]]:
+    """The confidences of the active entries ``viewer`` may see, by (agent, domain)."""
     groups: dict[tuple[str, str], list[float]] = {}
     for entry_id in ids.values():
-        entry = await tour.entry(entry_id)
+        try:
+            entry = await tour.apollo.get_entry(entry_id, principal=viewer)
+        except NotFound:
+            continue
         if entry.is_active:
             key = (entry.source.agent_id, entry.knowledge_domain)
             groups.setdefault(key, []).append(entry.confidence)
@@ -496,7 +501,7 @@ async def _active_by_agent_domain(
 async def _expertise(tour: Tour, human: Client, ids: dict[str, UUID], when: str) -> None:
     tour.step(f"Expertise and domains at risk, {when}")
     await tour.apollo.aggregate_expertise()
-    groups = await _active_by_agent_domain(tour, ids)
+    groups = await _active_by_agent_domain(tour, ids, human.principal)
     domains = sorted({domain for _, domain in groups})
     mismatched = []
     for domain in domains:
@@ -520,7 +525,8 @@ async def _expertise(tour: Tour, human: Client, ids: dict[str, UUID], when: str)
         agents_per_domain.setdefault(domain, set()).add(agent)
     expected_risk = sorted(d for d, agents in agents_per_domain.items() if len(agents) < 2)
     tour.say(
-        "domains at risk (fewer than 2 agents with active knowledge): "
+        f"domains at risk (fewer than 2 agents with active knowledge {human.principal.id} "
+        "may see): "
         + (", ".join(f"{c.knowledge_domain} ({', '.join(c.agents)})" for c in at_risk) or "none")
     )
     tour.expect(

@@ -75,7 +75,9 @@ def test_demo_tours_the_embedded_store_and_every_claim_holds(data_dir: Path) -> 
         "1 contradiction(s); RA-ON is disputed, RA-OFF is disputed",
         "accept RA-ON -> confirmed; reject RA-OFF -> archived",
         "OSPF-A  confirmed 1.00 -> 0.133  kept",
-        "domains at risk (fewer than 2 agents with active knowledge): routing (openai-net-2)",
+        "domains at risk (fewer than 2 agents with active knowledge dana may see): "
+        "routing (openai-net-2)",
+        "store, as an anonymous caller sees it (global entries only): 7 of the 8 entries",
         "every claim of the tour held",
     ):
         assert line in out
@@ -89,6 +91,7 @@ def test_demo_in_memory() -> None:
     result = run("demo", "--in-memory")
     assert 0 == result.returncode, result.stdout + result.stderr
     assert "in-memory store" in result.stdout
+    assert "MISMATCH" not in result.stdout
     assert "every claim of the tour held" in result.stdout
 
 
@@ -137,6 +140,7 @@ def test_ingest_skips_bad_lines_and_stores_the_rest(data_dir: Path, tmp_path: Pa
     assert "Raft elects a leader with randomized election timeouts" == entries[0]["content"]
     assert "claude-ingest-1" == entries[0]["source_agent"]
     assert all(e["similarity"] > 0.0 for e in entries)  # unrelated texts are not matches
+    assert all(e["created_at"].endswith("Z") for e in entries)  # as the HTTP API writes it
 
     table = run("query", "majority quorum paxos", "--limit", "1", data_dir=data_dir)
     assert 0 == table.returncode, table.stderr
@@ -146,8 +150,8 @@ def test_ingest_skips_bad_lines_and_stores_the_rest(data_dir: Path, tmp_path: Pa
     stats = run("stats", "--json", data_dir=data_dir)
     assert 0 == stats.returncode, stats.stderr
     counts = json.loads(stats.stdout)
-    assert 3 == counts["total"]
-    assert 3 == counts["by_status"]["candidate"]
+    assert (3, 3) == (counts["total"], counts["active"])
+    assert {"candidate": 3, "confirmed": 0, "disputed": 0, "archived": 0} == counts["by_status"]
     assert 1 == counts["by_content_type"]["concept"]
 
 

@@ -8,10 +8,12 @@ import logging
 from typing import Any
 
 from apollo_domain import commands as c
+from apollo_domain.model import Status
 from apollo_domain.ports import StoreStats
 from apollo_domain.results import QueryResult
 
 from .. import bootstrap
+from ..wire.codec import format_datetime, rounded
 from .common import (
     EXIT_FAILURE,
     EXIT_OK,
@@ -90,14 +92,14 @@ def query_to_json(result: QueryResult) -> dict[str, Any]:
                 "id": str(v.id),
                 "content": v.content,
                 "content_type": v.content_type.value,
-                "similarity": v.similarity,
-                "confidence": v.confidence,
+                "similarity": None if v.similarity is None else rounded(v.similarity),
+                "confidence": rounded(v.confidence),
                 "status": v.status.value,
                 "tags": list(v.tags),
                 "knowledge_domain": v.knowledge_domain,
                 "source_agent": v.source_agent,
                 "access_scope": v.access_scope.value,
-                "created_at": v.created_at.isoformat(),
+                "created_at": format_datetime(v.created_at),
             }
             for v in result.entries
         ],
@@ -156,12 +158,21 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------- stats
 
 
+def statuses_of(stats: StoreStats) -> tuple[int, dict[str, int]]:
+    """The active count (candidate, confirmed, disputed) and the count of each status."""
+    by_status = {s.value: int(stats.by_status.get(s.value, 0)) for s in Status}
+    return sum(by_status[s.value] for s in Status if s.is_active), by_status
+
+
 def stats_to_json(stats: StoreStats) -> dict[str, Any]:
+    """The stats as the HTTP API shows them."""
+    active, by_status = statuses_of(stats)
     return {
         "total": stats.total,
+        "active": active,
         "last_24h": stats.last_24h,
-        "average_confidence": stats.average_confidence,
-        "by_status": dict(stats.by_status),
+        "average_confidence": rounded(stats.average_confidence),
+        "by_status": by_status,
         "by_content_type": dict(stats.by_content_type),
         "total_relations": stats.total_relations,
     }
@@ -180,13 +191,11 @@ def cmd_stats(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(stats_to_json(stats), indent=2, sort_keys=True))
         return EXIT_OK
-    print(f"entries:            {stats.total}")
+    active, by_status = statuses_of(stats)
+    print(f"entries:            {stats.total} ({active} active)")
     print(f"created last 24h:   {stats.last_24h}")
-    print(f"average confidence: {stats.average_confidence:.3f}")
-    print(
-        "by status:          "
-        + (", ".join(f"{k} {v}" for k, v in sorted(stats.by_status.items())) or "-")
-    )
+    print(f"average confidence: {stats.average_confidence:.3f} (active entries)")
+    print("by status:          " + ", ".join(f"{k} {v}" for k, v in by_status.items()))
     print(
         "by content type:    "
         + (", ".join(f"{k} {v}" for k, v in sorted(stats.by_content_type.items())) or "-")
@@ -204,4 +213,5 @@ __all__ = [
     "cmd_stats",
     "query_to_json",
     "stats_to_json",
+    "statuses_of",
 ]
