@@ -133,6 +133,9 @@ def test_ingest_skips_bad_lines_and_stores_the_rest(data_dir: Path, tmp_path: Pa
     assert "Traceback" not in result.stderr
     assert "ingested 3 line(s): created 3" in result.stdout
     assert "2 bad line(s) skipped" in result.stdout
+    # not a terminal: no progress bar, no progress lines, only the report and the summary
+    assert 2 == len(result.stderr.splitlines()), result.stderr
+    assert 1 == len(result.stdout.splitlines()), result.stdout
 
     found = run("query", "leader election randomized timeouts", "--json", data_dir=data_dir)
     assert 0 == found.returncode, found.stderr
@@ -141,6 +144,9 @@ def test_ingest_skips_bad_lines_and_stores_the_rest(data_dir: Path, tmp_path: Pa
     assert "claude-ingest-1" == entries[0]["source_agent"]
     assert all(e["similarity"] > 0.0 for e in entries)  # unrelated texts are not matches
     assert all(e["created_at"].endswith("Z") for e in entries)  # as the HTTP API writes it
+
+    close_only = run("query", "leader election", "--min-similarity", "0.99", data_dir=data_dir)
+    assert (0, "no results\n") == (close_only.returncode, close_only.stdout), close_only.stderr
 
     table = run("query", "majority quorum paxos", "--limit", "1", data_dir=data_dir)
     assert 0 == table.returncode, table.stderr
@@ -153,6 +159,20 @@ def test_ingest_skips_bad_lines_and_stores_the_rest(data_dir: Path, tmp_path: Pa
     assert (3, 3) == (counts["total"], counts["active"])
     assert {"candidate": 3, "confirmed": 0, "disputed": 0, "archived": 0} == counts["by_status"]
     assert 1 == counts["by_content_type"]["concept"]
+
+
+@pytest.mark.postgres
+def test_ingest_of_only_bad_lines_fails(data_dir: Path, tmp_path: Path) -> None:
+    """Nothing stored because every line was bad: each line is reported, and exit 1."""
+    path = tmp_path / "bad.jsonl"
+    path.write_text('{"content": ""}\n[1, 2]\n{"text": "no content field"}\n')
+    result = run("ingest", str(path), data_dir=data_dir)
+    assert 1 == result.returncode, result.stdout + result.stderr
+    for number in (1, 2, 3):
+        assert f"apollo: line {number}: " in result.stderr
+    assert "apollo: error: nothing was stored: every one of the 3 line(s) was bad" in result.stderr
+    assert "ingested 0 line(s)" in result.stdout
+    assert "Traceback" not in result.stderr
 
 
 @pytest.mark.postgres
@@ -174,6 +194,7 @@ def test_simulate_prints_the_summary() -> None:
         "contradictions found:",
         "expertise (top agents per domain):",
         "domains at risk",
+        "what it means:",
         "wall time:",
     ):
         assert heading in out
@@ -202,12 +223,17 @@ def test_a_bad_setting_exits_2_naming_the_variable(data_dir: Path) -> None:
     assert "Traceback" not in result.stderr
 
 
-@pytest.mark.postgres
-def test_an_argument_apollo_refuses_exits_2_naming_it(data_dir: Path) -> None:
-    """Validation by Apollo itself (limit, checked once the store is open) exits 2."""
-    limit = run("query", "anything", "--limit", "500", data_dir=data_dir)
-    assert 2 == limit.returncode
-    assert "apollo: error: limit:" in limit.stderr
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [("--limit", "0"), ("--limit", "1000"), ("--min-similarity", "1.5")],
+)
+def test_a_query_option_out_of_range_is_a_usage_error(option: str, value: str) -> None:
+    """Either side of a range is refused the same way, before any store is opened: usage,
+    the option named, exit 2."""
+    result = run("query", "anything", option, value)
+    assert 2 == result.returncode
+    assert result.stderr.startswith("usage: apollo query")
+    assert f"apollo query: error: argument {option}: must be " in result.stderr
 
 
 def test_an_argument_the_parser_refuses_exits_2_naming_it() -> None:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import io
+
 import pytest
 
 from apollo_app.cli import parse_line
+from apollo_app.cli.ingest import Progress
 from apollo_domain.errors import ValidationError
 
 
@@ -18,3 +21,24 @@ def test_a_jsonl_line_naming_two_agents_is_refused() -> None:
     with pytest.raises(ValidationError) as caught:
         parse_line('{"content": "x", "source_agent": "a-1", "agent_id": "a-2"}')
     assert "source_agent" == caught.value.field
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_the_progress_bar_draws_on_a_terminal_only() -> None:
+    """On a terminal a bar counts the lines; anywhere else nothing is written at all."""
+    terminal = _Terminal()
+    bar = Progress(4, terminal)
+    for done in range(1, 5):
+        bar.update(done)
+    bar.close()
+    assert "4/4" in terminal.getvalue()
+    log = io.StringIO()
+    quiet = Progress(4, log)
+    for done in range(1, 5):
+        quiet.update(done)
+    quiet.close()
+    assert "" == log.getvalue()

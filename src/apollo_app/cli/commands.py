@@ -75,6 +75,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             seed=args.seed,
             noise=args.noise,
             maintenance_every=args.maintenance_every,
+            review=args.review,
         )
     )
     print(format_result(result))
@@ -116,7 +117,10 @@ def cmd_query(args: argparse.Namespace) -> int:
             client = apollo.client(args.agent, principal_of(args))
             return await client.run(
                 c.QueryKnowledge(
-                    query=args.text, min_confidence=args.min_confidence, limit=args.limit
+                    query=args.text,
+                    min_confidence=args.min_confidence,
+                    limit=args.limit,
+                    min_similarity=args.min_similarity,
                 )
             )
 
