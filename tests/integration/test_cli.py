@@ -242,6 +242,15 @@ def test_an_argument_the_parser_refuses_exits_2_naming_it() -> None:
     assert "--noise" in noise.stderr
 
 
+def test_a_database_url_of_another_kind_exits_2_naming_the_variable(tmp_path: Path) -> None:
+    result = run(
+        "stats", data_dir=tmp_path, env={"APOLLO_DATABASE_URL": "mysql://root@localhost/apollo"}
+    )
+    assert 2 == result.returncode, result.stdout + result.stderr
+    assert result.stderr.startswith("apollo: error: APOLLO_DATABASE_URL: must be a PostgreSQL URL")
+    assert "Traceback" not in result.stderr
+
+
 def test_an_unreachable_database_exits_1(tmp_path: Path) -> None:
     """A store that cannot be reached is a runtime failure, reported in one line."""
     result = run(
