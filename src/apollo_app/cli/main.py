@@ -112,6 +112,11 @@ def build_parser() -> argparse.ArgumentParser:
         "interrupted. Configure it with APOLLO_* variables (APOLLO_AMQP_URL, "
         "APOLLO_HTTP_HOST, APOLLO_HTTP_PORT, APOLLO_API_TOKENS, ...).",
     )
+    serve.add_argument(
+        "--verbose",
+        action="store_true",
+        help="also log the embedded PostgreSQL's progress (initdb, start, stop)",
+    )
     serve.set_defaults(handler=cmd_serve)
 
     demo = commands.add_parser(
