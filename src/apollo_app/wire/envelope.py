@@ -2,10 +2,10 @@
 
 Every command message is one JSON object ``{"v": 1, "action": <action>, "payload": {...}}``
 whose payload is the command's fields, (de)structured strictly by the private converter of
-this module (no coercion between strings and numbers, no unknown fields, but the aliases of
-:data:`apollo_domain.commands.FIELD_ALIASES`). A payload names the calling agent
-(``agent_id``, or lex-apollo's ``source_agent``; attribution only); it never carries a
-principal: the consumer takes identity from the broker-verified ``user_id``.
+this module (no coercion between strings and numbers, no unknown fields; the aliases of
+:data:`apollo_domain.commands.FIELD_ALIASES` are read as their fields). A payload names the
+calling agent (``agent_id``, or lex-apollo's ``source_agent``; attribution only); it never
+carries a principal: the consumer takes identity from the broker-verified ``user_id``.
 
 Which queue carries what:
 
