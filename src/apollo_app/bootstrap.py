@@ -8,7 +8,8 @@ through the same functions (:class:`Overrides`). Nothing here runs at import tim
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -185,6 +186,24 @@ async def _database(settings: Settings) -> tuple[str, list[Closer]]:
     return await server.start(), [server.stop]
 
 
+@contextmanager
+def _pgvector_hint(settings: Settings) -> Iterator[None]:
+    """A server at ``APOLLO_DATABASE_URL`` without pgvector is a setting to fix: the error
+    names the variable and says how (the embedded server always has pgvector)."""
+    from apollo_adapters.postgres.errors import MissingPgvector
+
+    try:
+        yield
+    except MissingPgvector as exc:
+        if settings.database_url is None:
+            raise
+        raise ConfigurationError(
+            "APOLLO_DATABASE_URL",
+            f"{exc}. Install pgvector on that server, or unset APOLLO_DATABASE_URL to let "
+            "Apollo run its embedded PostgreSQL + pgvector",
+        ) from exc
+
+
 async def open_durable(settings: Settings, overrides: Overrides = Overrides()) -> Wired:
     """The PostgreSQL store of ``APOLLO_DATABASE_URL`` (else the embedded server), migrated,
     with the embedder and LLM the settings name unless ``overrides`` supplies them."""
@@ -204,13 +223,14 @@ async def open_durable(settings: Settings, overrides: Overrides = Overrides()) -
             judge = judge or chat
         conninfo, server_closers = await _database(settings)
         closers.extend(server_closers)
-        store = await PostgresStore.open(
-            conninfo,
-            embedder_model_id=embedder.model_id,
-            dimension=embedder.dimension,
-            pool_max=settings.pool_max,
-            ef_search=settings.ef_search,
-        )
+        with _pgvector_hint(settings):
+            store = await PostgresStore.open(
+                conninfo,
+                embedder_model_id=embedder.model_id,
+                dimension=embedder.dimension,
+                pool_max=settings.pool_max,
+                ef_search=settings.ef_search,
+            )
         closers.append(store.close)
     except BaseException:
         await _close_all(closers)
@@ -249,7 +269,10 @@ async def migrate_database(settings: Settings) -> tuple[list[int], int, dict[int
     try:
         conninfo, server_closers = await _database(settings)
         closers.extend(server_closers)
-        applied = await migrate(conninfo, dimension=embedder.dimension, model_id=embedder.model_id)
+        with _pgvector_hint(settings):
+            applied = await migrate(
+                conninfo, dimension=embedder.dimension, model_id=embedder.model_id
+            )
         store = await PostgresStore.open(
             conninfo,
             embedder_model_id=embedder.model_id,

@@ -148,9 +148,10 @@ async def run_tour(apollo: Apollo, clock: ManualClock, out: TextIO | None = None
     stats = await apollo.stats()
     tour.say("")
     tour.say(
-        f"store: {stats.total} entries, by status "
-        + ", ".join(f"{k} {v}" for k, v in sorted(stats.by_status.items()))
-        + f", {stats.total_relations} relations"
+        f"store, as an anonymous caller sees it (global entries only): {stats.total} of the "
+        f"{len(tour.labels)} entries the tour created, by status "
+        + ", ".join(f"{s.value} {stats.by_status.get(s.value, 0)}" for s in Status)
+        + f"; {stats.total_relations} relations"
     )
     if tour.mismatches:
         tour.say(f"{len(tour.mismatches)} step(s) did not turn out as narrated:")
@@ -566,7 +567,8 @@ async def _expertise(tour: Tour, human: Client, ids: dict[str, UUID], when: str)
         agents_per_domain.setdefault(domain, set()).add(agent)
     expected_risk = sorted(d for d, agents in agents_per_domain.items() if len(agents) < 2)
     tour.say(
-        "domains at risk (fewer than 2 agents with active knowledge): "
+        f"domains at risk (fewer than 2 agents with active knowledge {human.principal.id} "
+        "may see): "
         + (", ".join(f"{c.knowledge_domain} ({', '.join(c.agents)})" for c in at_risk) or "none")
     )
     tour.expect(

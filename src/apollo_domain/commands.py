@@ -15,10 +15,12 @@ by the handler table (:mod:`apollo_domain.handlers`), never by an edge.
 
 from __future__ import annotations
 
-from typing import Any, Generic, TypeVar, get_args, get_origin
+from collections.abc import Mapping
+from typing import Any, Final, Generic, TypeVar, get_args, get_origin
 
 from attrs import field, frozen
 
+from .errors import ValidationError
 from .expertise import DomainCoverage
 from .model import AccessScope, ContentType, Entry, Evidence, RelationType, Status
 from .normalize import MAX_CONTENT_CHARS, MAX_TAG_CHARS
@@ -351,6 +353,35 @@ class Stats(Command[StoreStats]):
     """Counts over the entries the caller may see."""
 
 
+# ------------------------------------------------------------------------------ aliases
+
+#: Other names the edges accept for a command's fields, as callers of other Apollo
+#: implementations send them: lex-apollo's ``store_knowledge`` payloads name the agent
+#: ``source_agent``. An alias is only another spelling: what the field allows, it allows.
+FIELD_ALIASES: Final[Mapping[type[Command[Any]], Mapping[str, str]]] = {
+    StoreKnowledge: {"source_agent": "agent_id"},
+}
+
+
+def aliases_of(kind: type[Command[Any]]) -> Mapping[str, str]:
+    """The aliases ``kind`` accepts (alias → field)."""
+    return FIELD_ALIASES.get(kind, {})
+
+
+def unalias(kind: type[Command[Any]], data: Mapping[str, Any]) -> dict[str, Any]:
+    """``data`` with each alias of ``kind`` renamed to its field. An alias given beside its
+    field with another value raises :class:`ValidationError` naming the alias."""
+    fields = dict(data)
+    for alias, target in aliases_of(kind).items():
+        if alias not in fields:
+            continue
+        value = fields.pop(alias)
+        if target in fields and fields[target] != value:
+            raise ValidationError(alias, f"is another name for {target} and differs from it")
+        fields[target] = value
+    return fields
+
+
 # ------------------------------------------------------------------------ periodic work
 
 
@@ -379,6 +410,7 @@ class ProcessOutbox(Command[ContradictionReport]):
 
 
 __all__ = [
+    "FIELD_ALIASES",
     "QUERY_MODES",
     "AggregateExpertise",
     "ArchiveStale",
@@ -407,6 +439,8 @@ __all__ = [
     "UnlabelSource",
     "WritebackStore",
     "WritebackVectorize",
+    "aliases_of",
     "doc",
     "result_type",
+    "unalias",
 ]

@@ -2,7 +2,7 @@
 
 A program that tunes the confidence policy, or subclasses :class:`ConfidencePolicy` to
 change a rule, can show that its policy keeps the invariants every part of Apollo relies
-on (DESIGN §3): every function returns a value in [0, 1] for inputs in [0, 1], boosts
+on: every function returns a value in [0, 1] for inputs in [0, 1], boosts
 never decrease a confidence, decay never increases one, and decay over h1 then h2 equals
 decay over h1 + h2. ::
 
@@ -219,7 +219,7 @@ def check_policy_invariants(
     source_confidences: Sequence[float] = (),
     tolerance: float = 1e-9,
 ) -> frozenset[str]:
-    """Assert DESIGN §3's invariants for ``policy`` at one point.
+    """Assert the confidence policy's invariants for ``policy`` at one point.
 
     - every function of the policy returns a value in [0, 1] (confidence, credibility,
       similarity and each source confidence must be in [0, 1]; hours ≥ 0);

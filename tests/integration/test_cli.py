@@ -77,8 +77,9 @@ def test_demo_tours_the_embedded_store_and_every_claim_holds(data_dir: Path) -> 
         "OSPF-A  confirmed 1.00 -> 0.133  kept",
         "-> deduplicated (candidate, confidence 0.50), entry MCAST",
         "MCAST is now confirmed at 0.80, agreed by claude-net-1, openai-net-2",
-        "domains at risk (fewer than 2 agents with active knowledge): networking (claude-net-1),"
-        " routing (openai-net-2)",
+        "domains at risk (fewer than 2 agents with active knowledge dana may see): "
+        "networking (claude-net-1), routing (openai-net-2)",
+        "store, as an anonymous caller sees it (global entries only):",
         "every claim of the tour held",
     ):
         assert line in out
@@ -92,6 +93,7 @@ def test_demo_in_memory() -> None:
     result = run("demo", "--in-memory")
     assert 0 == result.returncode, result.stdout + result.stderr
     assert "in-memory store" in result.stdout
+    assert "MISMATCH" not in result.stdout
     assert "every claim of the tour held" in result.stdout
 
 
@@ -133,13 +135,35 @@ def test_ingest_skips_bad_lines_and_stores_the_rest(data_dir: Path, tmp_path: Pa
     assert "Traceback" not in result.stderr
     assert "ingested 3 line(s): created 3" in result.stdout
     assert "2 bad line(s) skipped" in result.stdout
+    # not a terminal: no progress bar, no progress lines, only the report and the summary
+    assert 2 == len(result.stderr.splitlines()), result.stderr
+    assert 1 == len(result.stdout.splitlines()), result.stdout
 
-    found = run("query", "leader election randomized timeouts", "--json", data_dir=data_dir)
+    found = run(
+        "query",
+        "leader election randomized timeouts",
+        "--json",
+        "--mode",
+        "vector",
+        data_dir=data_dir,
+    )
     assert 0 == found.returncode, found.stderr
     entries = json.loads(found.stdout)["entries"]
     assert "Raft elects a leader with randomized election timeouts" == entries[0]["content"]
     assert "claude-ingest-1" == entries[0]["source_agent"]
     assert all(e["similarity"] > 0.0 for e in entries)  # unrelated texts are not matches
+    assert all(e["created_at"].endswith("Z") for e in entries)  # as the HTTP API writes it
+
+    close_only = run(
+        "query",
+        "leader election",
+        "--mode",
+        "vector",
+        "--min-similarity",
+        "0.99",
+        data_dir=data_dir,
+    )
+    assert (0, "no results\n") == (close_only.returncode, close_only.stdout), close_only.stderr
 
     table = run("query", "majority quorum paxos", "--limit", "1", data_dir=data_dir)
     assert 0 == table.returncode, table.stderr
@@ -149,9 +173,23 @@ def test_ingest_skips_bad_lines_and_stores_the_rest(data_dir: Path, tmp_path: Pa
     stats = run("stats", "--json", data_dir=data_dir)
     assert 0 == stats.returncode, stats.stderr
     counts = json.loads(stats.stdout)
-    assert 3 == counts["total"]
-    assert 3 == counts["by_status"]["candidate"]
+    assert (3, 3) == (counts["total"], counts["active"])
+    assert {"candidate": 3, "confirmed": 0, "disputed": 0, "archived": 0} == counts["by_status"]
     assert 1 == counts["by_content_type"]["concept"]
+
+
+@pytest.mark.postgres
+def test_ingest_of_only_bad_lines_fails(data_dir: Path, tmp_path: Path) -> None:
+    """Nothing stored because every line was bad: each line is reported, and exit 1."""
+    path = tmp_path / "bad.jsonl"
+    path.write_text('{"content": ""}\n[1, 2]\n{"text": "no content field"}\n')
+    result = run("ingest", str(path), data_dir=data_dir)
+    assert 1 == result.returncode, result.stdout + result.stderr
+    for number in (1, 2, 3):
+        assert f"apollo: line {number}: " in result.stderr
+    assert "apollo: error: nothing was stored: every one of the 3 line(s) was bad" in result.stderr
+    assert "ingested 0 line(s)" in result.stdout
+    assert "Traceback" not in result.stderr
 
 
 @pytest.mark.postgres
@@ -173,9 +211,19 @@ def test_simulate_prints_the_summary() -> None:
         "contradictions found:",
         "expertise (top agents per domain):",
         "domains at risk",
+        "what it means:",
         "wall time:",
     ):
         assert heading in out
+
+
+def test_version_prints_the_installed_version() -> None:
+    """``apollo --version`` prints ``apollo <version>`` (the package's own) and exits 0."""
+    import apollo_app
+
+    result = run("--version")
+    assert 0 == result.returncode, result.stderr
+    assert f"apollo {apollo_app.__version__}\n" == result.stdout
 
 
 @pytest.mark.parametrize("command", COMMANDS)
@@ -192,18 +240,32 @@ def test_a_bad_setting_exits_2_naming_the_variable(data_dir: Path) -> None:
     assert "Traceback" not in result.stderr
 
 
-@pytest.mark.postgres
-def test_an_argument_apollo_refuses_exits_2_naming_it(data_dir: Path) -> None:
-    """Validation by Apollo itself (limit, checked once the store is open) exits 2."""
-    limit = run("query", "anything", "--limit", "500", data_dir=data_dir)
-    assert 2 == limit.returncode
-    assert "apollo: error: limit:" in limit.stderr
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [("--limit", "0"), ("--limit", "1000"), ("--min-similarity", "1.5")],
+)
+def test_a_query_option_out_of_range_is_a_usage_error(option: str, value: str) -> None:
+    """Either side of a range is refused the same way, before any store is opened: usage,
+    the option named, exit 2."""
+    result = run("query", "anything", option, value)
+    assert 2 == result.returncode
+    assert result.stderr.startswith("usage: apollo query")
+    assert f"apollo query: error: argument {option}: must be " in result.stderr
 
 
 def test_an_argument_the_parser_refuses_exits_2_naming_it() -> None:
     noise = run("simulate", "--noise", "1.5")
     assert 2 == noise.returncode
     assert "--noise" in noise.stderr
+
+
+def test_a_database_url_of_another_kind_exits_2_naming_the_variable(tmp_path: Path) -> None:
+    result = run(
+        "stats", data_dir=tmp_path, env={"APOLLO_DATABASE_URL": "mysql://root@localhost/apollo"}
+    )
+    assert 2 == result.returncode, result.stdout + result.stderr
+    assert result.stderr.startswith("apollo: error: APOLLO_DATABASE_URL: must be a PostgreSQL URL")
+    assert "Traceback" not in result.stderr
 
 
 def test_an_unreachable_database_exits_1(tmp_path: Path) -> None:

@@ -57,6 +57,35 @@ def field_of(document: Any) -> str:
     return caught.value.field
 
 
+SEED_PAYLOAD = {
+    "content": "BGP route reflectors reduce full-mesh IBGP complexity",
+    "content_type": ":fact",
+    "source_agent": "my-agent-001",
+    "tags": ["bgp", "routing", "ibgp"],
+    "context": {"source": "network_team_wiki"},
+}
+
+
+def test_a_lex_apollo_ingest_payload_names_its_agent_source_agent():
+    """The seed's ``store_knowledge`` payload decodes as is: ``source_agent`` is the
+    ``agent_id`` (so the same gateway rules apply), symbols reach the use case unchanged."""
+    expected = StoreKnowledge(
+        content=SEED_PAYLOAD["content"],
+        content_type=":fact",
+        agent_id="my-agent-001",
+        tags=("bgp", "routing", "ibgp"),
+        context={"source": "network_team_wiki"},
+    )
+    envelope = {"v": 1, "action": "ingest", "payload": SEED_PAYLOAD}
+    assert expected == decode_command(raw(envelope))
+    both = {**envelope, "payload": {**SEED_PAYLOAD, "agent_id": "my-agent-001"}}
+    assert expected == decode_command(raw(both))
+    differing = {**envelope, "payload": {**SEED_PAYLOAD, "agent_id": "another-agent"}}
+    assert "source_agent" == field_of(differing)
+    elsewhere = {"v": 1, "action": "query", "payload": {"query": "x", "source_agent": "a"}}
+    assert "source_agent" == field_of(elsewhere)
+
+
 def test_every_action_has_one_command_and_one_queue_family():
     """Each action names its own command; mutations and RPC requests do not overlap, and a
     request is a read and a mutation a write in the handler table."""
@@ -196,6 +225,29 @@ def test_query_results_round_trip_through_a_reply():
         ),
     )
     assert result == decode_reply(encode_reply(result), QueryResult)
+
+
+def test_replies_send_scores_rounded_and_commands_keep_every_digit():
+    """A reply rounds scores to 6 decimals (0.5 + 4 x 0.02 is sent as 0.58); a command's
+    numbers (an embedding, a caller's metadata) travel with every digit."""
+    view = EntryView(
+        uuid4(),
+        "BGP route reflectors",
+        ContentType.FACT,
+        0.5 + 0.02 + 0.02 + 0.02 + 0.02,
+        Status.CANDIDATE,
+        0.1 + 0.2,
+        (),
+        "bgp",
+        "agent-1",
+        AccessScope.GLOBAL,
+        datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC),
+    )
+    sent = json.loads(encode_reply(QueryResult("semantic", (view,))))["result"]["entries"][0]
+    assert (0.58, 0.3) == (sent["confidence"], sent["similarity"])
+    embedding = (0.1 + 0.2, 1 / 3)
+    command = WritebackStore(content="x", embedding=embedding, metadata={"weight": 1 / 3})
+    assert command == decode_command(encode_command(command))
 
 
 def test_other_results_round_trip_through_a_reply():

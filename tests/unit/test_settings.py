@@ -54,9 +54,37 @@ def test_values_are_read_and_converted():
         ("APOLLO_POLICY_RETRIEVAL_BOOST", "2"),
         ("APOLLO_POLICY_NO_SUCH_KNOB", "0.1"),
         ("APOLLO_EF_SEARCH", "0"),
+        ("APOLLO_DATABASE_URL", "mysql://root@localhost/apollo"),
+        ("APOLLO_DATABASE_URL", "apollo-db"),
     ],
 )
 def test_bad_values_name_their_variable(variable, value):
     with pytest.raises(ConfigurationError) as err:
         Settings.from_env({variable: value})
     assert variable == err.value.variable
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql://apollo@db:5432/apollo",
+        "postgres://apollo@db/apollo",
+        "POSTGRESQL://db/apollo",
+        "host=db dbname=apollo user=apollo",
+    ],
+)
+def test_postgresql_urls_and_connection_strings_are_accepted(url: str) -> None:
+    assert url == Settings.from_env({"APOLLO_DATABASE_URL": url}).database_url
+
+
+def test_another_database_is_refused_without_repeating_the_url() -> None:
+    """A MySQL URL is a configuration error that names the variable and the scheme, and
+    never echoes the URL (it may carry a password); so is one built in code."""
+    with pytest.raises(ConfigurationError) as err:
+        Settings.from_env({"APOLLO_DATABASE_URL": "mysql://root:s3cret@localhost/apollo"})
+    assert "APOLLO_DATABASE_URL" == err.value.variable
+    assert "mysql://" in err.value.message
+    assert "s3cret" not in err.value.message
+    with pytest.raises(ConfigurationError) as built:
+        Settings(database_url="mysql://root@localhost/apollo")
+    assert "database_url" == built.value.variable

@@ -17,6 +17,7 @@ from apollo_app.simulation import (
     STYLES,
     SimulationResult,
     domain_names,
+    format_result,
     generate_facts,
     simulate,
 )
@@ -75,6 +76,36 @@ async def test_a_noisy_mesh_finds_contradictions_and_disputes(seed: int) -> None
     assert result.contradictions > 0
     assert result.by_status["disputed"] > 0
     assert result.confirmations > 0
+
+
+async def test_with_the_defaults_disputes_are_a_minority() -> None:
+    """The default mesh (noise 0.05, a moderator reviewing disputes) ends with most entries
+    confirmed and few disputed; the moderator rejected only wrong entries."""
+    result = await simulate(6, 30, 3)
+    total = sum(result.by_status.values())
+    assert result.by_status["disputed"] < result.by_status["confirmed"]
+    assert result.by_status["disputed"] * 4 < total
+    assert 0 < result.rejected <= result.wrong_entries
+    assert result.accepted > 0
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+async def test_without_review_disputes_accumulate(seed: int) -> None:
+    """Nobody resolves disputes: more stay disputed than with the moderator, and nothing is
+    accepted or rejected."""
+    reviewed = await simulate(6, 30, 3, seed=seed, noise=0.1)
+    unreviewed = await simulate(6, 30, 3, seed=seed, noise=0.1, review=False)
+    assert (0, 0) == (unreviewed.accepted, unreviewed.rejected)
+    assert unreviewed.by_status["disputed"] > reviewed.by_status["disputed"]
+    assert "nobody resolved disputes" in format_result(unreviewed)
+
+
+async def test_the_summary_says_what_the_numbers_mean() -> None:
+    result = await simulate(6, 30, 3)
+    text = format_result(result)
+    assert "what it means:" in text
+    assert f"{result.contradictions} contradictions" in text
+    assert f"the moderator accepted {result.accepted} disputed entries" in text
 
 
 async def test_the_counts_add_up() -> None:

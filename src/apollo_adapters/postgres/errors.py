@@ -16,6 +16,10 @@ from apollo_domain.errors import (
 )
 
 
+class MissingPgvector(StoreUnavailable):
+    """The server cannot load the ``vector`` extension (pgvector is not installed there)."""
+
+
 def translate(exc: psycopg.Error) -> ApolloError:
     """The Apollo error for a psycopg (or psycopg_pool) exception."""
     if isinstance(exc, pg_errors.UniqueViolation):

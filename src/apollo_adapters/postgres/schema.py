@@ -2,9 +2,10 @@
 
 Migrations are the ``NNNN_name.sql`` files of the ``migrations`` package folder plus the
 steps that must run in Python (:data:`PYTHON_STEPS`, e.g. re-hashing content with the
-domain's own function), applied in version order, each in its own transaction, and
-recorded in ``apollo_schema_migrations``. ``{dimension}`` in a file is the embedding
-dimension, rendered with :mod:`psycopg.sql`.
+domain's own function), applied in version order and
+recorded in ``apollo_schema_migrations``, all pending ones in ONE transaction: a migration
+that fails leaves the database as it was, without even the bookkeeping table.
+``{dimension}`` in a file is the embedding dimension, rendered with :mod:`psycopg.sql`.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from psycopg_pool import AsyncConnectionPool
 from apollo_domain.errors import ConfigurationError
 
 from . import content_identity
-from .errors import translated
+from .errors import MissingPgvector, translated
 
 # Any constant shared by every Apollo process; advisory locks are per database.
 MIGRATION_LOCK_KEY = 0x41504F4C4C4F  # "APOLLO"
@@ -110,8 +111,10 @@ def check_dimension(dimension: int) -> None:
 async def _migrate(
     conn: psycopg.AsyncConnection[Any], dimension: int, model_id: str, until: int | None
 ) -> list[int]:
-    await conn.execute("SELECT pg_advisory_lock(%s)", (MIGRATION_LOCK_KEY,))
-    try:
+    async with conn.transaction():
+        # Held until this transaction ends, whether it commits or rolls back.
+        await conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK_KEY,))
+        await _require_pgvector(conn)
         await conn.execute(
             "CREATE TABLE IF NOT EXISTS apollo_schema_migrations ("
             " version integer PRIMARY KEY, name text NOT NULL,"
@@ -123,13 +126,12 @@ async def _migrate(
         for migration in migrations():
             if migration.version in done or (until is not None and migration.version > until):
                 continue
-            async with conn.transaction():
-                await migration.apply(conn, dimension)
-                await conn.execute(
-                    "INSERT INTO apollo_schema_migrations (version, name, applied_at)"
-                    " VALUES (%s, %s, %s)",
-                    (migration.version, migration.name, datetime.now(UTC)),
-                )
+            await migration.apply(conn, dimension)
+            await conn.execute(
+                "INSERT INTO apollo_schema_migrations (version, name, applied_at)"
+                " VALUES (%s, %s, %s)",
+                (migration.version, migration.name, datetime.now(UTC)),
+            )
             applied.append(migration.version)
         await conn.execute(
             "INSERT INTO apollo_store_meta (id, embedding_model_id, embedding_dimension)"
@@ -137,6 +139,14 @@ async def _migrate(
             (model_id, dimension),
         )
         return applied
-    finally:
-        if not conn.closed:
-            await conn.execute("SELECT pg_advisory_unlock(%s)", (MIGRATION_LOCK_KEY,))
+
+
+async def _require_pgvector(conn: psycopg.AsyncConnection[Any]) -> None:
+    """:class:`MissingPgvector` unless the server has (or can create) the extension."""
+    cur = await conn.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'")
+    if await cur.fetchone() is None:
+        raise MissingPgvector(
+            "this PostgreSQL server has no pgvector: the 'vector' extension, which Apollo "
+            "needs for embeddings, is not installed on it (see "
+            "https://github.com/pgvector/pgvector#installation)"
+        )

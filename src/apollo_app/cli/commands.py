@@ -7,11 +7,13 @@ import json
 from typing import Any
 
 from apollo_domain import commands as c
+from apollo_domain.model import Status
 from apollo_domain.ports import StoreStats
 from apollo_domain.results import QueryResult
 
 from .. import bootstrap
 from ..logs import configure_logging
+from ..wire.codec import format_datetime, rounded
 from .common import (
     EXIT_FAILURE,
     EXIT_OK,
@@ -25,6 +27,8 @@ from .common import (
 # --------------------------------------------------------------------------- serve
 
 
+#: Loggers of libraries that narrate at INFO what only matters when something is wrong
+#: (the embedded server logs every line of initdb and of its start).
 def cmd_serve(args: argparse.Namespace) -> int:
     """Run the service (actors, periodic work, HTTP API) until interrupted."""
     settings = load_settings(args)
@@ -35,7 +39,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             raise
         raise ServiceMissing("the service module is not installed") from None
 
-    configure_logging(settings.secrets)
+    configure_logging(settings.secrets, verbose=args.verbose)
 
     async def serve() -> None:
         await service.run_service(settings)
@@ -71,6 +75,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             seed=args.seed,
             noise=args.noise,
             maintenance_every=args.maintenance_every,
+            review=args.review,
         )
     )
     print(format_result(result))
@@ -88,16 +93,16 @@ def query_to_json(result: QueryResult) -> dict[str, Any]:
                 "id": str(v.id),
                 "content": v.content,
                 "content_type": v.content_type.value,
-                "similarity": v.similarity,
-                "signals": dict(v.signals),
-                "score": v.score,
-                "confidence": v.confidence,
+                "similarity": None if v.similarity is None else rounded(v.similarity),
+                "signals": {name: rounded(value) for name, value in v.signals.items()},
+                "score": None if v.score is None else rounded(v.score),
+                "confidence": rounded(v.confidence),
                 "status": v.status.value,
                 "tags": list(v.tags),
                 "knowledge_domain": v.knowledge_domain,
                 "source_agent": v.source_agent,
                 "access_scope": v.access_scope.value,
-                "created_at": v.created_at.isoformat(),
+                "created_at": format_datetime(v.created_at),
             }
             for v in result.entries
         ],
@@ -118,6 +123,7 @@ def cmd_query(args: argparse.Namespace) -> int:
                     min_confidence=args.min_confidence,
                     limit=args.limit,
                     mode=args.mode,
+                    min_similarity=args.min_similarity,
                 )
             )
 
@@ -162,12 +168,21 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------- stats
 
 
+def statuses_of(stats: StoreStats) -> tuple[int, dict[str, int]]:
+    """The active count (candidate, confirmed, disputed) and the count of each status."""
+    by_status = {s.value: int(stats.by_status.get(s.value, 0)) for s in Status}
+    return sum(by_status[s.value] for s in Status if s.is_active), by_status
+
+
 def stats_to_json(stats: StoreStats) -> dict[str, Any]:
+    """The stats as the HTTP API shows them."""
+    active, by_status = statuses_of(stats)
     return {
         "total": stats.total,
+        "active": active,
         "last_24h": stats.last_24h,
-        "average_confidence": stats.average_confidence,
-        "by_status": dict(stats.by_status),
+        "average_confidence": rounded(stats.average_confidence),
+        "by_status": by_status,
         "by_content_type": dict(stats.by_content_type),
         "total_relations": stats.total_relations,
     }
@@ -186,13 +201,11 @@ def cmd_stats(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(stats_to_json(stats), indent=2, sort_keys=True))
         return EXIT_OK
-    print(f"entries:            {stats.total}")
+    active, by_status = statuses_of(stats)
+    print(f"entries:            {stats.total} ({active} active)")
     print(f"created last 24h:   {stats.last_24h}")
-    print(f"average confidence: {stats.average_confidence:.3f}")
-    print(
-        "by status:          "
-        + (", ".join(f"{k} {v}" for k, v in sorted(stats.by_status.items())) or "-")
-    )
+    print(f"average confidence: {stats.average_confidence:.3f} (active entries)")
+    print("by status:          " + ", ".join(f"{k} {v}" for k, v in by_status.items()))
     print(
         "by content type:    "
         + (", ".join(f"{k} {v}" for k, v in sorted(stats.by_content_type.items())) or "-")
@@ -211,6 +224,7 @@ __all__ = [
     "cmd_stats",
     "query_to_json",
     "stats_to_json",
+    "statuses_of",
 ]
 
 

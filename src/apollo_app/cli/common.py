@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 from apollo_domain.errors import ApolloError, ConfigurationError
 from apollo_domain.model import Principal
 
-from ..settings import Settings
+from ..settings import Settings, check_database_url
 
 PROG = "apollo"
 EXIT_OK = 0
@@ -51,7 +51,7 @@ def load_settings(args: argparse.Namespace) -> Settings:
     if database_url is not None:
         if not database_url.strip():
             raise ConfigurationError("--database-url", "must not be empty")
-        changes["database_url"] = database_url.strip()
+        changes["database_url"] = check_database_url("--database-url", database_url.strip())
     return settings.replace(**changes) if changes else settings
 
 

@@ -1,4 +1,4 @@
-"""``apollo ingest``: bulk-ingest a JSONL file, with a progress bar."""
+"""``apollo ingest``: bulk-ingest a JSONL file, with a progress bar on a terminal."""
 
 from __future__ import annotations
 
@@ -13,58 +13,70 @@ from typing import Any, TextIO
 import attrs
 from attrs import define, field
 
-from apollo_domain.commands import StoreKnowledge
+from apollo_domain.commands import StoreKnowledge, aliases_of, unalias
 from apollo_domain.errors import ApolloError, ConfigurationError, ValidationError
 from apollo_domain.model import Outcome, Principal
 from apollo_domain.validation import MAX_JSON_DEPTH
 
 from ..facade.client import store_command
-from .common import EXIT_OK, PROG, UsageError, load_settings, principal_of, run_async
+from .common import (
+    EXIT_FAILURE,
+    EXIT_OK,
+    PROG,
+    UsageError,
+    error,
+    load_settings,
+    principal_of,
+    run_async,
+)
 
-#: The fields one JSONL line may carry: the store command's, the agent id included.
-INGEST_FIELDS = frozenset(a.name for a in attrs.fields(StoreKnowledge))
+#: The fields one JSONL line may carry: the store command's, the agent id included (also
+#: as lex-apollo's ``source_agent``).
+INGEST_FIELDS = frozenset(a.name for a in attrs.fields(StoreKnowledge)) | set(
+    aliases_of(StoreKnowledge)
+)
 
 
 class Progress:
-    """A progress bar on ``stream``: redrawn in place with ``\\r`` on a terminal, else
-    one line about every 10% (every 1,000 lines when the total is unknown)."""
-
-    WIDTH = 30
+    """A progress bar (rich) on ``stream`` while it is a terminal; elsewhere (a log, a pipe)
+    nothing at all: the summary line printed at the end says what happened."""
 
     def __init__(self, total: int | None, stream: TextIO) -> None:
         self.total = total
-        self.stream = stream
         self.interactive = stream.isatty()
-        self._last_decile = 0
-        self._drawn = False
+        self._bar: Any = None
+        self._task: Any = None
+        if self.interactive:
+            from rich.console import Console
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                TaskProgressColumn,
+                TextColumn,
+                TimeRemainingColumn,
+            )
+            from rich.progress import Progress as Bar
+
+            self._bar = Bar(
+                TextColumn("ingest"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TaskProgressColumn(),
+                TimeRemainingColumn(),
+                console=Console(file=stream),
+            )
+            self._task = self._bar.add_task("ingest", total=total)
+            self._bar.start()
 
     def update(self, done: int) -> None:
-        if self.interactive:
-            self._draw(done)
-            return
-        if self.total:
-            decile = done * 10 // self.total
-            if decile > self._last_decile:
-                self._last_decile = decile
-                print(f"ingest: {decile * 10}% ({done}/{self.total} lines)", file=self.stream)
-        elif done % 1000 == 0:
-            print(f"ingest: {done} lines", file=self.stream)
-
-    def _draw(self, done: int) -> None:
-        if self.total:
-            filled = done * self.WIDTH // self.total
-            bar = "#" * filled + "." * (self.WIDTH - filled)
-            text = f"\r[{bar}] {done * 100 // self.total:3d}% {done}/{self.total} lines"
-        else:
-            text = f"\r{done} lines"
-        self.stream.write(text)
-        self.stream.flush()
-        self._drawn = True
+        """``done`` lines of ``total`` are read."""
+        if self._bar is not None:
+            self._bar.update(self._task, completed=done)
 
     def close(self) -> None:
-        if self.interactive and self._drawn:
-            self.stream.write("\n")
-            self.stream.flush()
+        if self._bar is not None:
+            self._bar.stop()
+            self._bar = None
 
 
 def _open_lines(path: str) -> tuple[Iterator[str], int | None, Any]:
@@ -94,6 +106,7 @@ def parse_line(text: str) -> dict[str, Any]:
     unknown = sorted(set(value) - INGEST_FIELDS)
     if unknown:
         raise ValueError(f"unknown field(s) {', '.join(unknown)}")
+    value = unalias(StoreKnowledge, value)
     if "content" not in value:
         raise ValueError("content: is required")
     agent = value.get("agent_id")
@@ -195,6 +208,9 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     print(report.summary())
     if report.failure is not None:
         raise report.failure
+    if report.bad and not report.stored:
+        error(f"nothing was stored: every one of the {len(report.bad)} line(s) was bad")
+        return EXIT_FAILURE
     return EXIT_OK
 
 

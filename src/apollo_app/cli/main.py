@@ -13,11 +13,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from apollo_domain.errors import ApolloError, ConfigurationError, ValidationError
-from apollo_domain.services.query import DEFAULT_MODE, QUERY_MODES
+from apollo_domain.services.query import DEFAULT_MODE, MAX_LIMIT, QUERY_MODES
 
+from .. import __version__
+from ..simulation import DEFAULT_NOISE
 from .commands import (
     cmd_demo,
     cmd_label,
@@ -50,14 +52,37 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def _unit_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
-    if not 0.0 <= value <= 1.0:
-        raise argparse.ArgumentTypeError(f"must be within [0, 1], got {text}")
-    return value
+def _int_between(low: int, high: int) -> Callable[[str], int]:
+    """An argparse type: an integer in [low, high] (outside: usage error, exit 2)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be between {low} and {high}, got {value}")
+        return value
+
+    return parse
+
+
+def _float_between(low: float, high: float) -> Callable[[str], float]:
+    """An argparse type: a finite number in [low, high]."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be within [{low:g}, {high:g}], got {text}")
+        return value
+
+    return parse
+
+
+_unit_float = _float_between(0.0, 1.0)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -67,6 +92,9 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Settings come from APOLLO_* environment variables; with none set, Apollo "
         "runs an embedded PostgreSQL + pgvector in ./.apollo. "
         "Exit codes: 0 ok, 1 runtime failure, 2 usage or configuration error.",
+    )
+    parser.add_argument(
+        "--version", action="version", version=f"{PROG} {__version__}", help="print the version"
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
@@ -96,6 +124,11 @@ def build_parser() -> argparse.ArgumentParser:
         "interrupted. Configure it with APOLLO_* variables (APOLLO_AMQP_URL, "
         "APOLLO_HTTP_HOST, APOLLO_HTTP_PORT, APOLLO_API_TOKENS, ...).",
     )
+    serve.add_argument(
+        "--verbose",
+        action="store_true",
+        help="also log the embedded PostgreSQL's progress (initdb, start, stop)",
+    )
     serve.set_defaults(handler=cmd_serve)
 
     demo = commands.add_parser(
@@ -114,7 +147,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="simulate an agent mesh publishing noisy knowledge (in memory)",
         description="An in-memory agent mesh: each tick (one simulated hour) every agent "
         "publishes one fact from its home domains (wrong with probability --noise) and "
-        "runs one query; the periodic work runs every few ticks. Deterministic per seed.",
+        "runs one query. Every few ticks a moderator who knows the truth resolves the "
+        "disputes raised so far (unless --no-review), then the periodic work runs. The "
+        "summary ends with what its numbers mean. Deterministic per seed.",
     )
     simulate.add_argument("--agents", type=_positive_int, default=6, help="agents (default 6)")
     simulate.add_argument("--ticks", type=_positive_int, default=30, help="ticks (default 30)")
@@ -125,8 +160,14 @@ def build_parser() -> argparse.ArgumentParser:
     simulate.add_argument(
         "--noise",
         type=_unit_float,
-        default=0.1,
-        help="probability that a published fact is wrong (default 0.1)",
+        default=DEFAULT_NOISE,
+        help=f"probability that a published fact is wrong (default {DEFAULT_NOISE})",
+    )
+    simulate.add_argument(
+        "--no-review",
+        dest="review",
+        action="store_false",
+        help="nobody resolves disputes: they accumulate",
     )
     simulate.add_argument(
         "--maintenance-every",
@@ -144,8 +185,10 @@ def build_parser() -> argparse.ArgumentParser:
         description="Store one entry per line of a JSONL file (- for stdin). Each line is "
         "a JSON object with the store_knowledge fields: content (required), content_type, "
         "tags, context, knowledge_domain, access_scope, source_provider, source_channel, "
-        "submitted_by, submitted_from, agent_id. Bad lines are reported with their number "
-        "and skipped. Exit 0 when every valid line was stored, 1 when the store failed.",
+        "submitted_by, submitted_from, agent_id (or source_agent). Bad lines are reported "
+        "with their number and skipped. A progress bar shows on a terminal only; the last "
+        "line sums up. Exit 0 when the valid lines were stored, 1 when the store failed or "
+        "when no line could be stored because every line was bad.",
     )
     ingest.add_argument("file", metavar="FILE.jsonl", help="the JSONL file, or - for stdin")
     ingest.add_argument(
@@ -165,7 +208,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     query.add_argument("text", help="what to look for")
     query.add_argument(
-        "--limit", type=_positive_int, default=10, help="results, at most 100 (default 10)"
+        "--limit",
+        type=_int_between(1, MAX_LIMIT),
+        default=10,
+        metavar="N",
+        help=f"results, 1 to {MAX_LIMIT} (default 10)",
     )
     query.add_argument(
         "--min-confidence",
@@ -179,6 +226,14 @@ def build_parser() -> argparse.ArgumentParser:
         choices=QUERY_MODES,
         default=DEFAULT_MODE,
         help=f"hybrid fuses every signal; vector or lexical use one (default {DEFAULT_MODE})",
+    )
+    query.add_argument(
+        "--min-similarity",
+        type=_float_between(-1.0, 1.0),
+        default=0.0,
+        metavar="S",
+        help="only entries whose cosine similarity to the text is above S, in [-1, 1] "
+        "(default 0.0: anything related at all; raise it, e.g. to 0.5, for close matches only)",
     )
     query.add_argument("--agent", default=DEFAULT_AGENT, metavar="ID", help="agent id to log")
     query.add_argument("--json", action="store_true", help="print JSON")

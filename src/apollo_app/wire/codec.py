@@ -16,7 +16,7 @@ import re
 import types
 from collections.abc import Callable, Mapping, Sequence, Set
 from datetime import UTC, datetime
-from typing import Any, Union, get_args, get_origin
+from typing import Any, Final, Union, get_args, get_origin
 from uuid import UUID
 
 import attrs
@@ -28,9 +28,36 @@ from apollo_domain.validation import MAX_JSON_DEPTH
 
 StructureHook = Callable[[Any, Any], Any]
 
+#: Decimal places of the numbers Apollo computes (confidence, similarity, activation,
+#: proficiency, ...) in what its edges send: ``0.58``, not ``0.5800000000000001``.
+SCORE_DIGITS: Final = 6
 
-def make_converter(*, forbid_extra_keys: bool = False) -> cattrs.Converter:
-    """A fresh converter for one JSON edge."""
+
+def rounded(value: float) -> float:
+    """``value`` to :data:`SCORE_DIGITS` decimal places, as the edges send it."""
+    return round(value, SCORE_DIGITS)
+
+
+def make_converter(
+    *, forbid_extra_keys: bool = False, round_scores: bool = False
+) -> cattrs.Converter:
+    """A fresh converter for one JSON edge. With ``round_scores`` (what the edges send, not
+    what they read) the ``float`` fields of Apollo's values are :func:`rounded`, while
+    free-form objects (``Mapping[str, Any]``: the caller's context) keep their numbers."""
+    converter = _converter(forbid_extra_keys)
+    if round_scores:
+        free_form = _converter(forbid_extra_keys)
+        converter.register_unstructure_hook(float, rounded)
+        converter.register_unstructure_hook_func(_is_free_form, free_form.unstructure)
+    return converter
+
+
+def _is_free_form(kind: Any) -> bool:
+    origin = get_origin(kind)
+    return origin in (dict, Mapping) and get_args(kind)[1:] == (Any,)
+
+
+def _converter(forbid_extra_keys: bool) -> cattrs.Converter:
     converter = cattrs.Converter(
         forbid_extra_keys=forbid_extra_keys,
         unstruct_collection_overrides={Set: list, Sequence: list, Mapping: dict},
@@ -408,10 +435,12 @@ def describe_type(kind: Any) -> str:
 
 
 __all__ = [
+    "SCORE_DIGITS",
     "decode_json",
     "describe_type",
     "encode_json",
     "format_datetime",
     "json_type",
     "make_converter",
+    "rounded",
 ]

@@ -2,9 +2,10 @@
 
 Every command message is one JSON object ``{"v": 1, "action": <action>, "payload": {...}}``
 whose payload is the command's fields, (de)structured strictly by the private converter of
-this module (no coercion between strings and numbers, no unknown fields). A payload names
-the calling agent (``agent_id``, attribution only); it never carries a principal: the
-consumer takes identity from the broker-verified ``user_id``.
+this module (no coercion between strings and numbers, no unknown fields; the aliases of
+:data:`apollo_domain.commands.FIELD_ALIASES` are read as their fields). A payload names the
+calling agent (``agent_id``, or lex-apollo's ``source_agent``; attribution only); it never
+carries a principal: the consumer takes identity from the broker-verified ``user_id``.
 
 Which queue carries what:
 
@@ -68,10 +69,13 @@ MUTATIONS: Final = frozenset(
 REQUESTS: Final = frozenset({"query", "traverse", "expertise", "at_risk", "profile"})
 
 
-def make_converter(*, forbid_extra_keys: bool = True) -> cattrs.Converter:
+def make_converter(
+    *, forbid_extra_keys: bool = True, round_scores: bool = False
+) -> cattrs.Converter:
     """The private converter of the message edge: strict JSON types; unknown payload fields
-    are refused unless ``forbid_extra_keys`` is false (replies are read tolerantly)."""
-    return codec.make_converter(forbid_extra_keys=forbid_extra_keys)
+    are refused unless ``forbid_extra_keys`` is false (replies are read tolerantly); with
+    ``round_scores`` the scores it writes are rounded (replies, never command payloads)."""
+    return codec.make_converter(forbid_extra_keys=forbid_extra_keys, round_scores=round_scores)
 
 
 _commands = make_converter()
@@ -123,7 +127,7 @@ def decode_command(raw: bytes, *, accept: Collection[str] | None = None) -> c.Co
     payload = document.get("payload")
     if not isinstance(payload, dict):
         raise ValidationError("payload", "must be a JSON object")
-    command: c.Command[Any] = structure(_commands, payload, kind)
+    command: c.Command[Any] = structure(_commands, c.unalias(kind, payload), kind)
     return command
 
 

@@ -1,7 +1,8 @@
 """RPC replies: ``{"ok": true, "result": ...}`` or ``{"ok": false, "error": {...}}``.
 
-The error carries the name :mod:`apollo_app.error_policy` gives its class, so the client
-raises the same class the service did.
+Scores in a result are rounded to :data:`apollo_app.wire.codec.SCORE_DIGITS` decimals, as
+on every edge. The error carries the name :mod:`apollo_app.error_policy` gives its class,
+so the client raises the same class the service did.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from . import codec
 from .envelope import make_converter, structure
 
 T = TypeVar("T")
-_replies = make_converter(forbid_extra_keys=False)
+_replies = make_converter(forbid_extra_keys=False, round_scores=True)
 
 
 @frozen

@@ -104,11 +104,12 @@ async def _inputs(op: Operation, request: Request) -> dict[str, Any]:
     body = decode_json(received)  # no body at all means {}
     if not isinstance(body, dict):
         raise ValidationError("body", f"must be a JSON object, got {json_type(body)}")
-    extra = sorted(set(body) - set(accepted))
+    aliases = op.aliases()
+    extra = sorted(set(body) - set(accepted) - set(aliases))
     if extra:
         listed = ", ".join(repr(name) for name in extra)
         raise ValidationError(extra[0], f"unknown field{'s' if len(extra) > 1 else ''} {listed}")
-    return body
+    return c.unalias(op.command, body) if op.command is not None and aliases else body
 
 
 def _command(op: Operation, call: Call, data: Mapping[str, Any]) -> c.Command[Any]:
@@ -185,7 +186,7 @@ def create_app(
 ) -> Starlette:
     """The Starlette application of Apollo's HTTP API (``/api/apollo/...``, ``/metrics``,
     ``/openapi.json``). ``tokens`` maps bearer tokens to principal ids."""
-    converter = make_converter()
+    converter = make_converter(round_scores=True)
     auth = Authenticator(tokens)
     document = encode_json(openapi_document())
     routes = [
@@ -214,9 +215,10 @@ def create_app(
 
     routes.append(Route("/openapi.json", openapi, methods=["GET"]))
     routes.append(Route("/metrics", exposition, methods=["GET"]))
+    # Instrumentation first (outermost), so it counts what LoopbackOnly refuses too.
     middleware = [Middleware(Instrumentation, metrics=metrics)] if metrics is not None else []
     if not auth.configured:  # no authentication: only this machine's own pages and tools
-        middleware.insert(0, Middleware(LoopbackOnly))
+        middleware.append(Middleware(LoopbackOnly))
     return Starlette(
         routes=routes,
         middleware=middleware,

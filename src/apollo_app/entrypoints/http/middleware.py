@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 
+from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ...metrics import Metrics
@@ -14,8 +15,11 @@ _METHODS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"
 
 
 class Instrumentation:
-    """Counts every HTTP request by method, route template (``unmatched`` when no route
-    matched, so a scan of random paths cannot blow up the label set) and status."""
+    """Counts every HTTP request by method, route template and status. A request no route
+    serves (404 no such path, 405 no such method on it, or refused before routing) counts
+    under ``unmatched``, so a scan of random paths cannot blow up the label set.
+
+    It must be the outermost middleware, so that what the others refuse is counted too."""
 
     def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
         self.app = app
@@ -37,10 +41,20 @@ class Instrumentation:
         try:
             await self.app(scope, receive, sending)
         finally:
-            route = scope.get("route")
-            template = getattr(route, "path", None) or "unmatched"
+            template = _template(scope)
             method = scope["method"] if scope["method"] in _METHODS else "OTHER"
             self.metrics.observe_http(method, template, status, time.perf_counter() - started)
+
+
+def _template(scope: Scope) -> str:
+    """The path template of the route that served the request, else ``unmatched`` (the
+    router also records a route matched by path only, whose method it then refuses)."""
+    route = scope.get("route")
+    if not isinstance(route, BaseRoute):
+        return "unmatched"
+    match, _ = route.matches(scope)
+    path = getattr(route, "path", None)
+    return path if match is Match.FULL and isinstance(path, str) else "unmatched"
 
 
 LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "[::1]", "::1"})

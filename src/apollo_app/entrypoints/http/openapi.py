@@ -87,6 +87,12 @@ def _request_body(book: SchemaBook, op: Operation) -> dict[str, Any] | None:
     component["required"] = [r for r in component["required"] if r not in op.optional]
     for field_name, value in op.defaults.items():
         component["properties"][field_name]["default"] = value
+    for alias, target in op.aliases().items():
+        component["properties"][alias] = {
+            **component["properties"][target],
+            "description": f"Another name for `{target}` (lex-apollo payloads); when both "
+            "are given they must be equal.",
+        }
     return {"required": bool(component["required"]), "content": {JSON: {"schema": ref}}}
 
 
@@ -118,6 +124,8 @@ def openapi_document(operations: tuple[Operation, ...] = OPERATIONS) -> dict[str
         if schema is not None:
             ok["content"] = {JSON: {"schema": schema}}
         responses: dict[str, Any] = {str(status): ok}
+        for other, other_description in op.also_ok:
+            responses[str(other)] = {**ok, "description": other_description}
         if op.operation_id == "health":
             responses["503"] = {
                 "description": "Degraded: some part of the store cannot be written.",

@@ -33,6 +33,7 @@ from apollo_domain.traversal import MAX_RELATED
 
 from ...facade import Apollo
 from ...metrics import Metrics
+from ...wire.codec import rounded
 from .errors import error_body
 from .schema import JsonSchema
 
@@ -70,9 +71,11 @@ def _listed(key: str) -> Present:
 
 
 def _ingested(call: Call, result: IngestResult) -> tuple[int, Any]:
+    """201 when an entry was created; 200 when the knowledge was recorded against an
+    existing entry (deduplicated, corroborated); 422 when admission rejected it."""
     if result.outcome is Outcome.REJECTED:
         return 422, error_body("rejected", result.reason or "rejected")
-    return 201, call.out(result)
+    return (201 if result.outcome is Outcome.CREATED else 200), call.out(result)
 
 
 def _entry(call: Call, entry: Entry) -> tuple[int, Any]:
@@ -82,13 +85,12 @@ def _entry(call: Call, entry: Entry) -> tuple[int, Any]:
 
 
 def _stats(call: Call, stats: StoreStats) -> tuple[int, Any]:
-    by_status = {status.value: 0 for status in Status}
-    by_status.update({str(k): int(v) for k, v in stats.by_status.items()})
-    by_status["active"] = sum(by_status[s.value] for s in Status if s.is_active)
+    by_status = {status.value: int(stats.by_status.get(status.value, 0)) for status in Status}
     return 200, {
         "total": stats.total,
+        "active": sum(by_status[s.value] for s in Status if s.is_active),
         "last_24h": stats.last_24h,
-        "average_confidence": round(stats.average_confidence, 3),
+        "average_confidence": rounded(stats.average_confidence),
         "by_status": by_status,
         "by_content_type": {str(k): int(v) for k, v in stats.by_content_type.items()},
         "total_relations": stats.total_relations,
@@ -107,6 +109,7 @@ class Operation:
     summary: str
     command: type[c.Command[Any]] | None  # None: served by the app itself (health)
     ok: tuple[int, str, Any]  # status, description, result type or schema
+    also_ok: tuple[tuple[int, str], ...] = ()  # other success statuses (same result)
     present: Present = _plain
     path_fields: Mapping[str, str] = field(factory=dict)  # path parameter → command field
     fixed: Mapping[str, Any] = field(factory=dict)  # fields this route sets to a constant
@@ -136,6 +139,13 @@ class Operation:
             hidden.add("agent_id")
         return tuple(a for a in attrs.fields(self.command) if a.name not in hidden)
 
+    def aliases(self) -> Mapping[str, str]:
+        """Other names callers may give inputs (see ``commands.FIELD_ALIASES``)."""
+        if self.command is None:
+            return {}
+        names = {a.name for a in self.inputs()}
+        return {k: v for k, v in c.aliases_of(self.command).items() if v in names}
+
 
 def _decay_command(data: Mapping[str, Any]) -> type[c.Command[Any]]:
     return c.ForceDecay if "factor" in data else c.RunDecayCycle  # null is not a factor
@@ -158,9 +168,10 @@ OPERATIONS: tuple[Operation, ...] = (
         "POST",
         "/ingest",
         "ingest",
-        "Store knowledge: created, deduplicated or corroborated (201), rejected (422).",
+        "Store knowledge: created (201), deduplicated or corroborated (200), rejected (422).",
         c.StoreKnowledge,
-        (201, "Accepted: created, deduplicated or corroborated.", IngestResult),
+        (201, "Created: a new entry holds the knowledge.", IngestResult),
+        also_ok=((200, "Recorded against an existing entry: deduplicated or corroborated."),),
         present=_ingested,
         fill=_submitted,
         filled=frozenset({"submitted_by", "submitted_from"}),
@@ -349,6 +360,7 @@ STATS_SCHEMA: JsonSchema = {
     "type": "object",
     "required": [
         "total",
+        "active",
         "last_24h",
         "average_confidence",
         "by_status",
@@ -356,10 +368,22 @@ STATS_SCHEMA: JsonSchema = {
         "total_relations",
     ],
     "properties": {
-        "total": {"type": "integer"},
+        "total": {"type": "integer", "description": "Entries the caller may see."},
+        "active": {
+            "type": "integer",
+            "description": "Of those, the active ones (candidate, confirmed or disputed).",
+        },
         "last_24h": {"type": "integer"},
-        "average_confidence": {"type": "number"},
-        "by_status": {**_COUNTS, "required": ["active", *(s.value for s in Status)]},
+        "average_confidence": {
+            "type": "number",
+            "description": "Average confidence of the active entries (6 decimals).",
+        },
+        "by_status": {
+            "type": "object",
+            "required": [s.value for s in Status],
+            "additionalProperties": False,
+            "properties": {s.value: {"type": "integer"} for s in Status},
+        },
         "by_content_type": _COUNTS,
         "total_relations": {"type": "integer"},
     },
