@@ -121,6 +121,12 @@ def as_tuple(values: Any) -> Any:
     return tuple(values) if isinstance(values, list | tuple) else values
 
 
+def arguments_of(local_names: Mapping[str, Any]) -> dict[str, Any]:
+    """A method's keyword arguments, from its ``locals()`` taken first thing (``self``
+    dropped): the method's signature is the one place its fields are listed."""
+    return {name: value for name, value in local_names.items() if name != "self"}
+
+
 def store_command(**arguments: Any) -> c.StoreKnowledge:
     """A :class:`StoreKnowledge` from ``store_knowledge`` keyword arguments (unknown names
     raise :class:`TypeError`, like a call would)."""
@@ -178,20 +184,7 @@ class Client:
         submitted_by: str | None = None,
         submitted_from: str | None = None,
     ) -> IngestResult:
-        return await self.run(
-            store_command(
-                content=content,
-                content_type=content_type,
-                tags=tags,
-                context=context,
-                source_provider=source_provider,
-                source_channel=source_channel,
-                knowledge_domain=knowledge_domain,
-                access_scope=access_scope,
-                submitted_by=submitted_by,
-                submitted_from=submitted_from,
-            )
-        )
+        return await self.run(store_command(**arguments_of(locals())))
 
     async def store_many(self, items: Sequence[Mapping[str, Any]]) -> list[IngestResult]:
         """Bulk ``store_knowledge``: each item holds its keyword arguments. Same rules and
@@ -304,4 +297,11 @@ def _id(value: UUID | str) -> str:
     return str(value) if isinstance(value, UUID) else value
 
 
-__all__ = ["Client", "KnowledgeClient", "as_tuple", "store_command", "store_many_command"]
+__all__ = [
+    "Client",
+    "KnowledgeClient",
+    "arguments_of",
+    "as_tuple",
+    "store_command",
+    "store_many_command",
+]

@@ -42,7 +42,7 @@ from apollo_domain.validation import bounded_float
 from .. import bootstrap
 from ..wire.envelope import DEADLINE_HEADER, action_of, encode_command, payload_of
 from ..wire.replies import decode_reply
-from .client import store_command, store_many_command
+from .client import arguments_of, store_command, store_many_command
 
 R = TypeVar("R")
 
@@ -94,18 +94,7 @@ class RemoteClient:
         submitted_by: str | None = None,
         submitted_from: str | None = None,
     ) -> Dispatch:
-        command = store_command(
-            content=content,
-            content_type=content_type,
-            tags=tags,
-            context=context,
-            source_provider=source_provider,
-            source_channel=source_channel,
-            knowledge_domain=knowledge_domain,
-            access_scope=access_scope,
-            submitted_by=submitted_by,
-            submitted_from=submitted_from,
-        )
+        command = store_command(**arguments_of(locals()))
         return await self._publish(self._normalized(command))
 
     async def store_many(self, items: Sequence[Mapping[str, Any]]) -> list[Dispatch]:
