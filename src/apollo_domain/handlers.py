@@ -68,7 +68,9 @@ class Handler:
         return self.access is not Access.READ
 
 
-def _ingest_request(caller: Caller, command: c.StoreKnowledge) -> services.IngestRequest:
+def ingest_request(caller: Caller, command: c.StoreKnowledge) -> services.IngestRequest:
+    """Step 1 of ingest for a store command: validated and normalized (the field named on
+    failure), as the caller or the agent the command credits."""
     return services.prepare(
         caller.acting_as(command.agent_id),
         content=command.content,
@@ -88,9 +90,7 @@ async def _store(
     deps: Deps, caller: Caller, command: c.StoreKnowledge, key: str | None
 ) -> IngestResult:
     acting = caller.acting_as(command.agent_id)
-    return await services.ingest(
-        deps, acting, _ingest_request(caller, command), idempotency_key=key
-    )
+    return await services.ingest(deps, acting, ingest_request(caller, command), idempotency_key=key)
 
 
 async def _store_many(
@@ -100,7 +100,7 @@ async def _store_many(
     requests = []
     for index, item in enumerate(command.items):
         try:
-            requests.append(_ingest_request(acting, item))
+            requests.append(ingest_request(acting, item))
         except ValidationError as exc:
             raise ValidationError(f"items[{index}].{exc.field}", exc.message) from None
     return await services.ingest_many(deps, acting, requests)
@@ -385,4 +385,12 @@ async def handle(
     return result
 
 
-__all__ = ["COMMAND_HANDLERS", "Access", "Handler", "authorize", "handle", "handler_of"]
+__all__ = [
+    "COMMAND_HANDLERS",
+    "Access",
+    "Handler",
+    "authorize",
+    "handle",
+    "handler_of",
+    "ingest_request",
+]

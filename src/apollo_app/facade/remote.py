@@ -22,10 +22,10 @@ from typing import Any, TypeVar
 from uuid import UUID, uuid4
 
 from apollo_domain import commands as c
-from apollo_domain import services
 from apollo_domain.commands import result_type
 from apollo_domain.errors import RpcTimeout, ValidationError
 from apollo_domain.expertise import DomainCoverage
+from apollo_domain.handlers import ingest_request
 from apollo_domain.lifecycle import parse_resolution, validate_decay_factor, validate_stale_days
 from apollo_domain.messaging import Message, MessageBus
 from apollo_domain.model import Principal
@@ -111,19 +111,7 @@ class RemoteClient:
 
     def _normalized(self, command: c.StoreKnowledge) -> c.StoreKnowledge:
         """The command as the service will read it, validated here with the same rules."""
-        request = services.prepare(
-            self.caller,
-            content=command.content,
-            content_type=command.content_type,
-            tags=command.tags,
-            context=command.context,
-            source_provider=command.source_provider,
-            source_channel=command.source_channel,
-            knowledge_domain=command.knowledge_domain,
-            access_scope=command.access_scope,
-            submitted_by=command.submitted_by,
-            submitted_from=command.submitted_from,
-        )
+        request = ingest_request(self.caller, command)
         source = request.source
         return c.StoreKnowledge(
             content=request.content,
