@@ -9,8 +9,8 @@ from collections.abc import Iterator
 import pytest
 
 from apollo_app.cli import build_parser, parse_line
-from apollo_app.logs import QUIET_LOGGERS, configure_logging
 from apollo_app.cli.ingest import Progress
+from apollo_app.logs import QUIET_LOGGERS, configure_logging
 from apollo_domain.errors import ValidationError
 
 
