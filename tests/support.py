@@ -1,8 +1,12 @@
-"""Test doubles shared by the suites: a keyed embedder, a fault-injecting store, a fake LLM."""
+"""Test doubles shared by the suites: a keyed embedder, a fault-injecting store, a fake
+LLM, and an interleaving store that pauses use cases at named points."""
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import hashlib
+import inspect
 import math
 from collections.abc import Collection, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
@@ -208,3 +212,177 @@ class ScriptedLLM:
     async def anticipate(self, facts: Sequence[str]) -> list[str]:
         self.calls.append("anticipate")
         return [f"What follows from: {facts[0]}?"] if facts else []
+
+
+class Interleaving:
+    """Forces a chosen interleaving of concurrent use cases, on any store.
+
+    Wraps a Store (and optionally other ports with :meth:`wrap`) so that every
+    repository call, ``enter`` (before the unit of work opens) and ``commit`` is a
+    named *point* (``"entries.update"``, ``"judge.contradicts"``). Each use case runs as
+    a named *actor* (:meth:`run`). A test can
+
+    - :meth:`hold` an actor at a point: it pauses there, before the call, until the gate
+      is released;
+    - wait until an actor has :meth:`reached` a point (arrived, before the call runs).
+
+    Nothing sleeps. A correct store may block the second actor (a row lock, or the
+    in-memory store's serialized units of work) until the first commits, so tests wait
+    for the second actor to *reach* the point where it would block, or to finish, then
+    release the first: :meth:`blocked_or_done`. ``timeout`` only turns a deadlock into a
+    failure.
+    """
+
+    PARTS = _FaultyUnitOfWork.PARTS
+
+    def __init__(self, inner: Any, *, timeout: float = 20.0) -> None:
+        self.inner = inner
+        self.directory = inner.directory
+        self.timeout = timeout
+        self.trace: list[tuple[str, str]] = []
+        self._actor: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+            "apollo_test_actor", default=None
+        )
+        self._arrivals: dict[tuple[str, str], asyncio.Event] = {}
+        self._gates: dict[tuple[str, str], asyncio.Event] = {}
+        self._monitor: Any = None
+
+    # -- the test's side ---------------------------------------------------------
+    def run(self, actor: str, coro: Any) -> Any:
+        """Start ``coro`` as a task acting as ``actor``; returns the task."""
+
+        async def acting() -> Any:
+            self._actor.set(actor)
+            return await coro
+
+        return asyncio.get_running_loop().create_task(acting(), name=actor)
+
+    def hold(self, actor: str, point: str) -> Any:
+        """Pause ``actor`` the first time it reaches ``point``; returns the gate (an
+        ``asyncio.Event``: ``gate.set()`` releases it)."""
+        gate = asyncio.Event()
+        self._gates[(actor, point)] = gate
+        return gate
+
+    async def reached(self, actor: str, point: str, *, or_done: Any = None) -> bool:
+        """Wait until ``actor`` arrives at ``point`` (True) or, given ``or_done``, that
+        task finishes first (False)."""
+        arrived = asyncio.ensure_future(self._arrival(actor, point).wait())
+        waiting = {arrived} if or_done is None else {arrived, or_done}
+        done, _ = await asyncio.wait(
+            waiting, timeout=self.timeout, return_when=asyncio.FIRST_COMPLETED
+        )
+        if not done:
+            arrived.cancel()
+            raise AssertionError(f"{actor} never reached {point} (deadlock?)")
+        if arrived in done:
+            return True
+        arrived.cancel()
+        return False
+
+    async def blocked_or_done(self, task: Any) -> bool:
+        """Wait until ``task`` finishes (False) or someone waits for a lock another unit of
+        work holds (True): a row lock on PostgreSQL (``pg_stat_activity``), the serialized
+        unit of work in memory. Polls the store's own lock state until ``timeout``."""
+        deadline = asyncio.get_running_loop().time() + self.timeout
+        while not task.done():
+            if await self._lock_waiters() > 0:
+                return True
+            if asyncio.get_running_loop().time() > deadline:
+                raise AssertionError(f"{task.get_name()} neither finished nor blocked")
+            await asyncio.sleep(0.005)
+        return False
+
+    async def finish(self, *tasks: Any) -> list[Any]:
+        """Await ``tasks`` (results or exceptions, in order), failing on a deadlock."""
+        return list(
+            await asyncio.wait_for(
+                asyncio.gather(*tasks, return_exceptions=True), timeout=self.timeout
+            )
+        )
+
+    def wrap(self, port: Any, name: str) -> Any:
+        """``port`` with each async method a point ``"<name>.<method>"``."""
+        return _PointProxy(port, name, self)
+
+    # -- the store's side --------------------------------------------------------
+    def _arrival(self, actor: str, point: str) -> Any:
+        return self._arrivals.setdefault((actor, point), asyncio.Event())
+
+    async def at(self, point: str) -> None:
+        actor = self._actor.get()
+        if actor is None:
+            return
+        self.trace.append((actor, point))
+        self._arrival(actor, point).set()
+        gate = self._gates.pop((actor, point), None)
+        if gate is not None:
+            await gate.wait()
+
+    def unit_of_work(self) -> _InterleavedUnitOfWork:
+        return _InterleavedUnitOfWork(self.inner.unit_of_work(), self)
+
+    async def preflight(self, parts: Collection[str]) -> None:
+        await self.inner.preflight(parts)
+
+    async def _lock_waiters(self) -> int:
+        conninfo = getattr(self.inner, "_conninfo", None)
+        if conninfo is None:  # the in-memory store: one asyncio.Lock serializes everything
+            return len(getattr(self.inner._lock, "_waiters", None) or ())
+        import psycopg
+
+        if self._monitor is None:
+            self._monitor = await psycopg.AsyncConnection.connect(conninfo, autocommit=True)
+        cursor = await self._monitor.execute(
+            "SELECT count(*) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND wait_event_type = 'Lock'"
+        )
+        row = await cursor.fetchone()
+        return int(row[0]) if row else 0
+
+    async def close(self) -> None:
+        if self._monitor is not None:
+            await self._monitor.close()
+        await self.inner.close()
+
+
+class _PointProxy:
+    def __init__(self, inner: Any, part: str, points: Interleaving) -> None:
+        self._inner = inner
+        self._part = part
+        self._points = points
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._inner, name)
+        if not inspect.iscoroutinefunction(attr):
+            return attr
+        point = f"{self._part}.{name}"
+
+        async def call(*args: Any, **kwargs: Any) -> Any:
+            await self._points.at(point)
+            return await attr(*args, **kwargs)
+
+        return call
+
+
+class _InterleavedUnitOfWork:
+    def __init__(self, inner: Any, points: Interleaving) -> None:
+        self._inner = inner
+        self._points = points
+
+    async def __aenter__(self) -> _InterleavedUnitOfWork:
+        await self._points.at("enter")
+        await self._inner.__aenter__()
+        for part in Interleaving.PARTS:
+            setattr(self, part, _PointProxy(getattr(self._inner, part), part, self._points))
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self._inner.__aexit__(*exc)
+
+    async def commit(self) -> None:
+        await self._points.at("commit")
+        await self._inner.commit()
+
+    def savepoint(self) -> AbstractAsyncContextManager[None]:
+        return self._inner.savepoint()

@@ -16,7 +16,7 @@ from apollo_adapters.clock import ManualClock
 from apollo_adapters.memory import InMemoryStore
 from apollo_app import Apollo
 from apollo_domain.ports import Store
-from tests.support import FaultInjectingStore, KeyedEmbedder
+from tests.support import FaultInjectingStore, Interleaving, KeyedEmbedder
 
 STORE_KINDS = ["memory", pytest.param("postgres", marks=pytest.mark.postgres)]
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
@@ -58,7 +58,9 @@ async def make_apollo(
     store_kind: str, request: pytest.FixtureRequest
 ) -> AsyncIterator[ApolloFactory]:
     """``await make_apollo(embedder=..., clock=..., faulty=True, ...)`` → an Apollo over a
-    fresh store of the parametrized kind. Defaults: a 16-dim keyed embedder, a manual clock."""
+    fresh store of the parametrized kind. Defaults: a 16-dim keyed embedder, a manual clock.
+    ``interleaved=True`` wraps the store in :class:`tests.support.Interleaving` (reach it
+    as ``apollo.deps.store``)."""
     opened: list[Any] = []
 
     async def factory(
@@ -69,6 +71,7 @@ async def make_apollo(
         llm: Any = None,
         policy: Any = None,
         faulty: bool = False,
+        interleaved: bool = False,
     ) -> Apollo:
         embedder = embedder or KeyedEmbedder(16)
         store = await open_store(
@@ -77,6 +80,8 @@ async def make_apollo(
         opened.append(store)
         if faulty:
             store = FaultInjectingStore(store)
+        if interleaved:
+            store = opened[-1] = Interleaving(store)  # closes its own monitor too
         return Apollo.with_store(
             store,
             embedder=embedder,

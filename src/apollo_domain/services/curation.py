@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from uuid import UUID
 
 from ..credibility import SourceCredibility, evidence_weight, parse_label
-from ..errors import Forbidden, NotFound, ValidationError
+from ..errors import Forbidden, ValidationError
 from ..expertise import DomainCoverage, proficiency
 from ..expertise import domains_at_risk as select_at_risk
 from ..lifecycle import (
@@ -47,7 +47,7 @@ async def deprecate_entry(
         raise ValidationError("reason", "must be a non-empty string")
     viewer = await resolve_viewer(deps.store.directory, caller.principal)
     async with deps.store.unit_of_work() as uow:
-        entry = await visible_entry(uow, target, viewer)
+        entry = await visible_entry(uow, target, viewer, lock=True)
         principal = caller.principal
         if not principal.role.administers and entry.owner_id != principal.id:
             raise Forbidden(f"only its owner or an admin may deprecate entry {entry.id}")
@@ -75,10 +75,7 @@ async def resolve_dispute(
     decided = parse_resolution(resolution)
     viewer = await resolve_viewer(deps.store.directory, caller.principal)
     async with deps.store.unit_of_work() as uow:
-        await visible_entry(uow, target, viewer)
-        entry = await uow.entries.lock(target)
-        if entry is None:
-            raise NotFound(f"entry {target} not found")
+        entry = await visible_entry(uow, target, viewer, lock=True)
         now = deps.clock.now()
         changed = resolve(entry, decided, now)
         accepted = decided is not Resolution.REJECT

@@ -30,9 +30,13 @@ def parse_id(name: str, value: object) -> UUID:
         raise ValidationError(name, f"must be a UUID, got {value!r}") from None
 
 
-async def visible_entry(uow: UnitOfWork, entry_id: UUID, viewer: Viewer) -> Entry:
-    """The entry, or :class:`NotFound` when it does not exist or the viewer may not see it."""
-    entry = await uow.entries.get(entry_id)
+async def visible_entry(
+    uow: UnitOfWork, entry_id: UUID, viewer: Viewer, *, lock: bool = False
+) -> Entry:
+    """The entry, or :class:`NotFound` when it does not exist or the viewer may not see it.
+    ``lock``: read it under its row lock, held until the unit of work ends (a use case
+    that writes what it read)."""
+    entry = await (uow.entries.lock(entry_id) if lock else uow.entries.get(entry_id))
     if entry is None or not is_visible(entry, viewer):
         raise NotFound(f"entry {entry_id} not found")
     return entry
