@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from benchmarks import memory_bench, postgres_bench
+from benchmarks import memory_bench, postgres_bench, write_path_bench
 
 from tests.postgres_support import PostgresTestServer
 
@@ -83,3 +83,30 @@ def test_postgres_bench_quick_reports_every_figure(
     assert decay["entries"] == decay["decay_outcomes"][0]["decayed"]
     for key in ("copy_seconds", "hnsw_build_seconds"):
         assert positive(written["load"][key]), key
+
+
+@pytest.mark.postgres
+def test_write_path_bench_quick_counts_statements_per_entry(tmp_path: Path) -> None:
+    """Apollo's ingest paths and the raw baselines are each timed and their statements
+    counted on the bench's own embedded server (pg_stat_statements loaded)."""
+    write_path_bench.main(["--quick", "--output", str(tmp_path)])
+
+    written = json.loads((tmp_path / "write_path_bench_quick.json").read_text())
+    assert written["statements_counted"]
+    phases = {p["phase"]: p for p in written["phases"]}
+    assert {
+        "store_many",
+        "store_knowledge",
+        "raw binary COPY, 1 tx",
+        "raw nearest top-5 SELECT + INSERT, 1 tx/row",
+        "raw one-row INSERT, 1 tx/row",
+    } == set(phases)
+    for name, phase in phases.items():
+        for key in ("entries_per_s", "ms_per_entry", "statements_per_entry"):
+            assert positive(phase[key]), (name, key)
+    for name in ("store_many", "store_knowledge"):
+        assert {"created": written["config"]["entries"]} == phases[name]["outcomes"]
+        assert phases[name]["top_statements"], name
+    # one statement per row plus BEGIN and COMMIT, and 4 per row with the nearest SELECT
+    assert 1.0 == phases["raw one-row INSERT, 1 tx/row"]["statements_per_entry"]
+    assert 4.0 == phases["raw nearest top-5 SELECT + INSERT, 1 tx/row"]["statements_per_entry"]
