@@ -134,14 +134,14 @@ class Statements:
             await self._conn.execute("SELECT pg_stat_statements_reset()")
 
     async def collect(self) -> list[dict[str, Any]]:
-        """Every statement of this database since :meth:`reset`, most calls first."""
+        """Every statement of this database since :meth:`reset`, most server time first."""
         if self._conn is None:
             return []
         cur = await self._conn.execute(
             "SELECT query, calls, total_exec_time FROM pg_stat_statements"
             " WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())"
             " AND query NOT LIKE '%%pg_stat_statements%%'"
-            " ORDER BY calls DESC, total_exec_time DESC"
+            " ORDER BY total_exec_time DESC, calls DESC"
         )
         return [
             {"query": str(q), "calls": int(calls), "exec_ms": float(ms)}

@@ -49,6 +49,23 @@ class Session:
                 await cur.execute(query, params)  # type: ignore[arg-type]
                 return await cur.fetchall()
 
+    async def rows_between(
+        self,
+        before: tuple[str, Params],
+        query: sql.Composable | str,
+        params: Params,
+        after: tuple[str, Params],
+    ) -> list[Row]:
+        """``query``'s rows, with the statements ``before`` and ``after`` run around it: three
+        statements in one round trip (pipeline mode)."""
+        self.check_open()
+        with translated():
+            async with self.conn.pipeline(), self.conn.cursor(row_factory=dict_row) as cur:
+                await self.conn.execute(*before)
+                await cur.execute(query, params)  # type: ignore[arg-type]
+                await self.conn.execute(*after)
+                return await cur.fetchall()
+
     async def row(self, query: sql.Composable | str, params: Params = None) -> Row | None:
         rows = await self.rows(query, params)
         return rows[0] if rows else None
