@@ -236,7 +236,8 @@ class EntryRepository(Protocol):
         """Insert a new entry (with ``entry.embedding`` when present).
 
         Raises :class:`Conflict` when an active entry with the same
-        (content_hash, access_scope, owner_id) exists — the dedup uniqueness rule.
+        (content_hash, access_scope, owner_id) exists — the dedup uniqueness rule — and
+        then writes nothing: the unit of work goes on as if the call had not been made.
         """
 
     async def get(self, entry_id: UUID, *, with_embedding: bool = False) -> Entry | None:

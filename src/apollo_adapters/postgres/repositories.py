@@ -208,7 +208,7 @@ class PostgresExpertiseRepository:
         self._s = session
 
     async def record_activity(self, agent_id: str, domain: str, now: datetime) -> None:
-        await self._s.execute(
+        self._s.defer(
             "INSERT INTO expertise (agent_id, knowledge_domain, entry_count, proficiency,"
             " last_active_at) VALUES (%s, %s, 1, 0, %s)"
             " ON CONFLICT (agent_id, knowledge_domain) DO UPDATE SET"
@@ -224,7 +224,7 @@ class PostgresExpertiseRepository:
         if not totals:
             return
         keys = sorted(totals)  # one lock order for every writer
-        await self._s.execute(
+        self._s.defer(
             "INSERT INTO expertise (agent_id, knowledge_domain, entry_count, proficiency,"
             " last_active_at) SELECT a, d, n, 0, t FROM unnest(%s::text[], %s::text[],"
             " %s::int[], %s::timestamptz[]) AS v(a, d, n, t)"
@@ -279,7 +279,7 @@ class PostgresAccessLog:
     async def record(self, records: Sequence[AccessLogRecord]) -> None:
         if not records:
             return
-        await self._s.execute(
+        self._s.defer(
             "INSERT INTO access_log (action, agent_id, entry_id, detail, created_at)"
             " SELECT action, agent_id, entry_id, detail, created_at FROM unnest(%s::text[],"
             " %s::text[], %s::uuid[], %s::jsonb[], %s::timestamptz[]) WITH ORDINALITY"
@@ -405,7 +405,7 @@ class PostgresOutbox:
     async def enqueue_many(self, items: Sequence[tuple[str, Mapping[str, Any], datetime]]) -> None:
         if not items:
             return
-        await self._s.execute(
+        self._s.defer(
             "INSERT INTO outbox (kind, payload, created_at) SELECT kind, payload, created_at"
             " FROM unnest(%s::text[], %s::jsonb[], %s::timestamptz[]) WITH ORDINALITY"
             " AS v(kind, payload, created_at, i) ORDER BY i",

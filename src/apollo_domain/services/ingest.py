@@ -370,8 +370,7 @@ async def _place(
         return IngestResult(Outcome.REJECTED, reason=f"{decision.reason}: {decision.detail}")
     entry = new_entry(policy, request, embedding, now)  # step 8
     try:
-        async with uow.savepoint():
-            await uow.entries.add(entry)
+        await uow.entries.add(entry)  # a conflict writes nothing: no savepoint needed
     except Conflict:
         # a concurrent writer committed the same content first: record against the winner
         winner = await _find_duplicate(uow, request)
