@@ -33,6 +33,7 @@ from .results import (
     GasResult,
     IngestResult,
     LifecycleResult,
+    LinkedEntry,
     LinkResult,
     MaintenanceResult,
     QueryResult,
@@ -327,6 +328,14 @@ class GetEvidence(Command[list[Evidence]]):
 
 
 @frozen(kw_only=True)
+class GetRelations(Command[list[LinkedEntry]]):
+    """The relations of an entry the caller may see, both ways, with the entries at their
+    other ends (those the caller may see, archived ones included)."""
+
+    entry_id: str = field(metadata=_ENTRY_ID)
+
+
+@frozen(kw_only=True)
 class GetExpertise(Command[list[ExpertiseRecord]]):
     """Agents by proficiency in a domain."""
 
@@ -424,6 +433,7 @@ __all__ = [
     "GetEntry",
     "GetEvidence",
     "GetExpertise",
+    "GetRelations",
     "GetSource",
     "LabelSource",
     "LinkEntries",

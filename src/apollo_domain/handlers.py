@@ -31,6 +31,7 @@ from .results import (
     GasResult,
     IngestResult,
     LifecycleResult,
+    LinkedEntry,
     LinkResult,
     MaintenanceResult,
     QueryResult,
@@ -244,6 +245,12 @@ async def _get_evidence(
         return await uow.evidence.for_entry(parse_id("entry_id", command.entry_id))
 
 
+async def _relations(
+    deps: Deps, caller: Caller, command: c.GetRelations, key: str | None
+) -> list[LinkedEntry]:
+    return await services.entry_relations(deps, caller, command.entry_id)
+
+
 async def _expertise(
     deps: Deps, caller: Caller, command: c.GetExpertise, key: str | None
 ) -> list[ExpertiseRecord]:
@@ -324,6 +331,7 @@ COMMAND_HANDLERS: Final[Mapping[type[c.Command[Any]], Handler]] = {
     c.Traverse: _read(_traverse),
     c.GetEntry: _read(_get_entry),
     c.GetEvidence: _read(_get_evidence),
+    c.GetRelations: _read(_relations),
     c.GetExpertise: _read(_expertise),
     c.DomainsAtRisk: _read(_at_risk),
     c.GetAgentProfile: _read(_profile),

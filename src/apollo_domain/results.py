@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 from uuid import UUID
 
 from attrs import field, frozen
 
-from .model import AccessScope, ContentType, Entry, Outcome, RelationType, Status
+from .model import AccessScope, ContentType, Entry, Evidence, Outcome, RelationType, Status
+from .rules import independent
 
 
 @frozen
@@ -93,6 +94,63 @@ class RelatedEntry:
     content_type: ContentType
     confidence: float
     status: Status
+
+
+@frozen
+class LinkedEntry:
+    """One relation of an entry, with the entry at its other end (``direction`` ``out``:
+    this entry → ``id``; ``in``: ``id`` → this entry)."""
+
+    direction: str  # "out" | "in"
+    relation_type: RelationType
+    weight: float
+    created_at: datetime | None
+    id: UUID
+    content: str
+    content_type: ContentType
+    confidence: float
+    status: Status
+
+
+@frozen
+class EvidenceView:
+    """One source's evidence on an entry, as the entry's page shows it. ``independent``:
+    the source is independent of every earlier source that counted, so it counts towards the
+    entry's independent support (the origin, listed first, always does)."""
+
+    agent_id: str
+    provider: str
+    channel: str | None
+    kind: str
+    similarity: float
+    credibility: float | None
+    created_at: datetime
+    independent: bool
+
+    @classmethod
+    def list_of(cls, evidence: Sequence[Evidence]) -> list[EvidenceView]:
+        """``evidence`` in order, each marked independent when its source is independent of
+        every source marked so before it (the count of the marks is the entry's number of
+        mutually independent sources)."""
+        counted: list[Evidence] = []
+        views = []
+        for item in evidence:
+            alone = all(independent(item.source, other.source) for other in counted)
+            if alone:
+                counted.append(item)
+            views.append(
+                cls(
+                    item.source.agent_id,
+                    item.source.provider,
+                    item.source.channel,
+                    item.kind.value,
+                    item.similarity,
+                    item.credibility,
+                    item.created_at,
+                    alone,
+                )
+            )
+        return views
 
 
 @frozen
@@ -217,10 +275,12 @@ __all__ = [
     "DomainExpertise",
     "EntryView",
     "ErasureResult",
+    "EvidenceView",
     "GasResult",
     "IngestResult",
     "LifecycleResult",
     "LinkResult",
+    "LinkedEntry",
     "MaintenanceResult",
     "QueryResult",
     "RelatedEntry",

@@ -17,7 +17,7 @@ from .curation import (
 )
 from .erasure import erase_agent
 from .gas import process_gas_event
-from .graph import link_entries, related_entries
+from .graph import entry_relations, link_entries, related_entries
 from .ingest import IngestRequest, ingest, ingest_many, prepare
 from .maintenance import check_corroboration, process_outbox
 from .query import query
@@ -32,6 +32,7 @@ __all__ = [
     "check_corroboration",
     "deprecate_entry",
     "domains_at_risk",
+    "entry_relations",
     "erase_agent",
     "force_decay",
     "get_expertise",

@@ -18,12 +18,14 @@ from starlette.requests import Request
 
 from apollo_domain import commands as c
 from apollo_domain.expertise import DomainCoverage
-from apollo_domain.model import Entry, Outcome, Principal, Status
+from apollo_domain.model import Entry, Evidence, Outcome, Principal, Status
 from apollo_domain.ports import ExpertiseRecord, StoreStats
 from apollo_domain.results import (
     AgentProfile,
+    EvidenceView,
     IngestResult,
     LifecycleResult,
+    LinkedEntry,
     MaintenanceResult,
     QueryResult,
     RelatedEntry,
@@ -82,6 +84,10 @@ def _entry(call: Call, entry: Entry) -> tuple[int, Any]:
     data = call.out(entry)
     data.pop("embedding", None)
     return 200, data
+
+
+def _evidence(call: Call, evidence: list[Evidence]) -> tuple[int, Any]:
+    return 200, {"evidence": call.out(EvidenceView.list_of(evidence))}
 
 
 def _stats(call: Call, stats: StoreStats) -> tuple[int, Any]:
@@ -220,6 +226,34 @@ OPERATIONS: tuple[Operation, ...] = (
         c.GetEntry,
         (200, "The entry (without its embedding).", Entry),
         present=_entry,
+        path_fields=_ENTRY_PATH,
+        errors=(400, 404, 503),
+    ),
+    Operation(
+        "GET",
+        "/entries/{entry_id}/evidence",
+        "get_evidence",
+        "The evidence on a visible entry: each source, its kind, its credibility when "
+        "recorded, and whether it counts as independent of the sources before it.",
+        c.GetEvidence,
+        (200, "The evidence, origin first, in the order recorded.", ("evidence", EvidenceView)),
+        present=_evidence,
+        path_fields=_ENTRY_PATH,
+        errors=(400, 404, 503),
+    ),
+    Operation(
+        "GET",
+        "/entries/{entry_id}/relations",
+        "get_relations",
+        "The relations of a visible entry, both ways, with the visible entries at their "
+        "other ends (archived ones included).",
+        c.GetRelations,
+        (
+            200,
+            f"Outgoing then incoming, newest first, at most {MAX_RELATED} each way.",
+            ("relations", LinkedEntry),
+        ),
+        present=_listed("relations"),
         path_fields=_ENTRY_PATH,
         errors=(400, 404, 503),
     ),
