@@ -470,6 +470,52 @@ async def test_get_entry(api: Api) -> None:
     )
 
 
+async def test_evidence_says_which_sources_count_as_independent(api: Api) -> None:
+    """The origin, an independent source that said the same (agreement) and a repeat from
+    the origin's own provider (not independent), in the order recorded."""
+    text = "Anycast announces one prefix from many sites"
+    created = await api.ingest(content=text, agent_id="claude-net-1")
+    await api.ingest(content=text, agent_id="openai-net-2")
+    await api.ingest(content=text, agent_id="claude-net-3")
+    response = await api.http.get(f"{API}/entries/{created['entry_id']}/evidence")
+    assert 200 == response.status_code, response.text
+    assert [
+        ("claude-net-1", "claude", "origin", True),
+        ("openai-net-2", "openai", "agreement", True),
+        ("claude-net-3", "claude", "deduplication", False),
+    ] == [
+        (e["agent_id"], e["provider"], e["kind"], e["independent"])
+        for e in response.json()["evidence"]
+    ]
+    assert 0.5 == response.json()["evidence"][0]["credibility"]
+    assert_error(await api.http.get(f"{API}/entries/{uuid4()}/evidence"), 404, "not_found")
+    malformed = await api.http.get(f"{API}/entries/nope/evidence")
+    assert_error(malformed, 400, "validation_error", "entry_id")
+
+
+async def test_relations_come_both_ways_with_the_other_entry(api: Api) -> None:
+    hub = await api.ingest(content="Relations have two ends")
+    cause = await api.ingest(content="Something caused the hub")
+    part = await api.ingest(content="A part of the hub")
+    curator = api.apollo.client("curator")
+    await curator.link_entries(
+        from_entry_id=cause["entry_id"], to_entry_id=hub["entry_id"], relation_type="causes"
+    )
+    await curator.link_entries(
+        from_entry_id=hub["entry_id"], to_entry_id=part["entry_id"], relation_type="has_a"
+    )
+    response = await api.http.get(f"{API}/entries/{hub['entry_id']}/relations")
+    assert 200 == response.status_code, response.text
+    assert [
+        ("out", "has_a", part["entry_id"], "A part of the hub", "candidate"),
+        ("in", "causes", cause["entry_id"], "Something caused the hub", "candidate"),
+    ] == [
+        (r["direction"], r["relation_type"], r["id"], r["content"], r["status"])
+        for r in response.json()["relations"]
+    ]
+    assert_error(await api.http.get(f"{API}/entries/{uuid4()}/relations"), 404, "not_found")
+
+
 # --------------------------------------------------------------------------- lifecycle
 
 
@@ -680,7 +726,8 @@ async def test_stats(api: Api) -> None:
 
 async def test_unknown_route_and_wrong_method_use_the_error_shape(api: Api) -> None:
     assert_error(await api.http.get(f"{API}/nowhere"), 404, "not_found")
-    assert_error(await api.http.get("/"), 404, "not_found")
+    assert_error(await api.http.get("/nowhere"), 404, "not_found")
+    assert 200 == (await api.http.get("/")).status_code  # the console
     wrong = await api.http.delete(f"{API}/ingest")
     assert_error(wrong, 405, "method_not_allowed")
     assert "POST" in wrong.headers["allow"]
@@ -753,7 +800,11 @@ async def test_openapi_covers_every_route(api: Api) -> None:
     document = (await api.http.get("/openapi.json")).json()
     assert document["openapi"].startswith("3.1")
     schemas = document["components"]["schemas"]
-    routes = [r for r in api.app.routes if isinstance(r, Route)]
+    # The console's page and files are not API operations: they, and only they, are left
+    # out of the document on purpose.
+    console = [r for r in api.app.routes if not (isinstance(r, Route) and r.include_in_schema)]
+    assert ["/", "/console"] == sorted(getattr(r, "path", "") for r in console)
+    routes = [r for r in api.app.routes if r not in console]
     assert len(routes) >= 16
     for route in routes:
         for method in route.methods - {"HEAD"}:
