@@ -77,7 +77,7 @@ def search(page: Any, text: str, *, statuses: tuple[str, ...] = ("candidate", "c
         box.set_checked(box.get_attribute("value") in statuses)
     form.locator("input[name=min]").fill("0")
     form.locator("button[type=submit]").click()
-    page.wait_for_selector("#results p.muted")
+    page.locator("#results").and_(page.locator(f"[data-query='{text}']")).wait_for()
 
 
 def shot(page: Any, tmp_path: Path, name: str) -> Path:
@@ -93,6 +93,9 @@ def test_search_finds_entries_with_their_signals_and_opens_an_entry(
     """A search shows each result's confidence, status, scope and the signals that found
     it; its link opens the entry's page with lifecycle, evidence and the relation graph."""
     open_console(page, service, ADMIN_TOKEN)
+    newest = page.locator("#results[data-query=''] li.result")  # the landing page browses
+    newest.first.wait_for()
+    assert newest.count() >= len(BACKGROUND)
     search(page, "router advertisements Cisco", statuses=("candidate", "confirmed", "disputed"))
     results = page.locator("#results li.result")
     texts = results.all_inner_texts()

@@ -7,6 +7,7 @@ const WIDTH = 960;
 const ROW = 46;
 const NODE_W = 240;
 const NODE_H = 34;
+const DRAWN = 12;
 
 function node(x, y, label, status, href, title) {
   const group = s("g", { class: `node status-${status}` },
@@ -26,10 +27,11 @@ function edge(x1, y1, x2, y2, label, type) {
   );
 }
 
-/** An SVG element drawing ``entry`` with its ``relations`` (LinkedEntry objects). */
+/** An SVG element drawing ``entry`` with its ``relations`` (LinkedEntry objects): at
+ * most ``DRAWN`` each way (the list under the graph has them all). */
 export function relationGraph(entry, relations) {
-  const outgoing = relations.filter((r) => r.direction === "out");
-  const incoming = relations.filter((r) => r.direction === "in");
+  const outgoing = relations.filter((r) => r.direction === "out").slice(0, DRAWN);
+  const incoming = relations.filter((r) => r.direction === "in").slice(0, DRAWN);
   const rows = Math.max(outgoing.length, incoming.length, 1);
   const height = rows * ROW + 20;
   const middle = height / 2;

@@ -101,9 +101,8 @@ export async function searchView(view, params) {
   });
   const results = h("div", { id: "results" });
   fill(view, h("h1", {}, "Search"), form, results);
-  if (params.q === undefined) return;
   const body = {
-    query: params.q,
+    query: params.q || "",
     mode: params.mode || "hybrid",
     min_confidence: Number(params.min ?? 0.3),
     limit: 50,
@@ -116,10 +115,12 @@ export async function searchView(view, params) {
     found = await call("POST", "/query", { body });
   } catch (error) {
     failed(error);
+    results.dataset.query = body.query;
     fill(results, h("p", { class: "muted" }, "No results."));
     return;
   }
   const count = found.entries.length;
+  results.dataset.query = body.query;
   fill(results,
     h("p", { class: "muted" }, `${count} ${count === 1 ? "entry" : "entries"} (${found.mode})`),
     h("ol", { class: "results" }, found.entries.map(resultItem)),
