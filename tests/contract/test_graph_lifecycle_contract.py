@@ -102,7 +102,7 @@ async def test_relations_show_both_ways_with_the_entries_the_caller_may_see(make
     await alice.deprecate_entry(entry_id=ends["old"], reason="replaced")
 
     bob = Principal("bob")
-    seen = await apollo.relations(hub, principal=bob)
+    seen = await apollo.get_relations(hub, principal=bob)
     assert [
         ("out", "supersedes", ends["old"], Status.ARCHIVED),
         ("out", "has_a", ends["part"], Status.CANDIDATE),
@@ -110,14 +110,14 @@ async def test_relations_show_both_ways_with_the_entries_the_caller_may_see(make
     ] == [(r.direction, r.relation_type, r.id, r.status) for r in seen]
     assert "the cause entry of the hub" == seen[-1].content
     assert 1.0 == seen[0].weight and seen[0].created_at is not None
-    mine = await apollo.relations(hub, principal=Principal("alice"))
+    mine = await apollo.get_relations(hub, principal=Principal("alice"))
     assert {("out", ends["secret"]), ("in", ends["secret"])} <= {(r.direction, r.id) for r in mine}
     with pytest.raises(NotFound):
-        await apollo.relations(ends["secret"], principal=bob)
+        await apollo.get_relations(ends["secret"], principal=bob)
     with pytest.raises(NotFound):
-        await apollo.relations(uuid.uuid4())
+        await apollo.get_relations(uuid.uuid4())
     with pytest.raises(ValidationError) as err:
-        await apollo.relations("not-an-id")
+        await apollo.get_relations("not-an-id")
     assert "entry_id" == err.value.field
 
 

@@ -182,7 +182,7 @@ class Apollo:
         """The evidence on an entry (with ``principal``: only an entry it may see)."""
         return await self.run(c.GetEvidence(entry_id=str(entry_id)), principal=principal)
 
-    async def relations(
+    async def get_relations(
         self, entry_id: UUID | str, *, principal: Principal | None = None
     ) -> list[LinkedEntry]:
         """The relations of an entry, both ways, with the entries at their other ends (with
