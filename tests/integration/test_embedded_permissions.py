@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+import apollo_adapters.postgres.embedded as embedded
 import apollo_app
 from apollo_adapters.postgres import EmbeddedPostgres, FolderClosed
 from apollo_adapters.postgres.embedded import (
@@ -129,6 +130,19 @@ async def test_the_server_starts_and_only_the_folders_apollo_created_are_opened(
         assert SYSTEM_USER == grp.getgrgid(created.stat().st_gid).gr_name
         assert 0 == created.stat().st_uid
     assert SYSTEM_USER == pwd.getpwuid((shared / "a" / "b" / "pgdata").stat().st_uid).pw_name
+
+
+@as_root
+def test_a_folder_the_mode_bits_close_is_still_tried(
+    server_folder: Path, closed_parent: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The mode bits do not show every grant (ACLs): a folder they judge closed is
+    entered for real, as the system user, before the start is refused."""
+    binaries = _binaries()
+    monkeypatch.setattr(embedded, "closed_folder", lambda path, uid, gid: path)
+    binaries.check_reachable(server_folder, server_folder, "fix")  # it can: no refusal
+    with pytest.raises(FolderClosed):
+        binaries.check_reachable(closed_parent, closed_parent, "fix")
 
 
 @as_root
