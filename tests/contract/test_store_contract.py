@@ -4,7 +4,7 @@ the round trip of every repository's values (``apollo_domain.ports``)."""
 
 from __future__ import annotations
 
-import hashlib
+import functools
 import math
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
@@ -37,6 +37,7 @@ from apollo_domain.ports import (
     UnitOfWork,
 )
 from tests.contract.stores import STORE_DIMENSION
+from tests.support import candidate_entry
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 EVERY_STATUS = frozenset(Status)
@@ -54,32 +55,7 @@ def unit(*components: float) -> tuple[float, ...]:
     return vector(*(x / norm for x in components))
 
 
-def make_entry(
-    content: str = "BGP uses TCP port 179",
-    *,
-    embedding: Sequence[float] | None = unit(1.0),
-    created_at: datetime = T0,
-    **fields: Any,
-) -> Entry:
-    values: dict[str, Any] = {
-        "id": uuid.uuid4(),
-        "content": content,
-        "content_hash": hashlib.sha256(content.encode()).hexdigest(),
-        "content_type": ContentType.FACT,
-        "knowledge_domain": "networking",
-        "tags": ("networking",),
-        "confidence": 0.5,
-        "status": Status.CANDIDATE,
-        "source": SourceRef("claude-1", "claude"),
-        "access_scope": AccessScope.GLOBAL,
-        "owner_id": None,
-        "created_at": created_at,
-        "updated_at": created_at,
-        "source_context": {"origin": "test"},
-        "embedding": None if embedding is None else tuple(embedding),
-    }
-    values.update(fields)
-    return Entry(**values)
+make_entry = functools.partial(candidate_entry, embedding=unit(1.0), created_at=T0)
 
 
 def everything(viewer: Viewer | None = None) -> SearchFilter:
