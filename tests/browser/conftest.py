@@ -23,6 +23,7 @@ import httpx
 import pytest
 
 import apollo_app
+from apollo_adapters.postgres.embedded import temporary_folder
 
 CHROMIUM = Path("/usr/bin/chromium")
 DEADLINE = 180.0
@@ -95,7 +96,11 @@ class Service:
                 stderr=output,
             )
         self.http = httpx.Client(base_url=f"{self.url}/api/apollo", timeout=30)
-        _eventually(self._healthy, "apollo serve answers /health")
+        try:
+            _eventually(self._healthy, "apollo serve answers /health")
+        except BaseException:
+            self.stop()
+            raise
 
     def _healthy(self) -> bool:
         if self.process.poll() is not None:
@@ -134,12 +139,17 @@ class Service:
 
 
 @pytest.fixture(scope="module")
-def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
-    running = Service(tmp_path_factory.mktemp("console-service"))
+def service() -> Iterator[Service]:
+    # Not tmp_path: that folder is closed (0700) to the embedded server's system user.
+    folder = temporary_folder("apollo-console-")
     try:
-        yield running
+        running = Service(folder)
+        try:
+            yield running
+        finally:
+            running.stop()
     finally:
-        running.stop()
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
