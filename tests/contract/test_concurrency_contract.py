@@ -264,3 +264,85 @@ async def test_duplicate_held_by_an_ingest_is_archived_after_it(make_apollo):
         entry.status,
         entry.source_context["deprecation_reason"],
     )
+
+
+async def _promotable(apollo) -> tuple:
+    """A candidate (gemini-b) that a confirmed entry (claude-a) corroborates at 0.92."""
+    target = (await apollo.client("claude-a").store_knowledge(content=TARGET)).entry_id
+    apollo.deps.clock.advance(seconds=1)
+    candidate = await apollo.client("gemini-b").store_knowledge(content="dead tuples wait")
+    assert Outcome.CREATED == candidate.outcome
+    async with apollo.store.unit_of_work() as uow:
+        entry = await uow.entries.get(target)
+        await uow.entries.update(confirm(entry, entry.confidence, entry.updated_at))
+        await uow.commit()
+    return target, candidate.entry_id
+
+
+@pytest.mark.parametrize("first", ["checker", "deprecate"])
+async def test_checker_promotion_racing_deprecate_keeps_the_deprecation(make_apollo, first):
+    """The corroboration checker promotes a candidate while an admin deprecates it; either
+    one is held after reading the candidate while the other runs. The deprecation survives:
+    the candidate ends archived with its reason, never confirmed over it."""
+    embedder = _restating({"dead tuples wait": 0.92})
+    apollo = await make_apollo(embedder=embedder, interleaved=True)
+    points = apollo.deps.store
+    _, candidate = await _promotable(apollo)
+    admin = apollo.client("moderator", ADMIN)
+    checking = apollo.check_corroboration()
+    deprecating = admin.deprecate_entry(entry_id=candidate, reason="superseded")
+
+    if first == "checker":
+        gate = points.hold("checker", "relations.add")
+        held = points.run("checker", checking)
+        await points.reached("checker", "relations.add")
+        racing = points.run("deprecate", deprecating)
+    else:
+        gate = points.hold("deprecate", "entries.update")
+        held = points.run("deprecate", deprecating)
+        await points.reached("deprecate", "entries.update")
+        racing = points.run("checker", checking)
+    blocked = await points.blocked_or_done(racing)
+    gate.set()
+    results = await points.finish(held, racing)
+
+    assert blocked, f"the other ran while the {first} held the candidate"
+    assert not any(isinstance(r, BaseException) for r in results), results
+    report, deprecated = results if first == "checker" else results[::-1]
+    assert deprecated.changed
+    assert (1 if first == "checker" else 0) == report.promoted
+    entry = await apollo.get_entry(candidate)
+    assert (Status.ARCHIVED, "superseded") == (
+        entry.status,
+        entry.source_context["deprecation_reason"],
+    )
+
+
+async def test_erasure_racing_deprecate_keeps_the_deprecation(make_apollo):
+    """Erasure of an agent redacts its confirmed entry while an admin deprecates that
+    entry; the erasure is held before writing the redacted entry. The entry ends archived
+    with its reason and redacted: neither write is lost."""
+    apollo = await make_apollo(interleaved=True)
+    points = apollo.deps.store
+    entry_id = await _confirmed(apollo, agent="claude-x")
+    admin = apollo.client("moderator", ADMIN)
+
+    gate = points.hold("erase", "entries.update")
+    erasing = points.run("erase", apollo.erase_agent("claude-x"))
+    await points.reached("erase", "entries.update")
+    deprecating = points.run(
+        "deprecate", admin.deprecate_entry(entry_id=entry_id, reason="superseded")
+    )
+    blocked = await points.blocked_or_done(deprecating)
+    gate.set()
+    erased, deprecated = await points.finish(erasing, deprecating)
+
+    assert blocked, "the deprecation ran while the erasure held the entry"
+    assert 1 == erased.redacted
+    assert deprecated.changed
+    entry = await apollo.get_entry(entry_id)
+    assert (Status.ARCHIVED, "superseded", "redacted") == (
+        entry.status,
+        entry.source_context["deprecation_reason"],
+        entry.source.agent_id,
+    )

@@ -5,14 +5,16 @@ from __future__ import annotations
 from attrs import evolve
 
 from ..errors import ValidationError
-from ..model import SourceRef, Status
+from ..model import Entry, SourceRef, Status
+from ..ports import UnitOfWork
 from ..redaction import REDACTED
 from ..results import ErasureResult
 from .context import Deps
 
 
 async def erase_agent(deps: Deps, agent_id: object) -> ErasureResult:
-    """Remove every trace of ``agent_id``, in one transaction:
+    """Remove every trace of ``agent_id``, in one transaction, its entries read under their
+    row locks:
 
     - its entries that are not confirmed are deleted (with their evidence and relations);
     - its confirmed entries are redacted: source ``redacted`` with provider, channel and
@@ -35,7 +37,7 @@ async def erase_agent(deps: Deps, agent_id: object) -> ErasureResult:
         raise ValidationError("agent_id", f"{REDACTED!r} stands for erased agents")
     async with deps.store.unit_of_work() as uow:
         now = deps.clock.now()
-        entries = await uow.entries.by_agent(agent)
+        entries = await _locked(uow, await uow.entries.by_agent(agent))
         doomed = [e.id for e in entries if e.status is not Status.CONFIRMED]
         deleted = await uow.entries.delete(doomed) if doomed else 0
         kept = [e for e in entries if e.status is Status.CONFIRMED]
@@ -59,3 +61,15 @@ async def erase_agent(deps: Deps, agent_id: object) -> ErasureResult:
         access_log=access_log,
         contexts=contexts,
     )
+
+
+async def _locked(uow: UnitOfWork, entries: list[Entry]) -> list[Entry]:
+    """``entries`` as they are under their row locks (taken in id order), those gone
+    meanwhile left out: whether one is deleted or redacted, and the redacted entry written
+    back, follow its state as of the lock, so a concurrent change to it is never lost."""
+    locked = []
+    for entry in sorted(entries, key=lambda e: str(e.id)):
+        current = await uow.entries.lock(entry.id)
+        if current is not None:
+            locked.append(current)
+    return locked
