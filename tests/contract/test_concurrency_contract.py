@@ -14,7 +14,7 @@ import pytest
 
 from apollo_app import InvalidTransition, Outcome, Principal, Status
 from apollo_domain.lifecycle import confirm, dispute
-from apollo_domain.model import EvidenceKind
+from apollo_domain.model import EvidenceKind, Relation, RelationType
 from tests.support import KeyedEmbedder, at_cosine
 
 ADMIN = Principal("ops", role="admin")
@@ -22,7 +22,11 @@ TARGET = "Postgres keeps row versions until vacuum removes them"
 
 
 async def _disputed(apollo, content: str = "a contested claim"):
-    r = await apollo.client("claude-a").store_knowledge(content=content)
+    return await _disputed_by(apollo, "claude-a", content)
+
+
+async def _disputed_by(apollo, agent: str, content: str):
+    r = await apollo.client(agent).store_knowledge(content=content)
     async with apollo.store.unit_of_work() as uow:
         entry = await uow.entries.get(r.entry_id)
         await uow.entries.update(dispute(entry, entry.updated_at))
@@ -345,4 +349,47 @@ async def test_erasure_racing_deprecate_keeps_the_deprecation(make_apollo):
         entry.status,
         entry.source_context["deprecation_reason"],
         entry.source.agent_id,
+    )
+
+
+async def test_accepting_both_sides_of_one_dispute_at_once_accepts_one(make_apollo):
+    """Two admins accept the two sides of one dispute at once; the first is held after it
+    has looked up the other side. One acceptance wins (its side confirmed, the other
+    archived as ``lost_dispute``), the other finds its entry no longer disputed: never a
+    deadlock, and credibility learns one verdict per side."""
+    apollo = await make_apollo(interleaved=True)
+    points = apollo.deps.store
+    left = await _disputed(apollo, "the cache is warm after a restart")
+    right = await _disputed_by(apollo, "gemini-b", "the cache is cold after a restart")
+    async with apollo.store.unit_of_work() as uow:
+        now = apollo.deps.clock.now()
+        await uow.relations.add(Relation(right, left, RelationType.CONTRADICTS, 0.8, now))
+        await uow.commit()
+    admin = apollo.client("moderator", ADMIN)
+
+    gate = points.hold("left", "relations.incoming")
+    accepting = points.run("left", admin.resolve_dispute(entry_id=left, resolution="accept"))
+    await points.reached("left", "relations.incoming")
+    racing = points.run("right", admin.resolve_dispute(entry_id=right, resolution="accept"))
+    await points.blocked_or_done(racing)
+    gate.set()
+    results = await points.finish(accepting, racing)
+
+    failed = [r for r in results if isinstance(r, BaseException)]
+    assert 1 == len(failed) and isinstance(failed[0], InvalidTransition), results
+    (won,) = [r for r in results if not isinstance(r, BaseException)]
+    winner, loser = (left, right) if won.entry_id == left else (right, left)
+    assert Status.CONFIRMED == (await apollo.get_entry(winner)).status
+    lost = await apollo.get_entry(loser)
+    assert (Status.ARCHIVED, "lost_dispute") == (
+        lost.status,
+        lost.source_context["archive_reason"],
+    )
+    sources = {left: "claude-a", right: "gemini-b"}
+    async with apollo.store.unit_of_work() as uow:
+        validated = await uow.credibility.get(sources[winner])
+        refuted = await uow.credibility.get(sources[loser])
+    assert ((2.0, 1.0), (1.0, 2.0)) == (
+        (validated.alpha, validated.beta),
+        (refuted.alpha, refuted.beta),
     )
