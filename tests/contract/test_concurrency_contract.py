@@ -270,36 +270,44 @@ async def test_duplicate_held_by_an_ingest_is_archived_after_it(make_apollo):
     )
 
 
-async def _promotable(apollo) -> tuple:
-    """A candidate (gemini-b) that a confirmed entry (claude-a) corroborates at 0.92."""
+async def _promotable(apollo, kind: str):
+    """A candidate the checker confirms: ``corroboration``, gemini-b's text that a
+    confirmed entry (claude-a) corroborates at 0.92; ``agreement``, claude-a's text that
+    gemini-b repeated (two independent sources agree on it)."""
     target = (await apollo.client("claude-a").store_knowledge(content=TARGET)).entry_id
     apollo.deps.clock.advance(seconds=1)
+    if kind == "agreement":
+        agreed = await apollo.client("gemini-b").store_knowledge(content=TARGET)
+        assert "agreement recorded" == agreed.reason
+        return target
     candidate = await apollo.client("gemini-b").store_knowledge(content="dead tuples wait")
     assert Outcome.CREATED == candidate.outcome
     async with apollo.store.unit_of_work() as uow:
         entry = await uow.entries.get(target)
         await uow.entries.update(confirm(entry, entry.confidence, entry.updated_at))
         await uow.commit()
-    return target, candidate.entry_id
+    return candidate.entry_id
 
 
+@pytest.mark.parametrize("kind", ["corroboration", "agreement"])
 @pytest.mark.parametrize("first", ["checker", "deprecate"])
-async def test_checker_promotion_racing_deprecate_keeps_the_deprecation(make_apollo, first):
-    """The corroboration checker promotes a candidate while an admin deprecates it; either
-    one is held after reading the candidate while the other runs. The deprecation survives:
-    the candidate ends archived with its reason, never confirmed over it."""
+async def test_checker_promotion_racing_deprecate_keeps_the_deprecation(make_apollo, first, kind):
+    """The corroboration checker confirms a candidate (by a confirmed entry, or on its
+    sources' agreement) while an admin deprecates it; either one is held after reading the
+    candidate while the other runs. The deprecation survives: the candidate ends archived
+    with its reason, never confirmed over it."""
     embedder = _restating({"dead tuples wait": 0.92})
     apollo = await make_apollo(embedder=embedder, interleaved=True)
     points = apollo.deps.store
-    _, candidate = await _promotable(apollo)
+    candidate = await _promotable(apollo, kind)
     admin = apollo.client("moderator", ADMIN)
     checking = apollo.check_corroboration()
     deprecating = admin.deprecate_entry(entry_id=candidate, reason="superseded")
 
-    if first == "checker":
-        gate = points.hold("checker", "relations.add")
+    if first == "checker":  # held as it weighs the boost, about to write
+        gate = points.hold("checker", "credibility.get")
         held = points.run("checker", checking)
-        await points.reached("checker", "relations.add")
+        await points.reached("checker", "credibility.get")
         racing = points.run("deprecate", deprecating)
     else:
         gate = points.hold("deprecate", "entries.update")
@@ -314,7 +322,7 @@ async def test_checker_promotion_racing_deprecate_keeps_the_deprecation(make_apo
     assert not any(isinstance(r, BaseException) for r in results), results
     report, deprecated = results if first == "checker" else results[::-1]
     assert deprecated.changed
-    assert (1 if first == "checker" else 0) == report.promoted
+    assert (1 if first == "checker" else 0) == report.promoted + report.bootstrapped
     entry = await apollo.get_entry(candidate)
     assert (Status.ARCHIVED, "superseded") == (
         entry.status,
