@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from benchmarks import memory_bench, postgres_bench
+from benchmarks import memory_bench, postgres_bench, retrieval_bench
 
 from tests.postgres_support import PostgresTestServer
 
@@ -44,6 +44,23 @@ def test_memory_bench_quick_reports_every_figure(tmp_path: Path) -> None:
     assert positive(query["query_over_numpy_p50"])
     assert query["results_returned"] > 0
     assert result["config"] == written["config"]
+
+
+async def test_retrieval_bench_reports_recall_for_every_mode_and_kind(tmp_path: Path) -> None:
+    """A small corpus, hashing embedder, in memory: every variant reports recall per kind."""
+    result = await retrieval_bench.main(["--people", "4", "--no-model", "--output", str(tmp_path)])
+
+    written = json.loads((tmp_path / "retrieval.json").read_text())
+    run = written["runs"]["memory/hashing-384"]
+    assert run == result["runs"]["memory/hashing-384"]
+    assert 0 < run["stored"] <= written["notes"]
+    for label, _, _ in retrieval_bench.VARIANTS:
+        numbers = run[label]
+        assert 0 <= numbers["recall@5"] <= numbers["recall@10"] <= 1, label
+        assert set(retrieval_bench.KINDS) == set(numbers["by_kind"]), label
+        assert positive(numbers["ms_per_query"]), label
+    assert positive(run["lexical"]["recall@10"])
+    assert positive(run["hybrid"]["recall@10"])
 
 
 @pytest.mark.postgres
