@@ -270,6 +270,35 @@ async def test_duplicate_held_by_an_ingest_is_archived_after_it(make_apollo):
     )
 
 
+async def test_identical_new_texts_at_once_make_one_entry(make_apollo):
+    """Two independent sources send the same new text at once; the first is held after
+    inserting it, before commit. The second cannot insert it too (the dedup rule): it
+    waits, then records its agreement against the winner."""
+    apollo = await make_apollo(interleaved=True)
+    points = apollo.deps.store
+
+    gate = points.hold("a", "commit")
+    creating = points.run("a", apollo.client("claude-a").store_knowledge(content=TARGET))
+    await points.reached("a", "commit")
+    racing = points.run("b", apollo.client("gemini-b").store_knowledge(content=TARGET))
+    blocked = await points.blocked_or_done(racing)
+    gate.set()
+    created, agreed = await points.finish(creating, racing)
+
+    assert blocked, "the second insert did not wait for the first"
+    assert Outcome.CREATED == created.outcome
+    assert (Outcome.DEDUPLICATED, created.entry_id, "agreement recorded") == (
+        agreed.outcome,
+        agreed.entry_id,
+        agreed.reason,
+    )
+    assert [
+        ("claude-a", EvidenceKind.ORIGIN),
+        ("gemini-b", EvidenceKind.AGREEMENT),
+    ] == await _kinds(apollo, created.entry_id)
+    assert 1 == (await apollo.stats()).by_status["candidate"]
+
+
 async def _promotable(apollo, kind: str):
     """A candidate the checker confirms: ``corroboration``, gemini-b's text that a
     confirmed entry (claude-a) corroborates at 0.92; ``agreement``, claude-a's text that
