@@ -14,7 +14,6 @@ from apollo_domain.errors import StoreUnavailable
 from apollo_domain.handlers import handle
 from apollo_domain.model import Entry, Evidence, Principal, Role
 from apollo_domain.policy import ConfidencePolicy
-from apollo_domain.retrieval import RetrievalSettings
 from apollo_domain.ports import (
     STORE_PARTS,
     Clock,
@@ -32,6 +31,7 @@ from apollo_domain.results import (
     GasResult,
     MaintenanceResult,
 )
+from apollo_domain.retrieval import RetrievalSettings
 from apollo_domain.services import Caller, Deps
 
 from .. import bootstrap
