@@ -94,7 +94,7 @@ async def check_corroboration(deps: Deps, limit: object = 100) -> CorroborationR
                 continue
             agreeing = agreeing_sources(candidate, recorded.get(candidate.id, ()))
             if len(agreeing) >= 2:
-                if await _confirm_agreement(deps, uow, candidate, agreeing):
+                if await _confirm_agreement(deps, uow, candidate):
                     bootstrapped += 1
                     changed.add(candidate.id)
                 continue
@@ -155,9 +155,7 @@ async def check_corroboration(deps: Deps, limit: object = 100) -> CorroborationR
     return CorroborationReport(len(candidates), promoted, bootstrapped)
 
 
-async def _confirm_agreement(
-    deps: Deps, uow: UnitOfWork, candidate: Entry, agreeing: list[SourceRef]
-) -> bool:
+async def _confirm_agreement(deps: Deps, uow: UnitOfWork, candidate: Entry) -> bool:
     """Confirm ``candidate`` on the agreement of its own independent sources: status,
     confirmed_at, the corroboration boost weighted by the agreeing source's credibility,
     ``bootstrap = {agreement: [agent ids]}``; no other entry is involved. Decided again on
