@@ -1,4 +1,5 @@
-"""Concurrent use cases on one entry, on every store: the same observable outcome.
+"""Concurrent use cases on one entry (or one source's credibility), on every store: the
+same observable outcome.
 
 Each test forces one interleaving with :class:`tests.support.Interleaving`: the first
 actor is paused at a named point after its read; the second runs until it finishes or
