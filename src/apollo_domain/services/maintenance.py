@@ -22,7 +22,7 @@ from ..ports import SearchFilter, UnitOfWork
 from ..results import ContradictionReport, CorroborationReport
 from ..rules import Corroborator, agreeing_sources, independent, may_corroborate
 from ..secrets import redact
-from .context import ACTIVE, Deps, bounded_int, resolve_viewer
+from .context import ACTIVE, Deps, bounded_int, first_application, resolve_viewer
 from .ingest import CONTRADICTION_SCAN
 
 CHECKER_NEIGHBOURS = 5
@@ -75,17 +75,22 @@ def _paired_with(entry: Entry) -> str | None:
     return None
 
 
-async def check_corroboration(deps: Deps, limit: object = 100) -> CorroborationReport:
+async def check_corroboration(
+    deps: Deps, limit: object = 100, *, idempotency_key: str | None = None
+) -> CorroborationReport:
     """Confirm, for at most ``limit`` candidates per run: a candidate on which two mutually
     independent sources agree (a bootstrap pair on its own, DESIGN §2 "Agreement"); else a
     candidate that a confirmed entry corroborates; else bootstrap ONE confirmation from a
     mutually corroborating, independently sourced candidate pair (the older of the two).
     A promotion by another entry commits only together with its persisted ``similar_to``
-    relation. Agreement and pair confirmations are both counted as ``bootstrapped``."""
+    relation. Agreement and pair confirmations are both counted as ``bootstrapped``.
+    A redelivery of ``idempotency_key`` changes nothing and reports zeros."""
     bound = bounded_int("limit", limit, 1, 100_000)
     policy = deps.policy
     promoted = bootstrapped = 0
     async with deps.store.unit_of_work() as uow:
+        if not await first_application(uow, "corroboration", idempotency_key, deps.clock.now()):
+            return CorroborationReport(0, 0, 0)
         candidates = await uow.entries.candidates(bound)
         recorded = await uow.evidence.for_entries([c.id for c in candidates])
         changed: set[UUID] = set()
@@ -230,15 +235,20 @@ def _independent_evidence_count(evidence: list[Evidence]) -> int:
     return len(counted)
 
 
-async def process_outbox(deps: Deps, limit: object = 50) -> ContradictionReport:
+async def process_outbox(
+    deps: Deps, limit: object = 50, *, idempotency_key: str | None = None
+) -> ContradictionReport:
     """Run queued contradiction scans. For each new entry, active visible neighbours above
     the contradiction similarity in the same scope are judged; a contradiction writes
     ``contradicts`` (new → existing, weight 0.8) and disputes both — unless the existing
     entry is well established (confidence ≥ 0.8, ≥ 2 independent evidence) and the new
-    source's credibility is below 0.4: then only the new entry is disputed."""
+    source's credibility is below 0.4: then only the new entry is disputed. A redelivery
+    of ``idempotency_key`` changes nothing and reports zeros."""
     bound = bounded_int("limit", limit, 1, 10_000)
     processed = contradictions = failed = 0
     async with deps.store.unit_of_work() as uow:
+        if not await first_application(uow, "outbox", idempotency_key, deps.clock.now()):
+            return ContradictionReport(0, 0, 0)
         items = await uow.outbox.claim(bound, deps.clock.now())
         for item in items:
             try:
