@@ -288,17 +288,23 @@ class PostgresEntityGraph:
             )
         when = sql.SQL(" AND ").join(conditions) if conditions else sql.SQL("TRUE")
         query = sql.SQL(
-            "SELECT * FROM (SELECT ed.id, ed.src_id, ed.dst_id, ed.relation, ed.valid_from,"
-            " ed.valid_to, CASE WHEN EXISTS (SELECT 1 FROM entity_edge_entries s"
+            # The edges are picked (visible support exists, time, kind, order, limit)
+            # before their supporting entries are listed, so a hub entity's thousands of
+            # edges cost one index probe each, and only the kept ones are expanded.
+            "SELECT ed.id, ed.src_id, ed.dst_id, ed.relation, ed.valid_from, ed.valid_to,"
+            " CASE WHEN EXISTS (SELECT 1 FROM entity_edge_entries s"
             " JOIN entries ON entries.id = s.entry_id"
             " WHERE s.edge_id = ed.superseded_by AND {visible})"
             " THEN ed.superseded_by END AS superseded_by,"
             " ARRAY(SELECT s.entry_id FROM entity_edge_entries s"
             " JOIN entries ON entries.id = s.entry_id"
             " WHERE s.edge_id = ed.id AND {visible} ORDER BY s.position) AS entry_ids"
-            " FROM entity_edges ed WHERE (ed.src_id = ANY({ids}) OR ed.dst_id = ANY({ids}))"
-            " AND {when}) AS found WHERE cardinality(entry_ids) > 0"
-            " ORDER BY valid_from, id {limit}"
+            " FROM (SELECT * FROM entity_edges ed"
+            " WHERE (ed.src_id = ANY({ids}) OR ed.dst_id = ANY({ids})) AND {when}"
+            " AND EXISTS (SELECT 1 FROM entity_edge_entries s"
+            " JOIN entries ON entries.id = s.entry_id WHERE s.edge_id = ed.id AND {visible})"
+            " ORDER BY ed.valid_from, ed.id {limit}) AS ed"
+            " ORDER BY ed.valid_from, ed.id"
         ).format(
             visible=where.sql(),
             ids=ids,
