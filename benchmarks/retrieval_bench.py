@@ -308,8 +308,8 @@ def corpus(people: int, seed: int) -> tuple[list[str], list[tuple[str, str, set[
 VARIANTS = (
     ("vector", "vector", "rrf"),
     ("lexical", "lexical", "rrf"),
-    ("hybrid", "hybrid", "rrf"),
-    ("hybrid/relative_score", "hybrid", "relative_score"),
+    ("hybrid", "hybrid", "relative_score"),
+    ("hybrid/rrf", "hybrid", "rrf"),
 )
 
 

@@ -306,10 +306,13 @@ class Interleaving:
         return asyncio.get_running_loop().create_task(acting(), name=actor)
 
     def hold(self, actor: str, point: str) -> Any:
-        """Pause ``actor`` the first time it reaches ``point``; returns the gate (an
-        ``asyncio.Event``: ``gate.set()`` releases it)."""
+        """Pause ``actor`` the next time it reaches ``point``; returns the gate (an
+        ``asyncio.Event``: ``gate.set()`` releases it). An earlier arrival at ``point`` is
+        forgotten: :meth:`reached` then waits for the held one (e.g. the second unit of work
+        a use case enters)."""
         gate = asyncio.Event()
         self._gates[(actor, point)] = gate
+        self._arrivals[(actor, point)] = asyncio.Event()
         return gate
 
     async def reached(self, actor: str, point: str, *, or_done: Any = None) -> bool:

@@ -258,6 +258,85 @@ class LinkResult:
     created: bool
 
 
+# ------------------------------------------------------------------ the entity graph
+
+
+@frozen
+class EntitySummary:
+    """An entity a caller may see, with the number of entries it may see that mention it
+    (archived entries not counted)."""
+
+    name: str  # as first written
+    key: str  # the normalized name
+    kind: str | None
+    mentions: int
+
+
+@frozen
+class EntityEdgeView:
+    """An edge between two entities as a caller sees it: endpoints by name; ``entry_ids``
+    the first supporting entries it may see (``support`` counts them all); ``superseded_by``
+    only when the edge that retired it is visible too."""
+
+    id: UUID
+    src: str
+    relation: str
+    dst: str
+    valid_from: datetime
+    valid_to: datetime | None
+    superseded_by: UUID | None
+    support: int
+    entry_ids: tuple[UUID, ...]
+
+
+@frozen
+class EntityMentionView:
+    """An entry that mentions an entity: its id, the start of its content, its standing."""
+
+    id: UUID
+    snippet: str
+    status: Status
+    confidence: float
+    created_at: datetime
+
+
+@frozen
+class EntityDetail:
+    """An entity with its live edges (typed ones first) and the newest entries mentioning
+    it, all as the caller may see them."""
+
+    name: str
+    key: str
+    kind: str | None
+    mentions: int
+    edges: tuple[EntityEdgeView, ...]
+    entries: tuple[EntityMentionView, ...]
+
+
+@frozen
+class EntityHistory:
+    """An entity's typed edges live at ``as_of``, or every one of them, retired ones
+    included, when ``as_of`` is None; oldest first."""
+
+    name: str
+    key: str
+    as_of: datetime | None
+    edges: tuple[EntityEdgeView, ...]
+
+
+@frozen
+class RelatedEntity:
+    """An entity reached from another over live edges: how many edges away, and the edge
+    (relation, neighbour it was reached from) that first reached it."""
+
+    name: str
+    key: str
+    kind: str | None
+    depth: int
+    relation: str
+    via: str
+
+
 @frozen
 class Dispatch:
     """What a client-mode call returns: the action published, not a claimed mutation."""
@@ -273,6 +352,11 @@ __all__ = [
     "CorroborationReport",
     "Dispatch",
     "DomainExpertise",
+    "EntityDetail",
+    "EntityEdgeView",
+    "EntityHistory",
+    "EntityMentionView",
+    "EntitySummary",
     "EntryView",
     "ErasureResult",
     "EvidenceView",
@@ -283,6 +367,7 @@ __all__ = [
     "LinkedEntry",
     "MaintenanceResult",
     "QueryResult",
+    "RelatedEntity",
     "RelatedEntry",
     "SourceReport",
 ]
