@@ -293,13 +293,19 @@ class PostgresEntryRepository:
             (now, cutoff),
         )
 
-    async def candidates(self, limit: int) -> list[Entry]:
+    async def candidates(self, limit: int, now: datetime) -> list[Entry]:
         rows = await self._s.rows(
             sql.SQL(
-                "SELECT {} FROM entries WHERE status = 'candidate' AND embedding IS NOT NULL"
-                " ORDER BY created_at, id LIMIT %s"
+                "WITH picked AS (SELECT id, last_checked_at AS previous FROM entries"
+                "  WHERE status = 'candidate' AND embedding IS NOT NULL"
+                "  ORDER BY last_checked_at NULLS FIRST, created_at, id LIMIT %s"
+                "  FOR UPDATE SKIP LOCKED),"
+                " stamped AS (UPDATE entries SET last_checked_at = %s"
+                "  WHERE id IN (SELECT id FROM picked))"
+                " SELECT {} FROM entries JOIN picked USING (id)"
+                " ORDER BY previous NULLS FIRST, created_at, id"
             ).format(ENTRY_COLUMNS_WITH_EMBEDDING),
-            (max(limit, 0),),
+            (max(limit, 0), now),
         )
         return [entry_from_row(row) for row in rows]
 
