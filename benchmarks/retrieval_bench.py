@@ -35,9 +35,11 @@ from apollo_adapters.clock import ManualClock
 from apollo_adapters.embedders import HashingEmbedder
 from apollo_adapters.memory import InMemoryStore
 from apollo_app import Apollo
-from apollo_domain.ports import Embedder
+from apollo_domain.ports import Embedder, Store
+from apollo_domain.retrieval import RetrievalSettings
 from benchmarks._common import machine, table, write_json
 
+KINDS = ("direct", "detail", "hop", "dialogue")
 FIRST = [
     "Alice",
     "Bruno",
@@ -153,6 +155,89 @@ CHATTER = (
     "The printer queue was cleared after the paper jam.",
 )
 
+PETS = ("dog", "cat", "parrot", "rabbit", "tortoise")
+PET_NAMES = ("Biscuit", "Pepper", "Mango", "Ziggy", "Noodle", "Waffles", "Clementine", "Rocket")
+DISHES = ("ramen", "paella", "pierogi", "bibimbap", "moussaka", "ceviche")
+INSTRUMENTS = ("cello", "ukulele", "trumpet", "banjo", "harp")
+FILLER = (
+    "Honestly the week flew by and I barely had time to think.",
+    "We were both tired, so the call was shorter than usual.",
+    "It rained the whole afternoon, which did not help anyone's mood.",
+    "Anyway, we spent most of the time catching up on the usual stuff.",
+    "I keep meaning to write these things down before I forget them.",
+    "The connection kept dropping, so we switched to audio only.",
+    "She laughed about it, but I could tell it mattered to her.",
+    "Nothing dramatic, just the kind of update friends trade.",
+)
+SMALL_TALK = (
+    "Caught up with {f} again today; mostly weather, traffic and weekend plans, nothing new.",
+    "{f} and I chatted for a bit about work being busy and how tired everyone is lately.",
+    "Quick message exchange with {f}: she is doing fine and says hi to everyone.",
+    "Had coffee with {f} this morning, we mostly complained about the heat.",
+    "{f} sent a funny video and we joked about it for a while, then went back to work.",
+)
+
+
+def dialogue(
+    rng: random.Random, person: str, city: str, month: str
+) -> tuple[list[str], list[tuple[str, str, int]]]:
+    """Conversation turns about one person (one fact each, wrapped in chatter) and the
+    questions that one turn answers."""
+    first = person.split()[0]
+    pet, pet_name = rng.choice(PETS), rng.choice(PET_NAMES)
+    dish, instrument = rng.choice(DISHES), rng.choice(INSTRUMENTS)
+    hours, minutes = rng.randint(3, 4), rng.randint(0, 59)
+    sister = rng.choice(FIRST)
+    day = rng.randint(1, 28)
+    flat = rng.randint(40, 140)
+    facts = [
+        (
+            f"{first} told me her {pet} {pet_name} finally recovered after the surgery;"
+            " the vet bills were brutal.",
+            f"What is the name of {person}'s {pet}?",
+            "dialogue",
+        ),
+        (
+            f"Big news from {first}: she ran the {city} marathon in {hours}:{minutes:02d},"
+            " her best time yet.",
+            f"How fast did {person} finish the marathon?",
+            "dialogue",
+        ),
+        (
+            f"{first} has been taking {instrument} lessons on Tuesday evenings and is"
+            " already playing simple songs.",
+            f"Which instrument is {person} learning?",
+            "dialogue",
+        ),
+        (
+            f"{first} said her sister {sister} is getting married on {month} {day}, and she"
+            " is the maid of honour.",
+            f"When is the wedding of {person}'s sister?",
+            "dialogue",
+        ),
+        (
+            f"{first} cooked {dish} for twelve friends last weekend and it apparently"
+            " turned out great.",
+            f"What did {person} cook for her friends?",
+            "dialogue",
+        ),
+        (
+            f"{first} signed the lease on a {flat} square metre flat near the old town,"
+            " moving in next month.",
+            f"How big is the flat {person} is renting?",
+            "dialogue",
+        ),
+    ]
+    turns: list[str] = []
+    questions: list[tuple[str, str, int]] = []
+    for fact, question, kind in facts:
+        wrapped = " ".join([rng.choice(FILLER), fact, rng.choice(FILLER)])
+        questions.append((kind, question, len(turns)))
+        turns.append(wrapped)
+    for template in rng.sample(SMALL_TALK, 3):
+        turns.append(template.format(f=first))
+    return turns, questions
+
 
 def corpus(people: int, seed: int) -> tuple[list[str], list[tuple[str, str, set[int]]]]:
     """Notes and labelled questions ``(kind, question, indexes of answering notes)``."""
@@ -213,36 +298,60 @@ def corpus(people: int, seed: int) -> tuple[list[str], list[tuple[str, str, set[
         questions.append(
             ("hop", f"In which city are the headquarters of {person}'s employer?", {org_note[org]})
         )
+        turns, asked = dialogue(rng, person, city, month)
+        questions.extend((kind, q, {len(notes) + turn}) for kind, q, turn in asked)
+        notes.extend(turns)
     notes.extend(rng.choice(CHATTER) + f" (note {i})" for i in range(people * 2))
     return notes, questions
 
 
+#: (label, query mode, fusion of the hybrid ranking)
+VARIANTS = (
+    ("vector", "vector", "rrf"),
+    ("lexical", "lexical", "rrf"),
+    ("hybrid", "hybrid", "rrf"),
+    ("hybrid/relative_score", "hybrid", "relative_score"),
+)
+
+
 async def evaluate(
-    apollo: Apollo, notes: Sequence[str], questions: Sequence[tuple[str, str, set[int]]]
+    store: Store,
+    embedder: Embedder,
+    notes: Sequence[str],
+    questions: Sequence[tuple[str, str, set[int]]],
 ) -> dict[str, Any]:
-    writer = apollo.client("bench-writer")
+    def over(fusion: str) -> Apollo:
+        settings = RetrievalSettings(fusion=fusion)
+        return Apollo.with_store(store, embedder=embedder, clock=ManualClock(), retrieval=settings)
+
     ids: list[uuid.UUID | None] = []
-    for start in range(0, len(notes), 200):
-        results = await writer.store_many([{"content": n} for n in notes[start : start + 200]])
-        ids.extend(getattr(r, "entry_id", None) for r in results)
-    reader = apollo.client("bench-reader")
-    found: dict[str, Any] = {}
-    for mode in ("vector", "lexical", "hybrid"):
+    async with over("rrf") as apollo:
+        writer = apollo.client("bench-writer")
+        for start in range(0, len(notes), 200):
+            chunk = [{"content": n} for n in notes[start : start + 200]]
+            results = await writer.store_many(chunk)
+            ids.extend(getattr(r, "entry_id", None) for r in results)
+    found: dict[str, Any] = {"stored": sum(i is not None for i in ids)}
+    for label, mode, fusion in VARIANTS:
         kinds: dict[str, list[tuple[float, float]]] = {}
-        started = time.perf_counter()
-        for kind, question, answers in questions:
-            wanted = {ids[i] for i in answers}
-            result = await reader.retrieve(query=question, limit=10, min_confidence=0.0, mode=mode)
-            ranked = [view.id for view in result.entries]
-            kinds.setdefault(kind, []).append(
-                (
-                    len(wanted & set(ranked[:5])) / len(wanted),
-                    len(wanted & set(ranked[:10])) / len(wanted),
+        async with over(fusion) as apollo:
+            reader = apollo.client("bench-reader")
+            started = time.perf_counter()
+            for kind, question, answers in questions:
+                wanted = {ids[i] for i in answers}
+                result = await reader.retrieve(
+                    query=question, limit=10, min_confidence=0.0, mode=mode
                 )
-            )
-        elapsed = time.perf_counter() - started
+                ranked = [view.id for view in result.entries]
+                kinds.setdefault(kind, []).append(
+                    (
+                        len(wanted & set(ranked[:5])) / len(wanted),
+                        len(wanted & set(ranked[:10])) / len(wanted),
+                    )
+                )
+            elapsed = time.perf_counter() - started
         every = [pair for pairs in kinds.values() for pair in pairs]
-        found[mode] = {
+        found[label] = {
             "recall@5": sum(p[0] for p in every) / len(every),
             "recall@10": sum(p[1] for p in every) / len(every),
             "ms_per_query": 1000 * elapsed / len(questions),
@@ -259,8 +368,11 @@ async def evaluate(
 
 
 async def run_memory(embedder: Embedder, notes: list[str], questions: Any) -> dict[str, Any]:
-    async with Apollo.with_store(InMemoryStore(), embedder=embedder, clock=ManualClock()) as apollo:
-        return await evaluate(apollo, notes, questions)
+    store = InMemoryStore()
+    try:
+        return await evaluate(store, embedder, notes, questions)
+    finally:
+        await store.close()
 
 
 async def run_postgres(embedder: Embedder, notes: list[str], questions: Any) -> dict[str, Any]:
@@ -284,8 +396,10 @@ async def run_postgres(embedder: Embedder, notes: list[str], questions: Any) -> 
             embedder_model_id=embedder.model_id,
             dimension=embedder.dimension,
         )
-        async with Apollo.with_store(store, embedder=embedder, clock=ManualClock()) as apollo:
-            return await evaluate(apollo, notes, questions)
+        try:
+            return await evaluate(store, embedder, notes, questions)
+        finally:
+            await store.close()
     finally:
         await server.stop()
 
@@ -300,12 +414,13 @@ def embedders(use_model: bool) -> list[tuple[str, Embedder]]:
     return found
 
 
-async def main(argv: Sequence[str] | None = None) -> None:
+async def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--people", type=int, default=60)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--postgres", action="store_true", help="also run on PostgreSQL")
     parser.add_argument("--no-model", action="store_true", help="hashing embedder only")
+    parser.add_argument("--output", type=Path, help="folder for the JSON (benchmarks/results)")
     args = parser.parse_args(argv)
     notes, questions = corpus(args.people, args.seed)
     rows = []
@@ -317,6 +432,8 @@ async def main(argv: Sequence[str] | None = None) -> None:
             found = await run(embedder, notes, questions)
             payload["runs"][f"{store}/{label}"] = found
             for mode, numbers in found.items():
+                if mode == "stored":
+                    continue
                 kinds = numbers["by_kind"]
                 rows.append(
                     [
@@ -325,11 +442,12 @@ async def main(argv: Sequence[str] | None = None) -> None:
                         mode,
                         numbers["recall@5"],
                         numbers["recall@10"],
-                        *(kinds[k]["recall@10"] for k in ("direct", "detail", "hop")),
+                        *(kinds[k]["recall@10"] for k in KINDS),
                         numbers["ms_per_query"],
                     ]
                 )
-    print(f"{len(notes)} notes, {len(questions)} questions")
+    stored = {run: found["stored"] for run, found in payload["runs"].items()}
+    print(f"{len(notes)} notes ({stored} stored), {len(questions)} questions")
     print(
         table(
             rows,
@@ -339,14 +457,13 @@ async def main(argv: Sequence[str] | None = None) -> None:
                 "mode",
                 "recall@5",
                 "recall@10",
-                "direct@10",
-                "detail@10",
-                "hop@10",
+                *(f"{k}@10" for k in KINDS),
                 "ms/query",
             ],
         )
     )
-    print(write_json("retrieval", payload))
+    print(write_json("retrieval", payload, args.output))
+    return payload
 
 
 if __name__ == "__main__":

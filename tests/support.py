@@ -104,7 +104,7 @@ class _Proxy:
 
         async def call(*args: Any, **kwargs: Any) -> Any:
             self._faults.calls.append(key)
-            if key in self._faults.failing:
+            if key in self._faults.failing or self._faults.due(key):
                 raise PersistenceFailed(f"injected failure in {key}")
             return await attr(*args, **kwargs)
 
@@ -116,6 +116,18 @@ class FaultPlan:
         self.failing: set[str] = set()
         self.unavailable: set[str] = set()
         self.calls: list[str] = []
+        self._once: dict[str, int] = {}
+
+    def fail_once(self, key: str, *, call: int = 1) -> None:
+        """Make the ``call``-th call of ``key`` from now on fail, that call only."""
+        self._once[key] = self.calls.count(key) + call
+
+    def due(self, key: str) -> bool:
+        """Whether this call of ``key`` (just recorded) is the one :meth:`fail_once` named."""
+        if self._once.get(key) != self.calls.count(key):
+            return False
+        del self._once[key]
+        return True
 
 
 class _FaultyUnitOfWork:

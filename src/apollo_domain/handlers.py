@@ -6,7 +6,11 @@ returns the use case's result value; what an edge does with it (a JSON body, an 
 an acknowledgement) is the edge's business.
 
 ``idempotency_key`` (a bus message id) makes a redelivered mutation change nothing the
-second time.
+second time: every mutating use case records ``<kind>:<key>`` in the same transaction as
+its effects and, finding it already recorded, returns its "already applied" result (the
+same shape: ``changed``/``created`` False, zero counts, or the entry or source as it is
+now; an ingest reports the entry it made, outcome ``deduplicated``). A GAS event is
+idempotent by its own request id.
 """
 
 from __future__ import annotations
@@ -103,7 +107,7 @@ async def _store_many(
             requests.append(ingest_request(acting, item))
         except ValidationError as exc:
             raise ValidationError(f"items[{index}].{exc.field}", exc.message) from None
-    return await services.ingest_many(deps, acting, requests)
+    return await services.ingest_many(deps, acting, requests, idempotency_key=key)
 
 
 async def _writeback(
@@ -159,6 +163,7 @@ async def _link(deps: Deps, caller: Caller, command: c.LinkEntries, key: str | N
         command.to_entry_id,
         command.relation_type,
         command.weight,
+        idempotency_key=key,
     )
 
 
@@ -166,7 +171,11 @@ async def _deprecate(
     deps: Deps, caller: Caller, command: c.DeprecateEntry, key: str | None
 ) -> LifecycleResult:
     return await services.deprecate_entry(
-        deps, caller.acting_as(command.agent_id), command.entry_id, command.reason
+        deps,
+        caller.acting_as(command.agent_id),
+        command.entry_id,
+        command.reason,
+        idempotency_key=key,
     )
 
 
@@ -174,32 +183,38 @@ async def _resolve(
     deps: Deps, caller: Caller, command: c.ResolveDispute, key: str | None
 ) -> LifecycleResult:
     return await services.resolve_dispute(
-        deps, caller.acting_as(command.agent_id), command.entry_id, command.resolution
+        deps,
+        caller.acting_as(command.agent_id),
+        command.entry_id,
+        command.resolution,
+        idempotency_key=key,
     )
 
 
 async def _force_decay(
     deps: Deps, caller: Caller, command: c.ForceDecay, key: str | None
 ) -> MaintenanceResult:
-    return await services.force_decay(deps, command.factor)
+    return await services.force_decay(deps, command.factor, idempotency_key=key)
 
 
 async def _archive_stale(
     deps: Deps, caller: Caller, command: c.ArchiveStale, key: str | None
 ) -> MaintenanceResult:
-    return await services.archive_stale(deps, command.days)
+    return await services.archive_stale(deps, command.days, idempotency_key=key)
 
 
 async def _label(
     deps: Deps, caller: Caller, command: c.LabelSource, key: str | None
 ) -> SourceReport:
-    return await services.label_source(deps, caller, command.target_agent_id, command.label)
+    return await services.label_source(
+        deps, caller, command.target_agent_id, command.label, idempotency_key=key
+    )
 
 
 async def _unlabel(
     deps: Deps, caller: Caller, command: c.UnlabelSource, key: str | None
 ) -> SourceReport:
-    return await services.unlabel_source(deps, caller, command.target_agent_id)
+    return await services.unlabel_source(deps, caller, command.target_agent_id, idempotency_key=key)
 
 
 async def _source(
@@ -211,12 +226,13 @@ async def _source(
 async def _erase(
     deps: Deps, caller: Caller, command: c.EraseAgent, key: str | None
 ) -> ErasureResult:
-    return await services.erase_agent(deps, command.target_agent_id)
+    return await services.erase_agent(deps, command.target_agent_id, idempotency_key=key)
 
 
 async def _gas(
     deps: Deps, caller: Caller, command: c.ProcessGasEvent, key: str | None
 ) -> GasResult:
+    # idempotent by the event's request id, whichever message carried it
     return await services.process_gas_event(deps, command.event, caller.acting_as("gas"))
 
 
@@ -271,25 +287,25 @@ async def _stats(deps: Deps, caller: Caller, command: c.Stats, key: str | None) 
 async def _decay_cycle(
     deps: Deps, caller: Caller, command: c.RunDecayCycle, key: str | None
 ) -> MaintenanceResult:
-    return await services.run_decay_cycle(deps)
+    return await services.run_decay_cycle(deps, idempotency_key=key)
 
 
 async def _corroboration(
     deps: Deps, caller: Caller, command: c.CheckCorroboration, key: str | None
 ) -> CorroborationReport:
-    return await services.check_corroboration(deps, command.limit)
+    return await services.check_corroboration(deps, command.limit, idempotency_key=key)
 
 
 async def _aggregate(
     deps: Deps, caller: Caller, command: c.AggregateExpertise, key: str | None
 ) -> MaintenanceResult:
-    return await services.aggregate_expertise(deps)
+    return await services.aggregate_expertise(deps, idempotency_key=key)
 
 
 async def _outbox(
     deps: Deps, caller: Caller, command: c.ProcessOutbox, key: str | None
 ) -> ContradictionReport:
-    return await services.process_outbox(deps, command.limit)
+    return await services.process_outbox(deps, command.limit, idempotency_key=key)
 
 
 def _read(run: Run) -> Handler:

@@ -519,10 +519,17 @@ class Outbox(Protocol):
 
 
 class ProcessedKeys(Protocol):
-    """Idempotency keys (GAS request ids, message ids)."""
+    """Idempotency keys (GAS request ids, message ids), recorded in the transaction of the
+    effects they guard."""
 
     async def mark(self, key: str, now: datetime) -> bool:
-        """Record ``key``; True when it was new, False when already recorded."""
+        """Record ``key``; True when it was new, False when already recorded.
+
+        A unique insert in this unit of work: it is undone when the unit of work does not
+        commit, and while another open unit of work has recorded the same key this call
+        waits for that one to end (PostgreSQL; the in-memory store runs units of work one
+        at a time), then answers False if it committed. So of two units of work marking
+        one key, exactly one gets True."""
 
     async def seen(self, key: str) -> bool: ...
 

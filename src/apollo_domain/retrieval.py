@@ -1,11 +1,21 @@
-"""How a hybrid query ranks (DESIGN §4 "Query"): the settings, and reciprocal rank fusion.
+"""How a hybrid query ranks (DESIGN §4 "Query"): the settings, and the two fusions.
 
-Each signal (``vector``, ``lexical``, ``graph``) ranks its own candidates; an entry's fused
-score is the sum, over the signals that found it, of ``weight / (rrf_k + rank)`` (rank 1 is
-the best). Fusing ranks rather than scores needs no calibration between a cosine, a BM25
-or ``ts_rank`` value and a graph count (Cormack, Clarke and Büttcher, "Reciprocal rank
-fusion outperforms Condorcet and individual rank learning methods", SIGIR 2009, where
-``k = 60`` comes from).
+Each signal (``vector``, ``lexical``, ``graph``) ranks its own candidates; the fused
+ranking combines them in one of two ways (``RetrievalSettings.fusion``):
+
+- ``rrf``, reciprocal rank fusion: an entry's fused score is the sum, over the signals that
+  found it, of ``weight / (rrf_k + rank)`` (rank 1 is the best). Fusing ranks rather than
+  scores needs no calibration between a cosine, a BM25 or ``ts_rank`` value and a graph
+  count (Cormack, Clarke and Büttcher, "Reciprocal rank fusion outperforms Condorcet and
+  individual rank learning methods", SIGIR 2009, where ``k = 60`` comes from).
+- ``relative_score``: each signal's scores are rescaled to [0, 1] over its own candidate
+  list (min-max, as Weaviate's relative score fusion; a list of equal scores is all 1)
+  and the fused score is the weighted sum. It keeps how far apart a signal's candidates
+  are, so a clear winner of one signal is not pulled down to an entry two signals found
+  weakly; but each list's weakest candidate adds nothing, which hurts a short list such
+  as the graph fill's.
+  Unlike ranks, this keeps how far apart a signal's candidates are: a clear lexical winner
+  is not pulled down to the level of an entry two signals found at middling ranks.
 """
 
 from __future__ import annotations
@@ -23,6 +33,8 @@ LEXICAL: Final = "lexical"
 GRAPH: Final = "graph"
 SIGNALS: Final = (VECTOR, LEXICAL, GRAPH)
 
+FUSIONS: Final = ("rrf", "relative_score")
+
 _positive_int = [validators.instance_of(int), validators.ge(1)]
 _weight = [validators.instance_of(float), validators.ge(0.0)]
 
@@ -39,6 +51,7 @@ def _weight_field(default: float) -> float:
 class RetrievalSettings:
     """The constants of hybrid retrieval; every one can be overridden.
 
+    - ``fusion``: ``rrf`` or ``relative_score`` (see the module docstring).
     - ``rrf_k``: the rank offset of reciprocal rank fusion (60, Cormack et al.).
     - ``candidates``: how deep each signal's own ranking goes before fusion (at least the
       query's limit).
@@ -49,6 +62,7 @@ class RetrievalSettings:
       are examined.
     """
 
+    fusion: str = field(default="rrf", validator=validators.in_(FUSIONS))
     rrf_k: int = _int_field(60)
     candidates: int = _int_field(50)
     vector_weight: float = _weight_field(1.0)
@@ -91,23 +105,31 @@ class Fused:
 def fuse(
     rankings: Mapping[str, Sequence[tuple[UUID, float]]], settings: RetrievalSettings
 ) -> list[Fused]:
-    """Reciprocal rank fusion of each signal's ranking (best first, ``(entry id, the
-    signal's score)``): highest fused score first, ties broken by id. An entry appears only
-    when at least one signal ranked it."""
+    """Each signal's ranking (best first, ``(entry id, the signal's score)``) fused as
+    ``settings.fusion`` says: highest fused score first, ties broken by id. An entry
+    appears only when at least one signal ranked it."""
     scores: dict[UUID, float] = {}
     signals: dict[UUID, dict[str, float]] = {}
     for signal, ranking in rankings.items():
         weight = settings.weight(signal)
+        if settings.fusion == "relative_score" and ranking:
+            high = max(score for _, score in ranking)
+            low = min(score for _, score in ranking)
         for rank, (entry_id, score) in enumerate(ranking, start=1):
             if signal in signals.get(entry_id, {}):
                 continue  # a signal counts once per entry: its best rank
-            scores[entry_id] = scores.get(entry_id, 0.0) + weight / (settings.rrf_k + rank)
+            if settings.fusion == "rrf":
+                share = weight / (settings.rrf_k + rank)
+            else:
+                share = weight * ((score - low) / (high - low) if high > low else 1.0)
+            scores[entry_id] = scores.get(entry_id, 0.0) + share
             signals.setdefault(entry_id, {})[signal] = score
     ordered = sorted(scores, key=lambda entry_id: (-scores[entry_id], str(entry_id)))
     return [Fused(entry_id, scores[entry_id], signals[entry_id]) for entry_id in ordered]
 
 
 __all__ = [
+    "FUSIONS",
     "GRAPH",
     "LEXICAL",
     "SIGNALS",

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from benchmarks import memory_bench, postgres_bench
+from benchmarks import hybrid_bench, memory_bench, postgres_bench, retrieval_bench
 
 from tests.postgres_support import PostgresTestServer
 
@@ -44,6 +44,23 @@ def test_memory_bench_quick_reports_every_figure(tmp_path: Path) -> None:
     assert positive(query["query_over_numpy_p50"])
     assert query["results_returned"] > 0
     assert result["config"] == written["config"]
+
+
+async def test_retrieval_bench_reports_recall_for_every_mode_and_kind(tmp_path: Path) -> None:
+    """A small corpus, hashing embedder, in memory: every variant reports recall per kind."""
+    result = await retrieval_bench.main(["--people", "4", "--no-model", "--output", str(tmp_path)])
+
+    written = json.loads((tmp_path / "retrieval.json").read_text())
+    run = written["runs"]["memory/hashing-384"]
+    assert run == result["runs"]["memory/hashing-384"]
+    assert 0 < run["stored"] <= written["notes"]
+    for label, _, _ in retrieval_bench.VARIANTS:
+        numbers = run[label]
+        assert 0 <= numbers["recall@5"] <= numbers["recall@10"] <= 1, label
+        assert set(retrieval_bench.KINDS) == set(numbers["by_kind"]), label
+        assert positive(numbers["ms_per_query"]), label
+    assert positive(run["lexical"]["recall@10"])
+    assert positive(run["hybrid"]["recall@10"])
 
 
 @pytest.mark.postgres
@@ -83,3 +100,25 @@ def test_postgres_bench_quick_reports_every_figure(
     assert decay["entries"] == decay["decay_outcomes"][0]["decayed"]
     for key in ("copy_seconds", "hnsw_build_seconds"):
         assert positive(written["load"][key]), key
+
+
+@pytest.mark.postgres
+def test_hybrid_bench_reports_every_path_and_ratio(tmp_path: Path) -> None:
+    """A tiny load: every query path has latencies and results, the graph was written, and
+    both ingest variants stored entries."""
+    argv = ["--quick", "--entries", "300", "--people", "40", "--queries", "8"]
+    result = hybrid_bench.main(
+        [*argv, "--ingest", "40", "--chunk", "10", "--output", str(tmp_path)]
+    )
+
+    written = json.loads((tmp_path / "hybrid_bench_quick.json").read_text())
+    assert written["query"] == result["query"]
+    load, query, ingest = written["load"], written["query"], written["ingest"]
+    assert positive(load["entities"]) and positive(load["edges"]) and positive(load["mentions"])
+    for path in hybrid_bench.PATHS:
+        assert positive(query["latency"][path]["p50_ms"]), path
+        assert positive(query["results_returned"][path]), path
+    assert positive(query["hybrid_over_vector_p50"])
+    assert positive(query["lexical_over_raw_ts_rank_p50"])
+    assert positive(ingest["entries"]["extraction"]) and positive(ingest["entries"]["none"])
+    assert positive(ingest["extraction_over_none"])

@@ -23,7 +23,7 @@ from apollo_domain.messaging import Message
 from apollo_domain.model import ContentType, RelationType, Status
 from apollo_domain.results import Dispatch, EntryView, QueryResult
 from apollo_domain.topology import Topology
-from tests.support import FaultInjectingStore
+from tests.support import FaultInjectingStore, Interleaving
 
 PATIENCE = 10.0
 LOGIN = "alice"
@@ -329,6 +329,39 @@ async def test_lifecycle_mutations_are_applied_once_per_message(admin_mesh: Mesh
     entry = await mesh.apollo.get_entry(view.id)
     assert pytest.approx(view.confidence * 0.5) == entry.confidence
     assert "superseded by RFC 7938" == entry.source_context["deprecation_reason"]
+
+
+async def test_a_force_decay_redelivered_while_the_first_delivery_runs_is_applied_once():
+    """Two deliveries of one force_decay message overlap: the first is held before its
+    commit while the second is consumed. The message id is recorded with the change, so
+    the second waits for the first, then applies nothing: 0.5 → 0.25, not 0.125."""
+    points = Interleaving(InMemoryStore())
+    apollo = Apollo.with_store(points, closers=[points.close])
+    mesh = await open_mesh(apollo, Settings(prefetch=4, admin_users=frozenset({LOGIN})))
+    try:
+        stored = await apollo.client("claude-a").store_knowledge(content="Decayed only once")
+        decay = Message(
+            mesh.service.topology.ingest_queue,
+            json.dumps({"v": 1, "action": "force_decay", "payload": {"factor": 0.5}}).encode(),
+            message_id=uuid4().hex,
+            user_id=LOGIN,
+        )
+        gate = points.hold("first", "commit")
+        await points.run("first", mesh.bus.publish(decay))  # the delivery acts as "first"
+        await points.reached("first", "commit")
+        await points.run("second", mesh.bus.publish(decay))
+        await points.reached("second", "enter")
+        never = asyncio.ensure_future(asyncio.Event().wait())
+        blocked = await points.blocked_or_done(never)
+        never.cancel()
+        gate.set()
+        await mesh.service.stop()  # drains both deliveries
+        assert blocked, "the second delivery did not wait for the first"
+        assert [] == await mesh.bus.drain_dead_letters()
+        entry = await apollo.get_entry(stored.entry_id)
+        assert pytest.approx(stored.confidence * 0.5) == entry.confidence
+    finally:
+        await close_mesh(mesh)
 
 
 async def test_an_rpc_without_a_service_times_out_naming_the_queue():

@@ -1,4 +1,4 @@
-"""Reciprocal rank fusion and the retrieval settings (apollo_domain.retrieval)."""
+"""Rank and score fusion, and the retrieval settings (apollo_domain.retrieval)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import uuid
 from itertools import pairwise
 
 import pytest
-from hypothesis import given
+from hypothesis import event, given
 from hypothesis import strategies as st
 
 from apollo_domain.errors import ValidationError
@@ -36,6 +36,27 @@ def test_a_signal_counts_once_per_entry():
     assert pytest.approx(0.5 / 61) == fused[0].score
 
 
+def test_relative_score_fusion_keeps_how_far_apart_a_signals_candidates_are():
+    """Each signal's scores are rescaled to [0, 1] over its list: each signal's clear winner
+    goes ahead of an entry both signals found with weak scores, which rank fusion puts
+    first."""
+    rankings = {"vector": [(A, 0.50), (B, 0.25)], "lexical": [(C, 10.0), (B, 1.0)]}
+    by_rank = fuse(rankings, RetrievalSettings())
+    by_score = fuse(rankings, RetrievalSettings(fusion="relative_score"))
+    assert B == by_rank[0].entry_id
+    assert [A, C, B] == [f.entry_id for f in by_score]
+    assert [1.0, 1.0, 0.0] == pytest.approx([f.score for f in by_score])
+
+
+def test_relative_score_weights_apply_and_equal_scores_count_fully():
+    fused = fuse(
+        {"graph": [(A, 1.0), (B, 0.5), (C, 0.0)], "vector": [(C, 0.3)]},
+        RetrievalSettings(fusion="relative_score", graph_weight=0.5),
+    )
+    assert [C, A, B] == [f.entry_id for f in fused]
+    assert [1.0, 0.5, 0.25] == pytest.approx([f.score for f in fused])
+
+
 def test_settings_overrides_are_validated():
     assert 10 == RetrievalSettings.from_overrides(rrf_k=10).rrf_k
     with pytest.raises(ValidationError) as unknown:
@@ -44,6 +65,9 @@ def test_settings_overrides_are_validated():
     with pytest.raises(ValidationError) as bad:
         RetrievalSettings.from_overrides(rrf_k=0)
     assert "rrf_k" == bad.value.field
+    with pytest.raises(ValidationError) as fusion:
+        RetrievalSettings.from_overrides(fusion="borda")
+    assert "fusion" == fusion.value.field
 
 
 rankings = st.dictionaries(
@@ -52,9 +76,11 @@ rankings = st.dictionaries(
 )
 
 
-@given(rankings)
-def test_fusion_returns_each_ranked_entry_once_best_first(ranked):
-    fused = fuse(ranked, RetrievalSettings())
+@given(rankings, st.sampled_from(["rrf", "relative_score"]))
+def test_fusion_returns_each_ranked_entry_once_best_first(ranked, fusion):
+    fused = fuse(ranked, RetrievalSettings(fusion=fusion))
+    event(f"{fusion}: {min(len(fused), 2)}+ fused entries")
+    event(f"signals per entry: {max((len(f.signals) for f in fused), default=0)}")
     ids = [f.entry_id for f in fused]
     assert len(ids) == len(set(ids))
     assert set(ids) == {entry_id for ranking in ranked.values() for entry_id, _ in ranking}

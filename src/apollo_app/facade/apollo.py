@@ -31,6 +31,7 @@ from apollo_domain.results import (
     GasResult,
     MaintenanceResult,
 )
+from apollo_domain.retrieval import RetrievalSettings
 from apollo_domain.services import Caller, Deps
 
 from .. import bootstrap
@@ -73,9 +74,12 @@ class Apollo:
         judge: ContradictionJudge | None = None,
         llm: GasLanguageModel | None = None,
         policy: ConfidencePolicy | None = None,
+        retrieval: RetrievalSettings | None = None,
     ) -> Apollo:
         """Everything in this process: the in-memory store (exact numpy search)."""
-        wired = bootstrap.in_memory(Overrides(embedder, clock, judge, llm, policy))
+        wired = bootstrap.in_memory(
+            Overrides(embedder, clock, judge, llm, policy, retrieval=retrieval)
+        )
         return cls(wired.deps, closers=wired.closers)
 
     @classmethod
@@ -88,11 +92,14 @@ class Apollo:
         judge: ContradictionJudge | None = None,
         llm: GasLanguageModel | None = None,
         policy: ConfidencePolicy | None = None,
+        retrieval: RetrievalSettings | None = None,
         closers: Sequence[Closer] = (),
     ) -> Apollo:
         """Wrap any :class:`Store` adapter (the caller keeps ownership unless it passes
         ``closers``)."""
-        deps = bootstrap.wire(store, Overrides(embedder, clock, judge, llm, policy))
+        deps = bootstrap.wire(
+            store, Overrides(embedder, clock, judge, llm, policy, retrieval=retrieval)
+        )
         return cls(deps, closers=closers)
 
     @classmethod

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from datetime import datetime
 
 from attrs import field, frozen
 
@@ -19,6 +20,7 @@ from ..ports import (
     GasLanguageModel,
     IdentityDirectory,
     Store,
+    UnitOfWork,
 )
 from ..retrieval import RetrievalSettings
 from ..retry import OutboxRetry
@@ -77,6 +79,22 @@ async def resolve_viewer(directory: IdentityDirectory, principal: Principal) -> 
     owners = set(await directory.members_of(groups))
     owners.add(principal.id)
     return Viewer(principal.id, frozenset(owners))
+
+
+async def first_application(
+    uow: UnitOfWork, kind: str, idempotency_key: str | None, now: datetime
+) -> bool:
+    """Record ``<kind>:<idempotency_key>`` in ``uow``'s transaction (DESIGN §4
+    "Concurrency"); True when the caller goes on to apply its effects (no key, or the key is
+    new), False when an earlier unit of work already recorded it.
+
+    The record is a unique insert committed with the effects: of two overlapping deliveries
+    one records the key and applies, the other waits for it (PostgreSQL) or runs after it
+    (in memory) and sees the key. A use case calls this first in its unit of work and, on
+    False, returns its "already applied" result without committing anything."""
+    if idempotency_key is None:
+        return True
+    return await uow.processed.mark(f"{kind}:{idempotency_key}", now)
 
 
 def unit_float(name: str, value: object) -> float:

@@ -34,19 +34,29 @@ from ..results import (
     MaintenanceResult,
     SourceReport,
 )
-from .context import Caller, Deps, bounded_int, resolve_viewer, unit_float
+from .context import Caller, Deps, bounded_int, first_application, resolve_viewer, unit_float
 from .graph import parse_id, visible_entry
 
 
 async def deprecate_entry(
-    deps: Deps, caller: Caller, entry_id: object, reason: object
+    deps: Deps,
+    caller: Caller,
+    entry_id: object,
+    reason: object,
+    *,
+    idempotency_key: str | None = None,
 ) -> LifecycleResult:
-    """Archive the entry with ``deprecation_reason``; an identical repeat is a no-op."""
+    """Archive the entry with ``deprecation_reason``; an identical repeat is a no-op.
+
+    ``idempotency_key`` (a message id) is recorded with the change: a redelivery reports
+    the entry as it is now, ``changed`` False."""
     target = parse_id("entry_id", entry_id)
     if not isinstance(reason, str) or not reason.strip():
         raise ValidationError("reason", "must be a non-empty string")
     viewer = await resolve_viewer(deps.store.directory, caller.principal)
     async with deps.store.unit_of_work() as uow:
+        if not await first_application(uow, "deprecate", idempotency_key, deps.clock.now()):
+            return _unchanged(await visible_entry(uow, target, viewer))
         entry = await visible_entry(uow, target, viewer, lock=True)
         principal = caller.principal
         if not principal.role.administers and entry.owner_id != principal.id:
@@ -54,7 +64,7 @@ async def deprecate_entry(
         now = deps.clock.now()
         changed = deprecate(entry, reason, now)
         if changed is entry:
-            return LifecycleResult(entry.id, entry.status, False, entry.confidence)
+            return _unchanged(entry)
         await uow.entries.update(changed)
         await uow.access_log.record(
             [AccessLogRecord("deprecate", caller.agent_id, entry.id, now, {"reason": reason})]
@@ -63,18 +73,30 @@ async def deprecate_entry(
     return LifecycleResult(changed.id, changed.status, True, changed.confidence)
 
 
+def _unchanged(entry: Entry) -> LifecycleResult:
+    return LifecycleResult(entry.id, entry.status, False, entry.confidence)
+
+
 async def resolve_dispute(
-    deps: Deps, caller: Caller, entry_id: object, resolution: object
+    deps: Deps,
+    caller: Caller,
+    entry_id: object,
+    resolution: object,
+    *,
+    idempotency_key: str | None = None,
 ) -> LifecycleResult:
     """accept/keep confirm a disputed entry, reject archives it; credibility learns from
     both sides (DESIGN §4 "Lifecycle"). The entries it ``contradicts`` (either direction)
     get the opposite verdict: accepting archives them (``archive_reason: lost_dispute``);
     rejecting returns each whose only remaining contradiction this was to its prior status.
-    Validated sources gain α, refuted ones β, each by one. Nothing changes on any failure."""
+    Validated sources gain α, refuted ones β, each by one. Nothing changes on any failure.
+    A redelivery of ``idempotency_key`` reports the entry as it is now, ``changed`` False."""
     target = parse_id("entry_id", entry_id)
     decided = parse_resolution(resolution)
     viewer = await resolve_viewer(deps.store.directory, caller.principal)
     async with deps.store.unit_of_work() as uow:
+        if not await first_application(uow, "resolve", idempotency_key, deps.clock.now()):
+            return _unchanged(await visible_entry(uow, target, viewer))
         entry = await visible_entry(uow, target, viewer, lock=True)
         now = deps.clock.now()
         changed = resolve(entry, decided, now)
@@ -150,28 +172,41 @@ async def _verdict(uow: UnitOfWork, entries: Sequence[Entry], *, validated: bool
                 await uow.credibility.add(agent, 0.0, weight)
 
 
-async def force_decay(deps: Deps, factor: object) -> MaintenanceResult:
-    """Multiply the confidence of every non-archived entry; never archives."""
+async def force_decay(
+    deps: Deps, factor: object, *, idempotency_key: str | None = None
+) -> MaintenanceResult:
+    """Multiply the confidence of every non-archived entry; never archives. A redelivery
+    of ``idempotency_key`` changes nothing and reports 0 affected."""
     value = validate_decay_factor(factor)
     async with deps.store.unit_of_work() as uow:
+        if not await first_application(uow, "force_decay", idempotency_key, deps.clock.now()):
+            return MaintenanceResult("force_decay", 0)
         count = await uow.entries.scale_confidence(value, deps.clock.now())
         await uow.commit()
     return MaintenanceResult("force_decay", count)
 
 
-async def archive_stale(deps: Deps, days: object) -> MaintenanceResult:
-    """Archive non-archived entries untouched (COALESCE(updated_at, created_at)) for ``days``."""
+async def archive_stale(
+    deps: Deps, days: object, *, idempotency_key: str | None = None
+) -> MaintenanceResult:
+    """Archive non-archived entries untouched (COALESCE(updated_at, created_at)) for ``days``.
+    A redelivery of ``idempotency_key`` changes nothing and reports 0 archived."""
     value = validate_stale_days(days)
     async with deps.store.unit_of_work() as uow:
         now = deps.clock.now()
+        if not await first_application(uow, "archive_stale", idempotency_key, now):
+            return MaintenanceResult("archive_stale", 0)
         count = await uow.entries.archive_stale(stale_cutoff(now, value), now)
         await uow.commit()
     return MaintenanceResult("archive_stale", count, archived=count)
 
 
-async def run_decay_cycle(deps: Deps) -> MaintenanceResult:
-    """c · 0.998^hours since each entry's last decay, then archive active entries below 0.1."""
+async def run_decay_cycle(deps: Deps, *, idempotency_key: str | None = None) -> MaintenanceResult:
+    """c · 0.998^hours since each entry's last decay, then archive active entries below 0.1.
+    A redelivery of ``idempotency_key`` changes nothing and reports 0."""
     async with deps.store.unit_of_work() as uow:
+        if not await first_application(uow, "decay", idempotency_key, deps.clock.now()):
+            return MaintenanceResult("decay", 0)
         outcome = await uow.entries.decay(
             deps.clock.now(), deps.policy.decay_factor_per_hour, deps.policy.archive_below
         )
@@ -272,19 +307,38 @@ async def get_source(deps: Deps, agent_id: object) -> SourceReport:
         return _report(await uow.credibility.get(agent))
 
 
-async def label_source(deps: Deps, caller: Caller, agent_id: object, label: object) -> SourceReport:
+async def label_source(
+    deps: Deps,
+    caller: Caller,
+    agent_id: object,
+    label: object,
+    *,
+    idempotency_key: str | None = None,
+) -> SourceReport:
     """Label a source (``moderator``/``admin`` → credibility 1.0, ``troll``/``flagged`` →
-    0.05); α, β and the counts are kept, so removing the label restores them."""
-    return await _set_label(deps, caller, _agent_id(agent_id), parse_label(label))
+    0.05); α, β and the counts are kept, so removing the label restores them. A redelivery
+    of ``idempotency_key`` changes nothing and reports the source as it is now."""
+    return await _set_label(
+        deps, caller, _agent_id(agent_id), parse_label(label), "label_source", idempotency_key
+    )
 
 
-async def unlabel_source(deps: Deps, caller: Caller, agent_id: object) -> SourceReport:
-    """Remove a source's label: its credibility is α / (α + β) again."""
-    return await _set_label(deps, caller, _agent_id(agent_id), None)
+async def unlabel_source(
+    deps: Deps, caller: Caller, agent_id: object, *, idempotency_key: str | None = None
+) -> SourceReport:
+    """Remove a source's label: its credibility is α / (α + β) again. A redelivery of
+    ``idempotency_key`` changes nothing and reports the source as it is now."""
+    return await _set_label(
+        deps, caller, _agent_id(agent_id), None, "unlabel_source", idempotency_key
+    )
 
 
-async def _set_label(deps: Deps, caller: Caller, agent: str, label: str | None) -> SourceReport:
+async def _set_label(
+    deps: Deps, caller: Caller, agent: str, label: str | None, kind: str, key: str | None
+) -> SourceReport:
     async with deps.store.unit_of_work() as uow:
+        if not await first_application(uow, kind, key, deps.clock.now()):
+            return _report(await uow.credibility.get(agent))
         record = await uow.credibility.set_label(agent, label)
         await uow.access_log.record(
             [
@@ -301,10 +355,17 @@ async def _set_label(deps: Deps, caller: Caller, agent: str, label: str | None) 
     return _report(record)
 
 
-async def aggregate_expertise(deps: Deps) -> MaintenanceResult:
+async def aggregate_expertise(
+    deps: Deps, *, idempotency_key: str | None = None
+) -> MaintenanceResult:
     """Recompute proficiency per (agent, domain) from the agents' active entries (the
-    redacted entries of erased agents are nobody's expertise)."""
+    redacted entries of erased agents are nobody's expertise). A redelivery of
+    ``idempotency_key`` changes nothing and reports 0."""
     async with deps.store.unit_of_work() as uow:
+        if not await first_application(
+            uow, "aggregate_expertise", idempotency_key, deps.clock.now()
+        ):
+            return MaintenanceResult("aggregate_expertise", 0)
         stats = [s for s in await uow.entries.agent_domain_stats() if s.agent_id != REDACTED]
         await uow.expertise.replace_all(
             [

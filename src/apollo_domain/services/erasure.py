@@ -8,10 +8,12 @@ from ..errors import ValidationError
 from ..model import SourceRef, Status
 from ..redaction import REDACTED
 from ..results import ErasureResult
-from .context import Deps
+from .context import Deps, first_application
 
 
-async def erase_agent(deps: Deps, agent_id: object) -> ErasureResult:
+async def erase_agent(
+    deps: Deps, agent_id: object, *, idempotency_key: str | None = None
+) -> ErasureResult:
     """Remove every trace of ``agent_id``, in one transaction:
 
     - its entries that are not confirmed are deleted (with their evidence and relations);
@@ -26,7 +28,8 @@ async def erase_agent(deps: Deps, agent_id: object) -> ErasureResult:
     - its id is replaced by ``redacted`` wherever a ``source_context`` of an entry or a
       relation names it (caller context, GAS routing, ``linked_by``).
 
-    Idempotent: erasing the same agent again changes nothing and returns zero counts.
+    Idempotent: erasing the same agent again changes nothing and returns zero counts; so
+    does a redelivery of ``idempotency_key`` (recorded with the erasure).
     """
     if not isinstance(agent_id, str) or not agent_id.strip():
         raise ValidationError("agent_id", "must be a non-empty string")
@@ -35,6 +38,8 @@ async def erase_agent(deps: Deps, agent_id: object) -> ErasureResult:
         raise ValidationError("agent_id", f"{REDACTED!r} stands for erased agents")
     async with deps.store.unit_of_work() as uow:
         now = deps.clock.now()
+        if not await first_application(uow, "erase_agent", idempotency_key, now):
+            return ErasureResult(agent, 0, 0)
         entries = await uow.entries.by_agent(agent)
         doomed = [e.id for e in entries if e.status is not Status.CONFIRMED]
         deleted = await uow.entries.delete(doomed) if doomed else 0

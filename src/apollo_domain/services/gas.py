@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 from uuid import UUID
 
-from ..errors import ApolloError, ValidationError
+from ..errors import ApolloError, Forbidden, InvalidTransition, NotFound, ValidationError
 from ..gas_rules import (
     FALLBACK_RELATION,
     FALLBACK_RELATION_CONFIDENCE,
@@ -44,6 +44,17 @@ def _caller_agent(event: Mapping[str, Any]) -> str:
     return "gas"
 
 
+#: Deposit failures a retry cannot fix: the deposit is counted as failed and the request
+#: may still be marked processed. Any other failure (the store or the embedder away, a
+#: concurrent writer that won, a change not persisted) is transient: it propagates, the
+#: request stays unmarked, and the bus redelivers the event.
+PERMANENT_FAILURES: tuple[type[ApolloError], ...] = (
+    ValidationError,
+    Forbidden,
+    NotFound,
+    InvalidTransition,
+)
+
 #: The longest GAS request id: it keys the processed-requests record (an index).
 MAX_REQUEST_ID_CHARS = 255
 
@@ -70,6 +81,15 @@ async def process_gas_event(
 
     ``caller.principal`` owns the deposits (resolved at the edge); the event's ``caller``
     only attributes them. A request id already processed changes nothing.
+
+    Idempotency (DESIGN §4 "Concurrency"): each deposit is an ingest keyed by the request
+    id and its content hash, recorded in the deposit's own transaction, so overlapping or
+    repeated runs of one request deposit each fact (and synthesis) once, and a run after a
+    partial failure deposits only what is missing. The request id itself is recorded at
+    the end, only when every deposit succeeded or failed permanently
+    (:data:`PERMANENT_FAILURES`); a transient deposit failure is raised with the request
+    left unmarked, for the bus to redeliver. The early look at the request id only saves a
+    finished request's LLM calls; the deposit keys are what make a rerun harmless.
     """
     if not isinstance(event, Mapping):
         raise ValidationError("event", "must be a JSON object")
@@ -108,6 +128,7 @@ async def process_gas_event(
         result = await _deposit(
             deps,
             agent,
+            f"{key}:fact",
             content,
             content_type,
             scope,
@@ -182,6 +203,7 @@ async def process_gas_event(
             result = await _deposit(
                 deps,
                 agent,
+                f"{key}:synthesis",
                 content,
                 item.get("content_type"),
                 scope,
@@ -225,12 +247,15 @@ async def process_gas_event(
 async def _deposit(
     deps: Deps,
     agent: Caller,
+    key: str,
     content: str,
     content_type: object,
     scope: str,
     system_context: Mapping[str, Any],
     initial_confidence: float | None = None,
 ) -> IngestResult | None:
+    """Ingest one deposit once per ``key`` and content hash; None when it failed for good
+    (:data:`PERMANENT_FAILURES`). A transient failure propagates."""
     try:
         request = prepare(
             agent,
@@ -240,8 +265,8 @@ async def _deposit(
             system_context=system_context,
             initial_confidence=initial_confidence,
         )
-        return await ingest(deps, agent, request)
-    except ApolloError:
+        return await ingest(deps, agent, request, idempotency_key=f"{key}:{request.content_hash}")
+    except PERMANENT_FAILURES:
         return None
 
 

@@ -18,7 +18,7 @@ from ..traversal import (
     ranked,
     validate_depth,
 )
-from .context import UNKNOWN_AGENT, Caller, Deps, resolve_viewer
+from .context import UNKNOWN_AGENT, Caller, Deps, first_application, resolve_viewer
 
 
 def parse_id(name: str, value: object) -> UUID:
@@ -111,8 +111,11 @@ async def link_entries(
     to_entry_id: object,
     relation_type: object,
     weight: object = 1.0,
+    *,
+    idempotency_key: str | None = None,
 ) -> LinkResult:
-    """Manual curation: a typed relation between two entries the caller can see."""
+    """Manual curation: a typed relation between two entries the caller can see. A
+    redelivery of ``idempotency_key`` changes nothing and reports ``created`` False."""
     source = parse_id("from_entry_id", from_entry_id)
     target = parse_id("to_entry_id", to_entry_id)
     types = parse_relation_types([relation_type]) if relation_type is not None else None
@@ -131,9 +134,11 @@ async def link_entries(
         raise ValidationError("to_entry_id", "an entry cannot be linked to itself")
     viewer = await resolve_viewer(deps.store.directory, caller.principal)
     async with deps.store.unit_of_work() as uow:
+        now = deps.clock.now()
+        if not await first_application(uow, "link", idempotency_key, now):
+            return LinkResult(source, target, kind, False)
         await visible_entry(uow, source, viewer)
         await visible_entry(uow, target, viewer)
-        now = deps.clock.now()
         created = await uow.relations.add(
             Relation(source, target, kind, w, now, {"linked_by": caller.agent_id})
         )

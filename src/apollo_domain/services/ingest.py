@@ -38,7 +38,15 @@ from ..ports import AccessLogRecord, ScoredEntry, SearchFilter, UnitOfWork
 from ..results import IngestResult
 from ..rules import Corroborator, independent_of_all, may_corroborate
 from ..validation import check_depth
-from .context import ACTIVE, INGEST_PARTS, Caller, Deps, resolve_viewer, unit_float
+from .context import (
+    ACTIVE,
+    INGEST_PARTS,
+    Caller,
+    Deps,
+    first_application,
+    resolve_viewer,
+    unit_float,
+)
 from .entities import extract, index_entry
 
 NEIGHBOURS = 5
@@ -162,11 +170,9 @@ async def ingest(
 
     async with store.unit_of_work() as uow:
         now = deps.clock.now()
+        if not await first_application(uow, "ingest", idempotency_key, now):
+            return _replayed(await _find_duplicate(uow, request))
         duplicate = await _find_duplicate(uow, request)
-        if idempotency_key is not None and not await uow.processed.mark(
-            f"ingest:{idempotency_key}", now
-        ):
-            return _replayed(duplicate)
         if duplicate is not None:  # step 4
             result = await _record_duplicate(deps, uow, viewer, request, duplicate, cred, now)
         else:
@@ -427,19 +433,28 @@ BATCH_SIZE = 256
 
 
 async def ingest_many(
-    deps: Deps, caller: Caller, requests: Sequence[IngestRequest]
+    deps: Deps,
+    caller: Caller,
+    requests: Sequence[IngestRequest],
+    *,
+    idempotency_key: str | None = None,
 ) -> list[IngestResult]:
     """Bulk ingest with the same rules and outcomes as ingesting the requests one by one,
     in order. Each chunk of up to ``BATCH_SIZE`` requests is embedded in one call, searched
-    against the store in one pass, and committed in one transaction (all or nothing)."""
+    against the store in one pass, and committed in one transaction (all or nothing).
+
+    ``idempotency_key`` (a message id) is recorded per chunk in that chunk's transaction: a
+    redelivery writes nothing for the chunks already committed and reports each of their
+    requests as a replayed ingest does."""
     results: list[IngestResult] = []
-    for start in range(0, len(requests), BATCH_SIZE):
-        results.extend(await _ingest_chunk(deps, caller, requests[start : start + BATCH_SIZE]))
+    for number, start in enumerate(range(0, len(requests), BATCH_SIZE)):
+        key = None if idempotency_key is None else f"{idempotency_key}:{number}"
+        results.extend(await _ingest_chunk(deps, caller, requests[start : start + BATCH_SIZE], key))
     return results
 
 
 async def _ingest_chunk(
-    deps: Deps, caller: Caller, requests: Sequence[IngestRequest]
+    deps: Deps, caller: Caller, requests: Sequence[IngestRequest], idempotency_key: str | None
 ) -> list[IngestResult]:
     store = deps.store
     await store.preflight(INGEST_PARTS)
@@ -449,6 +464,8 @@ async def _ingest_chunk(
     extractions = [await extract(deps.extractor, r.content) for r in requests]
     results: list[IngestResult] = []
     async with store.unit_of_work() as uow:
+        if not await first_application(uow, "store_many", idempotency_key, deps.clock.now()):
+            return [_replayed(await _find_duplicate(uow, r)) for r in requests]
         credibility: dict[str, float] = {}
         for agent in {r.source.agent_id for r in requests}:
             record = await uow.credibility.get(agent)

@@ -22,7 +22,7 @@ from ..ports import OutboxItem, ScoredEntry, SearchFilter, UnitOfWork
 from ..results import ContradictionReport, CorroborationReport
 from ..rules import Corroborator, agreeing_sources, independent, may_corroborate
 from ..secrets import redact
-from .context import ACTIVE, Deps, bounded_int, resolve_viewer
+from .context import ACTIVE, Deps, bounded_int, first_application, resolve_viewer
 from .ingest import CONTRADICTION_SCAN
 
 CHECKER_NEIGHBOURS = 5
@@ -74,17 +74,22 @@ def _paired_with(entry: Entry) -> str | None:
     return None
 
 
-async def check_corroboration(deps: Deps, limit: object = 100) -> CorroborationReport:
+async def check_corroboration(
+    deps: Deps, limit: object = 100, *, idempotency_key: str | None = None
+) -> CorroborationReport:
     """Confirm, for at most ``limit`` candidates per run: a candidate on which two mutually
     independent sources agree (a bootstrap pair on its own, DESIGN §2 "Agreement"); else a
     candidate that a confirmed entry corroborates; else bootstrap ONE confirmation from a
     mutually corroborating, independently sourced candidate pair (the older of the two).
     A promotion by another entry commits only together with its persisted ``similar_to``
-    relation. Agreement and pair confirmations are both counted as ``bootstrapped``."""
+    relation. Agreement and pair confirmations are both counted as ``bootstrapped``.
+    A redelivery of ``idempotency_key`` changes nothing and reports zeros."""
     bound = bounded_int("limit", limit, 1, 100_000)
     policy = deps.policy
     promoted = bootstrapped = 0
     async with deps.store.unit_of_work() as uow:
+        if not await first_application(uow, "corroboration", idempotency_key, deps.clock.now()):
+            return CorroborationReport(0, 0, 0)
         candidates = await uow.entries.candidates(bound, deps.clock.now())
         recorded = await uow.evidence.for_entries([c.id for c in candidates])
         changed: set[UUID] = set()
@@ -229,7 +234,9 @@ def _independent_evidence_count(evidence: list[Evidence]) -> int:
     return len(counted)
 
 
-async def process_outbox(deps: Deps, limit: object = 50) -> ContradictionReport:
+async def process_outbox(
+    deps: Deps, limit: object = 50, *, idempotency_key: str | None = None
+) -> ContradictionReport:
     """Run up to ``limit`` due outbox items, one at a time, each in three short units of
     work with the judge (possibly a slow LLM) called between them, outside any
     transaction (DESIGN §4 "Concurrency"):
@@ -247,13 +254,18 @@ async def process_outbox(deps: Deps, limit: object = 50) -> ContradictionReport:
 
     A failure (the judge's included) counts an attempt and schedules the next one with
     capped exponential backoff (:class:`~apollo_domain.retry.OutboxRetry`); the item is
-    dead once its attempts are spent."""
+    dead once its attempts are spent. ``idempotency_key`` is recorded with the first
+    claim: a redelivery of it changes nothing and reports zeros."""
     bound = bounded_int("limit", limit, 1, 10_000)
     retry = deps.outbox_retry
     processed = contradictions = failed = 0
+    key = idempotency_key
     for _ in range(bound):
         now = deps.clock.now()
         async with deps.store.unit_of_work() as uow:
+            if not await first_application(uow, "outbox", key, now):
+                return ContradictionReport(0, 0, 0)
+            key = None  # recorded with this first claim
             claimed = await uow.outbox.claim(1, now, lease_until=retry.lease_until(now))
             await uow.commit()
         if not claimed:

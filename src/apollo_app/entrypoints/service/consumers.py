@@ -4,17 +4,17 @@ Consumers (one per queue, ``settings.prefetch`` deliveries in flight each):
 
 - ingest queue: ``ingest`` and the other mutations. The principal is the broker-verified
   ``user_id`` of the message (none when absent); the body's ``agent_id`` is attribution
-  only. An ingest is acknowledged only after it committed, and it is idempotent by
-  ``message_id``, so a redelivery writes nothing twice. Other mutations are skipped when
-  their ``message_id`` was already processed (the key is recorded right after the change
-  commits).
+  only. A mutation is acknowledged only after it committed, and every one is idempotent
+  by ``message_id``: the use case records the id in the transaction of its effects, so a
+  redelivery, even one overlapping the first delivery, applies nothing twice.
 - query queue (RPC): every request gets a reply, a result or the error, then is
   acknowledged; a caller never waits for an answer that will not come.
 - writeback-store: a response that carries its embedding. The embedding's dimension must
   match the store's (else the message is dead-lettered with the reason); the content is
   then ingested normally, so the store's own embedder produces the stored vector (cached,
   so cheap) and one store keeps one embedding model. writeback-vectorize: embed, ingest.
-- GAS queue: ``llm.audit.complete`` events, processed once per request id.
+- GAS queue: ``llm.audit.complete`` events, processed once per request id; a run whose
+  deposits failed for a transient reason is left unmarked and retried.
 
 Settlement: bad input and failures that cannot succeed on a retry (:class:`ValidationError`,
 :class:`NotFound`, :class:`InvalidTransition`) dead-letter the message with the reason;
@@ -174,32 +174,13 @@ class ApolloService:
         async def consume(delivery: Delivery) -> None:
             async def work() -> None:
                 command = decode_command(delivery.message.body, accept=accept)
-                await self._once(delivery, command)
+                message_id = delivery.message.message_id
+                result = await self._run(self._caller(delivery), command, message_id or None)
+                log.debug("%s %s: %s", type(command).__name__, message_id, result)
 
             await self._settle(delivery, work)
 
         return consume
-
-    async def _once(self, delivery: Delivery, command: c.Command[Any]) -> None:
-        """Carry out a mutation at most once per message id. Ingests record the id in their
-        own transaction; other mutations are skipped when the id was already processed."""
-        message_id = delivery.message.message_id
-        caller = self._caller(delivery)
-        if isinstance(command, c.StoreKnowledge | c.WritebackStore | c.WritebackVectorize):
-            result = await self._run(caller, command, message_id or None)
-            log.debug("%s %s: %s", type(command).__name__, message_id, result)
-            return
-        deps = self.apollo.deps
-        key = f"command:{message_id}"
-        async with deps.store.unit_of_work() as uow:
-            if await uow.processed.seen(key):
-                log.info("message %s already processed; skipped", message_id)
-                return
-        result = await self._run(caller, command)
-        async with deps.store.unit_of_work() as uow:
-            await uow.processed.mark(key, deps.clock.now())
-            await uow.commit()
-        log.debug("message %s: %s", message_id, result)
 
     async def _on_gas_event(self, delivery: Delivery) -> None:
         async def work() -> None:
