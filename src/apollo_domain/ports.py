@@ -188,6 +188,8 @@ class AccessLogRecord:
 
 @frozen
 class OutboxItem:
+    """A claimed outbox item; ``attempts`` counts its failures so far."""
+
     id: int
     kind: str  # "contradiction_scan"
     payload: Mapping[str, Any]
