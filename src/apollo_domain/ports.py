@@ -234,12 +234,21 @@ class EntryRepository(Protocol):
         """Entries by id (missing ids are absent from the result); no embeddings."""
 
     async def find_by_hash(
-        self, content_hash: str, access_scope: AccessScope, owner_id: str | None
+        self,
+        content_hash: str,
+        access_scope: AccessScope,
+        owner_id: str | None,
+        *,
+        lock: bool = False,
     ) -> Entry | None:
         """The non-archived entry of that dedup partition with that content hash, or None.
 
         The partition is (access_scope, owner_id), except that every global entry belongs
-        to one partition whatever its owner (``owner_id`` is ignored for global)."""
+        to one partition whatever its owner (``owner_id`` is ignored for global).
+
+        ``lock``: the entry is returned with its row locked until the unit of work ends, as
+        by :meth:`lock`. A concurrent unit of work that holds the row lock is waited for,
+        then the entry is judged as it committed: one it archived is not found."""
 
     async def nearest(
         self, embedding: Sequence[float], flt: SearchFilter, limit: int

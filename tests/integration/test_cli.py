@@ -12,9 +12,12 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from apollo_adapters.postgres.embedded import temporary_folder
 
 TIMEOUT = 180
 COMMANDS = ("serve", "demo", "simulate", "ingest", "query", "migrate", "stats")
@@ -34,8 +37,10 @@ APOLLO = _apollo_command()
 
 
 @pytest.fixture(scope="module")
-def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("apollo-cli-data")
+def data_dir() -> Iterator[Path]:
+    folder = temporary_folder("apollo-cli-data-")  # open to the server's system user
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 def run(
@@ -193,10 +198,10 @@ def test_ingest_of_only_bad_lines_fails(data_dir: Path, tmp_path: Path) -> None:
 
 
 @pytest.mark.postgres
-def test_ingest_reads_stdin(tmp_path: Path) -> None:
+def test_ingest_reads_stdin(server_folder: Path) -> None:
     """``-`` reads the JSONL from standard input."""
     line = json.dumps({"content": "Bloom filters never give false negatives"})
-    result = run("ingest", "-", data_dir=tmp_path, stdin=line + "\n")
+    result = run("ingest", "-", data_dir=server_folder, stdin=line + "\n")
     assert 0 == result.returncode, result.stderr
     assert "created 1" in result.stdout
 

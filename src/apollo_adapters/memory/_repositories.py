@@ -78,9 +78,14 @@ class InMemoryEntryRepository(_Repository):
         return self._store._entries.get_many(entry_ids)
 
     async def find_by_hash(
-        self, content_hash: str, access_scope: AccessScope, owner_id: str | None
+        self,
+        content_hash: str,
+        access_scope: AccessScope,
+        owner_id: str | None,
+        *,
+        lock: bool = False,
     ) -> Entry | None:
-        self._uow._open("entries")
+        self._uow._open("entries")  # units of work are serialized: a found entry is ours
         return self._store._entries.find_by_hash(content_hash, access_scope, owner_id)
 
     async def nearest(
