@@ -313,8 +313,9 @@ class EntryRepository(Protocol):
         """Up to ``limit`` candidate entries with embeddings, least recently checked first
         (never checked first, then created_at, id), each stamped as checked at ``now``; the
         stamps commit with the unit of work, so successive runs reach every candidate.
-        Candidates a concurrent unit of work holds locked are skipped, never waited for.
-        The stamp is the checker's own: it changes no field of the entry."""
+        The candidates are returned with their rows locked, as by :meth:`lock`: one a
+        concurrent unit of work holds is waited for, and left out when it committed a
+        status other than candidate. The stamp changes no field of the entry."""
 
     async def agent_domain_stats(
         self,

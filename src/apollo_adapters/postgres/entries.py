@@ -301,17 +301,17 @@ class PostgresEntryRepository:
         )
 
     async def candidates(self, limit: int, now: datetime) -> list[Entry]:
+        # The locked rows as they are now (FOR UPDATE waits, then re-checks the filter),
+        # stamped in the same statement, in the order they were picked.
         rows = await self._s.rows(
             sql.SQL(
-                "WITH picked AS (SELECT id, last_checked_at AS previous FROM entries"
+                "WITH picked AS (SELECT {columns}, last_checked_at AS previous FROM entries"
                 "  WHERE status = 'candidate' AND embedding IS NOT NULL"
-                "  ORDER BY last_checked_at NULLS FIRST, created_at, id LIMIT %s"
-                "  FOR UPDATE SKIP LOCKED),"
+                "  ORDER BY last_checked_at NULLS FIRST, created_at, id LIMIT %s FOR UPDATE),"
                 " stamped AS (UPDATE entries SET last_checked_at = %s"
                 "  WHERE id IN (SELECT id FROM picked))"
-                " SELECT {} FROM entries JOIN picked USING (id)"
-                " ORDER BY previous NULLS FIRST, created_at, id"
-            ).format(ENTRY_COLUMNS_WITH_EMBEDDING),
+                " SELECT {columns} FROM picked ORDER BY previous NULLS FIRST, created_at, id"
+            ).format(columns=ENTRY_COLUMNS_WITH_EMBEDDING),
             (max(limit, 0), now),
         )
         return [entry_from_row(row) for row in rows]
