@@ -223,17 +223,33 @@ class InMemoryEntityGraph(_Repository):
         self._uow._open("graph")
         return self._store._entries.graph.find(keys, viewer)
 
+    async def counted(self, keys: Collection[str], viewer: Viewer) -> list[tuple[Entity, int]]:
+        self._uow._open("graph")
+        return self._store._entries.graph.counted(keys, viewer)
+
     async def with_prefix(
         self, prefix: str, viewer: Viewer, limit: int
     ) -> list[tuple[Entity, int]]:
         self._uow._open("graph")
         return self._store._entries.graph.with_prefix(prefix, viewer, limit)
 
+    async def get_many(self, entity_ids: Collection[UUID]) -> dict[UUID, Entity]:
+        self._uow._open("graph")
+        return self._store._entries.graph.get_many(entity_ids)
+
     async def edges(
-        self, entity_ids: Collection[UUID], viewer: Viewer, *, as_of: datetime | None = None
+        self,
+        entity_ids: Collection[UUID],
+        viewer: Viewer,
+        *,
+        as_of: datetime | None = None,
+        history: bool = False,
+        typed: bool | None = None,
+        limit: int | None = None,
     ) -> list[EntityEdge]:
         self._uow._open("graph")
-        return self._store._entries.graph.edges(entity_ids, viewer, as_of)
+        graph = self._store._entries.graph
+        return graph.edges(entity_ids, viewer, as_of, history=history, typed=typed, limit=limit)
 
     async def entries_mentioning(
         self, entity_ids: Collection[UUID], flt: SearchFilter, limit: int
