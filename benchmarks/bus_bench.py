@@ -68,7 +68,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from collections import Counter
@@ -89,6 +88,7 @@ from yarl import URL
 
 from apollo_adapters.embedders import HashingEmbedder
 from apollo_adapters.postgres import EmbeddedPostgres, PostgresStore, migrate
+from apollo_adapters.postgres.embedded import temporary_folder
 from apollo_adapters.rabbitmq import AiormqBus
 from apollo_app import Apollo, RemoteClient, Settings
 from apollo_domain.messaging import Delivery, Message
@@ -942,7 +942,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     items = ingest_items(args.messages, args.seed)
     texts = TextGenerator(args.seed + 1000).texts(args.queries + WARMUP, 30, 90)
     bodies = await client_bodies(items)
-    workdir = Path(tempfile.mkdtemp(prefix="apollo-bus-bench-"))
+    workdir = temporary_folder("apollo-bus-bench-")
     server: EmbeddedPostgres | None = None
     broker = Broker(args.amqp_url)
     databases: Databases | None = None

@@ -27,7 +27,6 @@ import os
 import random
 import shutil
 import sys
-import tempfile
 import time
 import uuid
 from collections.abc import Sequence
@@ -45,6 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from apollo_adapters.embedders import HashingEmbedder
 from apollo_adapters.postgres import EmbeddedPostgres, PostgresStore
+from apollo_adapters.postgres.embedded import temporary_folder
 from apollo_app import Apollo
 from apollo_domain.entities import Extraction, canonical_pair
 from apollo_domain.extraction import extract_entities
@@ -235,7 +235,7 @@ async def measure_ingest(
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     started = time.perf_counter()
-    workdir = Path(tempfile.mkdtemp(prefix="apollo-hybrid-bench-"))
+    workdir = temporary_folder("apollo-hybrid-bench-")
     server = EmbeddedPostgres(workdir / "pgdata", database="postgres")
     await server.start()
     name = f"apollo_hybrid_{uuid.uuid4().hex[:8]}"

@@ -59,7 +59,6 @@ import asyncio
 import os
 import shutil
 import sys
-import tempfile
 import time
 import uuid
 from collections import Counter
@@ -82,6 +81,7 @@ from psycopg.conninfo import make_conninfo
 from apollo_adapters.embedders import HashingEmbedder
 from apollo_adapters.postgres import EmbeddedPostgres, PostgresStore
 from apollo_adapters.postgres import store as pg_store_module
+from apollo_adapters.postgres.embedded import temporary_folder
 from apollo_app import Apollo
 from apollo_domain.model import ACTIVE_STATUSES, AccessScope, Viewer
 from apollo_domain.normalize import content_hash
@@ -336,7 +336,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         admin = args.admin_url
         server_note = "given server (--admin-url)"
     else:
-        workdir = Path(tempfile.mkdtemp(prefix="apollo-bench-pg-"))
+        workdir = temporary_folder("apollo-bench-pg-")
         server = EmbeddedPostgres(
             workdir / "pgdata",
             database="postgres",

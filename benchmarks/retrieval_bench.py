@@ -22,7 +22,6 @@ import argparse
 import asyncio
 import random
 import sys
-import tempfile
 import time
 import uuid
 from collections.abc import Sequence
@@ -309,8 +308,8 @@ def corpus(people: int, seed: int) -> tuple[list[str], list[tuple[str, str, set[
 VARIANTS = (
     ("vector", "vector", "rrf"),
     ("lexical", "lexical", "rrf"),
-    ("hybrid", "hybrid", "rrf"),
-    ("hybrid/relative_score", "hybrid", "relative_score"),
+    ("hybrid", "hybrid", "relative_score"),
+    ("hybrid/rrf", "hybrid", "rrf"),
 )
 
 
@@ -381,8 +380,9 @@ async def run_postgres(embedder: Embedder, notes: list[str], questions: Any) -> 
     from psycopg.conninfo import make_conninfo
 
     from apollo_adapters.postgres import EmbeddedPostgres, PostgresStore
+    from apollo_adapters.postgres.embedded import temporary_folder
 
-    workdir = Path(tempfile.mkdtemp(prefix="apollo-retrieval-"))
+    workdir = temporary_folder("apollo-retrieval-")
     server = EmbeddedPostgres(workdir / "pgdata", database="postgres")
     await server.start()
     try:

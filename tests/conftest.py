@@ -5,13 +5,29 @@ property tests run derandomized, so a run is reproducible; elsewhere they explor
 """
 
 import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
 
+import pytest
 from hypothesis import settings
 
+from apollo_adapters.postgres.embedded import temporary_folder
 from tests.postgres_support import postgres_server
 
 settings.register_profile("ci", derandomize=True, print_blob=True)
 settings.register_profile("dev", print_blob=True)
 settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
-__all__ = ["postgres_server"]
+
+@pytest.fixture
+def server_folder() -> Iterator[Path]:
+    """A new folder to hold an embedded server's data. Not pytest's ``tmp_path``: that one
+    is closed to other users (0700), so, as root, the server's system user could not enter
+    it (and Apollo opens no folder it did not create)."""
+    folder = temporary_folder("apollo-test-")
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+__all__ = ["postgres_server", "server_folder"]

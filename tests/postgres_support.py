@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
-import tempfile
 import uuid
 from collections.abc import Coroutine, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -30,6 +29,7 @@ from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
 from apollo_adapters.postgres import EmbeddedPostgres, PostgresStore, migrate
+from apollo_adapters.postgres.embedded import temporary_folder
 
 T = TypeVar("T")
 
@@ -69,7 +69,7 @@ class PostgresTestServer:
             return cls(url)
         if os.environ.get("APOLLO_TEST_USE_DOCKER") == "1" and shutil.which("docker"):
             return await asyncio.to_thread(cls._start_container)
-        workdir = Path(tempfile.mkdtemp(prefix="apollo-pg-"))
+        workdir = temporary_folder("apollo-pg-")
         embedded = EmbeddedPostgres(workdir / "pgdata", database="postgres", settings=TEST_SETTINGS)
         await embedded.start()
         return cls(embedded.admin_conninfo, embedded=embedded, workdir=workdir)

@@ -5,6 +5,9 @@ When it does not answer, ``rabbitmq-server -detached`` is started and given a mi
 that still does not answer is an error (the run fails, nothing is skipped). Each run gets a
 vhost of its own (``apollo-test-<random>``, removed again by :func:`release_test_broker`)
 when ``rabbitmqctl`` can manage the broker, and otherwise a unique name prefix.
+
+The fixtures :func:`rabbitmq_url` and :func:`topology` are shared by the integration tests
+through ``tests/integration/conftest.py``.
 """
 
 from __future__ import annotations
@@ -15,10 +18,12 @@ import shutil
 import socket
 import subprocess
 import time
+from collections.abc import AsyncIterator, Iterator
 from urllib.parse import quote
 from uuid import uuid4
 
 import aiormq
+import pytest
 from attrs import frozen
 from yarl import URL
 
@@ -179,3 +184,21 @@ async def delete_topology(url: str, topology: Topology) -> None:
                 await channel.queue_delete(queue.name)
             for exchange in topology.exchanges:
                 await channel.exchange_delete(exchange.name)
+
+
+@pytest.fixture(scope="session")
+def rabbitmq_url() -> Iterator[str]:
+    """The URL of this run's broker (its own vhost when possible), released at the end."""
+    url = amqp_test_url()
+    yield url
+    release_test_broker()
+
+
+@pytest.fixture
+async def topology(rabbitmq_url: str) -> AsyncIterator[Topology]:
+    """The production names inside this run's own vhost, else uniquely prefixed names;
+    its exchanges and queues are deleted after the test."""
+    broker = start_test_broker()
+    chosen = Topology() if broker.vhost is not None else broker.topology()
+    yield chosen
+    await delete_topology(rabbitmq_url, chosen)

@@ -1,5 +1,6 @@
 """Test doubles shared by the suites: a keyed embedder, a fault-injecting store, a fake
-LLM, and an interleaving store that pauses use cases at named points."""
+LLM, an interleaving store that pauses use cases at named points, and the entry the store
+tests write."""
 
 from __future__ import annotations
 
@@ -8,13 +9,48 @@ import contextvars
 import hashlib
 import inspect
 import math
+import uuid
 from collections.abc import Collection, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
+from datetime import datetime
 from typing import Any
 
 import numpy as np
 
 from apollo_domain.errors import PersistenceFailed, StoreUnavailable
+from apollo_domain.model import AccessScope, ContentType, Entry, SourceRef, Status
+
+
+def candidate_entry(
+    content: str = "BGP uses TCP port 179",
+    *,
+    embedding: Sequence[float] | None,
+    created_at: datetime,
+    **fields: Any,
+) -> Entry:
+    """A new global candidate entry of agent ``claude-1`` in ``networking``, as the store
+    tests write it; keyword arguments replace any field. Each suite binds its own
+    embedding (of its store's dimension) and time, e.g.
+    ``make_entry = functools.partial(candidate_entry, embedding=..., created_at=T0)``."""
+    values: dict[str, Any] = {
+        "id": uuid.uuid4(),
+        "content": content,
+        "content_hash": hashlib.sha256(content.encode()).hexdigest(),
+        "content_type": ContentType.FACT,
+        "knowledge_domain": "networking",
+        "tags": ("networking",),
+        "confidence": 0.5,
+        "status": Status.CANDIDATE,
+        "source": SourceRef("claude-1", "claude"),
+        "access_scope": AccessScope.GLOBAL,
+        "owner_id": None,
+        "created_at": created_at,
+        "updated_at": created_at,
+        "source_context": {"origin": "test"},
+        "embedding": None if embedding is None else tuple(embedding),
+    }
+    values.update(fields)
+    return Entry(**values)
 
 
 def unit(vector: Sequence[float]) -> list[float]:
@@ -270,10 +306,13 @@ class Interleaving:
         return asyncio.get_running_loop().create_task(acting(), name=actor)
 
     def hold(self, actor: str, point: str) -> Any:
-        """Pause ``actor`` the first time it reaches ``point``; returns the gate (an
-        ``asyncio.Event``: ``gate.set()`` releases it)."""
+        """Pause ``actor`` the next time it reaches ``point``; returns the gate (an
+        ``asyncio.Event``: ``gate.set()`` releases it). An earlier arrival at ``point`` is
+        forgotten: :meth:`reached` then waits for the held one (e.g. the second unit of work
+        a use case enters)."""
         gate = asyncio.Event()
         self._gates[(actor, point)] = gate
+        self._arrivals[(actor, point)] = asyncio.Event()
         return gate
 
     async def reached(self, actor: str, point: str, *, or_done: Any = None) -> bool:

@@ -89,6 +89,14 @@ def embedded_server(data_dir: Path, **options: Any) -> EmbeddedPostgres:
     return EmbeddedPostgres(data_dir, **options)
 
 
+def server_folder(prefix: str) -> Path:
+    """A new temporary folder for an embedded server's data folder (the caller removes it);
+    as root, the server's system user may enter it."""
+    from apollo_adapters.postgres.embedded import temporary_folder
+
+    return temporary_folder(prefix)
+
+
 async def migrate_schema(conninfo: str, embedder: Embedder) -> list[int]:
     """Apply pending migrations for ``embedder``'s model and dimension; the versions applied."""
     from apollo_adapters.postgres import migrate
@@ -180,10 +188,15 @@ async def _database(settings: Settings) -> tuple[str, list[Closer]]:
     ``APOLLO_DATA_DIR`` (stopped by the returned closer)."""
     if settings.database_url is not None:
         return settings.database_url, []
-    from apollo_adapters.postgres import EmbeddedPostgres
+    from apollo_adapters.postgres import EmbeddedPostgres, FolderClosed
 
     server = EmbeddedPostgres(settings.data_dir / "postgres")
-    return await server.start(), [server.stop]
+    try:
+        return await server.start(), [server.stop]
+    except FolderClosed as exc:
+        if exc.target != server.data_dir:
+            raise
+        raise ConfigurationError("APOLLO_DATA_DIR", str(exc)) from exc
 
 
 @contextmanager
@@ -359,6 +372,7 @@ __all__ = [
     "open_bus",
     "open_durable",
     "open_postgres",
+    "server_folder",
     "topology_of",
     "wire",
 ]

@@ -22,7 +22,7 @@ from apollo_domain.errors import NotFound
 from apollo_domain.model import Entry, Outcome, Principal, Role, Status
 from apollo_domain.traversal import DECAY_PER_HOP
 
-from .bootstrap import ManualClock, manual_clock
+from .bootstrap import ManualClock, manual_clock, server_folder
 from .facade import Apollo, Client
 
 # -- what the agents say ---------------------------------------------------------------
@@ -624,7 +624,7 @@ async def _decay(tour: Tour, ids: dict[str, UUID]) -> None:
 async def run_demo(*, in_memory: bool, out: TextIO | None = None) -> bool:
     """The tour on the in-memory store, or on an embedded PostgreSQL in a temporary folder
     (removed afterwards): never on the user's data."""
-    import tempfile
+    import shutil
 
     from .settings import Settings
 
@@ -634,10 +634,13 @@ async def run_demo(*, in_memory: bool, out: TextIO | None = None) -> bool:
         print("Apollo tour on the in-memory store", file=stream)
         async with Apollo.in_memory(clock=clock) as apollo:
             return await run_tour(apollo, clock, stream)
-    with tempfile.TemporaryDirectory(prefix="apollo-demo-") as folder:
+    folder = server_folder("apollo-demo-")
+    try:
         print(f"Apollo tour on an embedded PostgreSQL + pgvector in {folder}", file=stream)
         async with Apollo.open(Settings(data_dir=folder), clock=clock) as apollo:
             return await run_tour(apollo, clock, stream)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 __all__ = ["Tour", "run_demo", "run_tour"]

@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
-import tempfile
 import uuid
 from collections.abc import AsyncIterator, Coroutine, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -91,13 +90,13 @@ class ApolloTestServer:
     async def start(cls) -> ApolloTestServer:
         """The server of ``APOLLO_TEST_DATABASE_URL``, else an embedded one in a new
         temporary folder; either way with the template database migrated."""
-        from apollo_app.bootstrap import embedded_server
+        from apollo_app.bootstrap import embedded_server, server_folder
 
         url = os.environ.get("APOLLO_TEST_DATABASE_URL")
         if url:
             server = cls(url)
         else:
-            workdir = Path(tempfile.mkdtemp(prefix="apollo-pytest-"))
+            workdir = server_folder("apollo-pytest-")
             embedded = embedded_server(
                 workdir / "pgdata", database="postgres", settings=TEST_SERVER_SETTINGS
             )

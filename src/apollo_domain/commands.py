@@ -29,15 +29,26 @@ from .results import (
     AgentProfile,
     ContradictionReport,
     CorroborationReport,
+    EntityDetail,
+    EntityHistory,
+    EntitySummary,
     ErasureResult,
     GasResult,
     IngestResult,
     LifecycleResult,
+    LinkedEntry,
     LinkResult,
     MaintenanceResult,
     QueryResult,
+    RelatedEntity,
     RelatedEntry,
     SourceReport,
+)
+from .services.entity_reads import (
+    DEFAULT_ENTITIES,
+    MAX_ENTITIES,
+    MAX_ENTITY_DEPTH,
+    MAX_NAME_INPUT,
 )
 from .services.query import DEFAULT_MODE, MAX_LIMIT, MAX_QUERY_CHARS, QUERY_MODES
 from .traversal import MAX_DEPTH
@@ -327,6 +338,14 @@ class GetEvidence(Command[list[Evidence]]):
 
 
 @frozen(kw_only=True)
+class GetRelations(Command[list[LinkedEntry]]):
+    """The relations of an entry the caller may see, both ways, with the entries at their
+    other ends (those the caller may see, archived ones included)."""
+
+    entry_id: str = field(metadata=_ENTRY_ID)
+
+
+@frozen(kw_only=True)
 class GetExpertise(Command[list[ExpertiseRecord]]):
     """Agents by proficiency in a domain."""
 
@@ -351,6 +370,75 @@ class GetAgentProfile(Command[AgentProfile]):
 @frozen(kw_only=True)
 class Stats(Command[StoreStats]):
     """Counts over the entries the caller may see."""
+
+
+# ----------------------------------------------------------------- entity graph reads
+
+_ENTITY_NAME = doc(
+    "The entity's name, matched by its normalized form (case and runs of whitespace do not "
+    "matter).",
+    minLength=1,
+    maxLength=MAX_NAME_INPUT,
+)
+
+
+@frozen(kw_only=True)
+class ListEntities(Command[list[EntitySummary]]):
+    """Entities the caller may see: those a text names, or whose name starts with a prefix
+    (both: the named ones with that prefix; neither: all), by name, each with the number of
+    entries the caller may see that mention it."""
+
+    query: str | None = field(
+        default=None,
+        metadata=doc(
+            "A text whose runs of words are looked up as entity names.",
+            maxLength=MAX_QUERY_CHARS,
+        ),
+    )
+    prefix: str | None = field(
+        default=None,
+        metadata=doc("Only names starting with this (normalized).", maxLength=MAX_NAME_INPUT),
+    )
+    limit: int = field(
+        default=DEFAULT_ENTITIES,
+        metadata=doc("Maximum entities returned.", minimum=1, maximum=MAX_ENTITIES),
+    )
+
+
+@frozen(kw_only=True)
+class GetEntity(Command[EntityDetail]):
+    """One entity the caller may see: its live edges (typed first, then co_occurs; at most
+    100 of each, oldest first) and the newest entries mentioning it (at most 10)."""
+
+    name: str = field(metadata=_ENTITY_NAME)
+
+
+@frozen(kw_only=True)
+class GetEntityHistory(Command[EntityHistory]):
+    """An entity's typed edges as they were live at a time (bi-temporal), or its whole
+    history, retired edges included, without one; at most 100, oldest first."""
+
+    name: str = field(metadata=_ENTITY_NAME)
+    as_of: str | None = field(
+        default=None,
+        metadata=doc(
+            "ISO 8601 date or time (no zone: UTC); the edges live then "
+            "(valid_from <= as_of < valid_to). Default: every edge, retired ones included.",
+            format="date-time",
+        ),
+    )
+
+
+@frozen(kw_only=True)
+class RelatedEntities(Command[list[RelatedEntity]]):
+    """Entities within ``depth`` live edges of an entity, nearest first (breadth first), at
+    most 50."""
+
+    name: str = field(metadata=_ENTITY_NAME)
+    depth: int = field(
+        default=1,
+        metadata=doc("Edges walked at most.", minimum=1, maximum=MAX_ENTITY_DEPTH),
+    )
 
 
 # ------------------------------------------------------------------------------ aliases
@@ -421,15 +509,20 @@ __all__ = [
     "EraseAgent",
     "ForceDecay",
     "GetAgentProfile",
+    "GetEntity",
+    "GetEntityHistory",
     "GetEntry",
     "GetEvidence",
     "GetExpertise",
+    "GetRelations",
     "GetSource",
     "LabelSource",
     "LinkEntries",
+    "ListEntities",
     "ProcessGasEvent",
     "ProcessOutbox",
     "QueryKnowledge",
+    "RelatedEntities",
     "ResolveDispute",
     "RunDecayCycle",
     "Stats",

@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import Final
 from uuid import UUID
 
-from attrs import field, frozen
+from attrs import frozen
 
 CO_OCCURS: Final = "co_occurs"
 MAX_NAME_CHARS: Final = 200
@@ -112,29 +112,6 @@ class EntityEdge:
         return self.valid_from <= when and (self.valid_to is None or when < self.valid_to)
 
 
-@frozen
-class EntityEdgeView:
-    """An edge as a reader sees it: endpoints by name."""
-
-    src: str
-    relation: str
-    dst: str
-    valid_from: datetime
-    valid_to: datetime | None
-    entry_ids: tuple[UUID, ...] = field(factory=tuple)
-
-
-@frozen
-class EntityView:
-    """An entity with the edges a reader may see."""
-
-    name: str
-    key: str
-    kind: str | None
-    entry_count: int
-    edges: tuple[EntityEdgeView, ...] = ()
-
-
 def canonical_pair(a: UUID, b: UUID) -> tuple[UUID, UUID]:
     """The stored order of an undirected pair."""
     return (a, b) if a < b else (b, a)
@@ -144,9 +121,7 @@ __all__ = [
     "CO_OCCURS",
     "Entity",
     "EntityEdge",
-    "EntityEdgeView",
     "EntityMention",
-    "EntityView",
     "Extraction",
     "TypedMention",
     "canonical_pair",

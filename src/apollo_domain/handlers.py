@@ -31,13 +31,18 @@ from .results import (
     AgentProfile,
     ContradictionReport,
     CorroborationReport,
+    EntityDetail,
+    EntityHistory,
+    EntitySummary,
     ErasureResult,
     GasResult,
     IngestResult,
     LifecycleResult,
+    LinkedEntry,
     LinkResult,
     MaintenanceResult,
     QueryResult,
+    RelatedEntity,
     RelatedEntry,
     SourceReport,
 )
@@ -260,6 +265,12 @@ async def _get_evidence(
         return await uow.evidence.for_entry(parse_id("entry_id", command.entry_id))
 
 
+async def _relations(
+    deps: Deps, caller: Caller, command: c.GetRelations, key: str | None
+) -> list[LinkedEntry]:
+    return await services.entry_relations(deps, caller, command.entry_id)
+
+
 async def _expertise(
     deps: Deps, caller: Caller, command: c.GetExpertise, key: str | None
 ) -> list[ExpertiseRecord]:
@@ -308,6 +319,42 @@ async def _outbox(
     return await services.process_outbox(deps, command.limit, idempotency_key=key)
 
 
+# ---------------------------------------------------------------- entity graph reads
+
+
+async def _entities(
+    deps: Deps, caller: Caller, command: c.ListEntities, key: str | None
+) -> list[EntitySummary]:
+    return await services.list_entities(deps, caller, command.query, command.prefix, command.limit)
+
+
+async def _entity(
+    deps: Deps, caller: Caller, command: c.GetEntity, key: str | None
+) -> EntityDetail:
+    return await services.get_entity(deps, caller, command.name)
+
+
+async def _entity_history(
+    deps: Deps, caller: Caller, command: c.GetEntityHistory, key: str | None
+) -> EntityHistory:
+    return await services.entity_history(deps, caller, command.name, command.as_of)
+
+
+async def _related_entities(
+    deps: Deps, caller: Caller, command: c.RelatedEntities, key: str | None
+) -> list[RelatedEntity]:
+    return await services.related_entities(deps, caller, command.name, command.depth)
+
+
+#: The entity graph reads: every role may run them (visibility decides what they show).
+ENTITY_READ_HANDLERS: Final[Mapping[type[c.Command[Any]], Handler]] = {
+    c.ListEntities: Handler(_entities, Access.READ),
+    c.GetEntity: Handler(_entity, Access.READ),
+    c.GetEntityHistory: Handler(_entity_history, Access.READ),
+    c.RelatedEntities: Handler(_related_entities, Access.READ),
+}
+
+
 def _read(run: Run) -> Handler:
     return Handler(run, Access.READ)
 
@@ -340,6 +387,7 @@ COMMAND_HANDLERS: Final[Mapping[type[c.Command[Any]], Handler]] = {
     c.Traverse: _read(_traverse),
     c.GetEntry: _read(_get_entry),
     c.GetEvidence: _read(_get_evidence),
+    c.GetRelations: _read(_relations),
     c.GetExpertise: _read(_expertise),
     c.DomainsAtRisk: _read(_at_risk),
     c.GetAgentProfile: _read(_profile),
@@ -348,6 +396,7 @@ COMMAND_HANDLERS: Final[Mapping[type[c.Command[Any]], Handler]] = {
     c.CheckCorroboration: _admin(_corroboration),
     c.AggregateExpertise: _admin(_aggregate),
     c.ProcessOutbox: _admin(_outbox),
+    **ENTITY_READ_HANDLERS,
 }
 
 

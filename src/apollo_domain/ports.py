@@ -232,12 +232,21 @@ class EntryRepository(Protocol):
         """Entries by id (missing ids are absent from the result); no embeddings."""
 
     async def find_by_hash(
-        self, content_hash: str, access_scope: AccessScope, owner_id: str | None
+        self,
+        content_hash: str,
+        access_scope: AccessScope,
+        owner_id: str | None,
+        *,
+        lock: bool = False,
     ) -> Entry | None:
         """The non-archived entry of that dedup partition with that content hash, or None.
 
         The partition is (access_scope, owner_id), except that every global entry belongs
-        to one partition whatever its owner (``owner_id`` is ignored for global)."""
+        to one partition whatever its owner (``owner_id`` is ignored for global).
+
+        ``lock``: the entry is returned with its row locked until the unit of work ends, as
+        by :meth:`lock`. A concurrent unit of work that holds the row lock is waited for,
+        then the entry is judged as it committed: one it archived is not found."""
 
     async def nearest(
         self, embedding: Sequence[float], flt: SearchFilter, limit: int
@@ -358,8 +367,9 @@ class EntityGraph(Protocol):
     "Entities and the knowledge graph"). Writes take effect when the unit of work commits.
 
     Visibility: an entity is visible to a viewer only when an entry that mentions it is
-    (scope rules of :func:`apollo_domain.rules.scope_visible`, any status); an edge only when
-    one of the entries supporting it is. Deleted entries support nothing.
+    (scope rules of :func:`apollo_domain.rules.scope_visible`) and is not archived; an edge
+    only when one of the entries supporting it is. Archived and deleted entries make nothing
+    visible: what only they mention or support reaches nobody. Every read below applies it.
     """
 
     async def resolve(self, mentions: Sequence[EntityMention], now: datetime) -> list[Entity]:
@@ -392,18 +402,40 @@ class EntityGraph(Protocol):
     async def find(self, keys: Collection[str], viewer: Viewer) -> list[Entity]:
         """The visible entities whose normalized name is one of ``keys``, by key."""
 
+    async def counted(self, keys: Collection[str], viewer: Viewer) -> list[tuple[Entity, int]]:
+        """:meth:`find`, each entity with the number of entries mentioning it that make it
+        visible to ``viewer`` (at least 1)."""
+
     async def with_prefix(
         self, prefix: str, viewer: Viewer, limit: int
     ) -> list[tuple[Entity, int]]:
-        """Up to ``limit`` visible entities whose key starts with ``prefix`` (normalized), by
-        key, each with the number of visible entries mentioning it."""
+        """Up to ``limit`` visible entities whose key starts with ``prefix`` (normalized; the
+        empty prefix matches every key), by key, each with the number of entries mentioning
+        it that make it visible. Walks the keys in order (an index on PostgreSQL) and stops
+        at ``limit``."""
+
+    async def get_many(self, entity_ids: Collection[UUID]) -> dict[UUID, Entity]:
+        """Entities by id, regardless of visibility (callers name only entities they reached
+        through something visible: a visible edge's endpoints); unknown ids are absent."""
 
     async def edges(
-        self, entity_ids: Collection[UUID], viewer: Viewer, *, as_of: datetime | None = None
+        self,
+        entity_ids: Collection[UUID],
+        viewer: Viewer,
+        *,
+        as_of: datetime | None = None,
+        history: bool = False,
+        typed: bool | None = None,
+        limit: int | None = None,
     ) -> list[EntityEdge]:
         """The visible edges touching any of ``entity_ids`` in either direction: the live
-        ones (``as_of`` None) or those live at ``as_of`` (``valid_from <= as_of <
-        valid_to``); each with its visible supporting entries. Ordered by ``valid_from``, id."""
+        ones (``as_of`` None), those live at ``as_of`` (``valid_from <= as_of <
+        valid_to``), or with ``history`` every edge whatever its time, retired ones included
+        (``as_of`` ignored). ``typed`` True keeps only typed edges, False only ``co_occurs``,
+        None both. Each edge carries its visible supporting entries (``entry_ids``) and its
+        ``superseded_by`` only when the superseding edge is visible too (None otherwise: an
+        edge the viewer may not see is never named). Ordered by ``valid_from``, id; at most
+        ``limit`` (None: all)."""
 
     async def entries_mentioning(
         self, entity_ids: Collection[UUID], flt: SearchFilter, limit: int

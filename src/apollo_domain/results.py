@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 from uuid import UUID
 
 from attrs import field, frozen
 
-from .model import AccessScope, ContentType, Entry, Outcome, RelationType, Status
+from .model import AccessScope, ContentType, Entry, Evidence, Outcome, RelationType, Status
+from .rules import independent
 
 
 @frozen
@@ -93,6 +94,63 @@ class RelatedEntry:
     content_type: ContentType
     confidence: float
     status: Status
+
+
+@frozen
+class LinkedEntry:
+    """One relation of an entry, with the entry at its other end (``direction`` ``out``:
+    this entry → ``id``; ``in``: ``id`` → this entry)."""
+
+    direction: str  # "out" | "in"
+    relation_type: RelationType
+    weight: float
+    created_at: datetime | None
+    id: UUID
+    content: str
+    content_type: ContentType
+    confidence: float
+    status: Status
+
+
+@frozen
+class EvidenceView:
+    """One source's evidence on an entry, as the entry's page shows it. ``independent``:
+    the source is independent of every earlier source that counted, so it counts towards the
+    entry's independent support (the origin, listed first, always does)."""
+
+    agent_id: str
+    provider: str
+    channel: str | None
+    kind: str
+    similarity: float
+    credibility: float | None
+    created_at: datetime
+    independent: bool
+
+    @classmethod
+    def list_of(cls, evidence: Sequence[Evidence]) -> list[EvidenceView]:
+        """``evidence`` in order, each marked independent when its source is independent of
+        every source marked so before it (the count of the marks is the entry's number of
+        mutually independent sources)."""
+        counted: list[Evidence] = []
+        views = []
+        for item in evidence:
+            alone = all(independent(item.source, other.source) for other in counted)
+            if alone:
+                counted.append(item)
+            views.append(
+                cls(
+                    item.source.agent_id,
+                    item.source.provider,
+                    item.source.channel,
+                    item.kind.value,
+                    item.similarity,
+                    item.credibility,
+                    item.created_at,
+                    alone,
+                )
+            )
+        return views
 
 
 @frozen
@@ -200,6 +258,85 @@ class LinkResult:
     created: bool
 
 
+# ------------------------------------------------------------------ the entity graph
+
+
+@frozen
+class EntitySummary:
+    """An entity a caller may see, with the number of entries it may see that mention it
+    (archived entries not counted)."""
+
+    name: str  # as first written
+    key: str  # the normalized name
+    kind: str | None
+    mentions: int
+
+
+@frozen
+class EntityEdgeView:
+    """An edge between two entities as a caller sees it: endpoints by name; ``entry_ids``
+    the first supporting entries it may see (``support`` counts them all); ``superseded_by``
+    only when the edge that retired it is visible too."""
+
+    id: UUID
+    src: str
+    relation: str
+    dst: str
+    valid_from: datetime
+    valid_to: datetime | None
+    superseded_by: UUID | None
+    support: int
+    entry_ids: tuple[UUID, ...]
+
+
+@frozen
+class EntityMentionView:
+    """An entry that mentions an entity: its id, the start of its content, its standing."""
+
+    id: UUID
+    snippet: str
+    status: Status
+    confidence: float
+    created_at: datetime
+
+
+@frozen
+class EntityDetail:
+    """An entity with its live edges (typed ones first) and the newest entries mentioning
+    it, all as the caller may see them."""
+
+    name: str
+    key: str
+    kind: str | None
+    mentions: int
+    edges: tuple[EntityEdgeView, ...]
+    entries: tuple[EntityMentionView, ...]
+
+
+@frozen
+class EntityHistory:
+    """An entity's typed edges live at ``as_of``, or every one of them, retired ones
+    included, when ``as_of`` is None; oldest first."""
+
+    name: str
+    key: str
+    as_of: datetime | None
+    edges: tuple[EntityEdgeView, ...]
+
+
+@frozen
+class RelatedEntity:
+    """An entity reached from another over live edges: how many edges away, and the edge
+    (relation, neighbour it was reached from) that first reached it."""
+
+    name: str
+    key: str
+    kind: str | None
+    depth: int
+    relation: str
+    via: str
+
+
 @frozen
 class Dispatch:
     """What a client-mode call returns: the action published, not a claimed mutation."""
@@ -215,14 +352,22 @@ __all__ = [
     "CorroborationReport",
     "Dispatch",
     "DomainExpertise",
+    "EntityDetail",
+    "EntityEdgeView",
+    "EntityHistory",
+    "EntityMentionView",
+    "EntitySummary",
     "EntryView",
     "ErasureResult",
+    "EvidenceView",
     "GasResult",
     "IngestResult",
     "LifecycleResult",
     "LinkResult",
+    "LinkedEntry",
     "MaintenanceResult",
     "QueryResult",
+    "RelatedEntity",
     "RelatedEntry",
     "SourceReport",
 ]

@@ -62,7 +62,7 @@ class RetrievalSettings:
       are examined.
     """
 
-    fusion: str = field(default="rrf", validator=validators.in_(FUSIONS))
+    fusion: str = field(default="relative_score", validator=validators.in_(FUSIONS))
     rrf_k: int = _int_field(60)
     candidates: int = _int_field(50)
     vector_weight: float = _weight_field(1.0)

@@ -1,4 +1,5 @@
-"""Concurrent use cases on one entry, on every store: the same observable outcome.
+"""Concurrent use cases on one entry (or one source's credibility), on every store: the
+same observable outcome.
 
 Each test forces one interleaving with :class:`tests.support.Interleaving`: the first
 actor is paused at a named point after its read; the second runs until it finishes or
@@ -10,19 +11,51 @@ update); a correct one makes the second wait and see the first's commit (DESIGN 
 
 from __future__ import annotations
 
-from apollo_app import InvalidTransition, Principal, Status
-from apollo_domain.lifecycle import dispute
+import pytest
+
+from apollo_app import InvalidTransition, Outcome, Principal, Status
+from apollo_domain.lifecycle import confirm, dispute
+from apollo_domain.model import EvidenceKind, Relation, RelationType
+from tests.support import KeyedEmbedder, at_cosine
 
 ADMIN = Principal("ops", role="admin")
+TARGET = "Postgres keeps row versions until vacuum removes them"
 
 
 async def _disputed(apollo, content: str = "a contested claim"):
-    r = await apollo.client("claude-a").store_knowledge(content=content)
+    return await _disputed_by(apollo, "claude-a", content)
+
+
+async def _disputed_by(apollo, agent: str, content: str):
+    r = await apollo.client(agent).store_knowledge(content=content)
     async with apollo.store.unit_of_work() as uow:
         entry = await uow.entries.get(r.entry_id)
         await uow.entries.update(dispute(entry, entry.updated_at))
         await uow.commit()
     return r.entry_id
+
+
+async def _confirmed(apollo, content: str = TARGET, agent: str = "claude-a"):
+    r = await apollo.client(agent).store_knowledge(content=content)
+    async with apollo.store.unit_of_work() as uow:
+        entry = await uow.entries.get(r.entry_id)
+        await uow.entries.update(confirm(entry, entry.confidence, entry.updated_at))
+        await uow.commit()
+    return r.entry_id
+
+
+def _restating(cosines: dict[str, float]) -> KeyedEmbedder:
+    """``TARGET`` on axis 0, and each text at its cosine to it (each tilted toward an axis
+    of its own)."""
+    embedder = KeyedEmbedder(16)
+    embedder.set(TARGET, embedder.basis(0))
+    for axis, (text, cosine) in enumerate(cosines.items(), start=1):
+        embedder.set(text, at_cosine(embedder.basis(0), cosine, axis))
+    return embedder
+
+
+async def _kinds(apollo, entry_id):
+    return [(e.source.agent_id, e.kind) for e in await apollo.get_evidence(entry_id)]
 
 
 async def test_deprecate_racing_resolve_keeps_both_or_refuses_one(make_apollo):
@@ -54,3 +87,347 @@ async def test_deprecate_racing_resolve_keeps_both_or_refuses_one(make_apollo):
     async with apollo.store.unit_of_work() as uow:
         credibility = await uow.credibility.get("claude-a")
     assert (1.0, 1.0) == (credibility.alpha, credibility.beta)
+
+
+async def test_concurrent_rejections_each_refute_the_source(make_apollo):
+    """Two disputed entries of one source, both rejected at once: the first resolution has
+    written its verdict and is held before commit while the second runs. β grows by one per
+    rejection (an atomic increment, never a read-modify-write that loses one)."""
+    apollo = await make_apollo(interleaved=True)
+    points = apollo.deps.store
+    first = await _disputed(apollo, "a first contested claim")
+    second = await _disputed(apollo, "a second contested claim")
+    admin = apollo.client("moderator", ADMIN)
+
+    gate = points.hold("first", "access_log.record")
+    resolving = points.run("first", admin.resolve_dispute(entry_id=first, resolution="reject"))
+    await points.reached("first", "access_log.record")
+    racing = points.run("second", admin.resolve_dispute(entry_id=second, resolution="reject"))
+    await points.blocked_or_done(racing)
+    gate.set()
+    results = await points.finish(resolving, racing)
+
+    assert [Status.ARCHIVED, Status.ARCHIVED] == [r.status for r in results]
+    async with apollo.store.unit_of_work() as uow:
+        credibility = await uow.credibility.get("claude-a")
+    assert (1.0, 3.0, 0, 2) == (
+        credibility.alpha,
+        credibility.beta,
+        credibility.validated,
+        credibility.refuted,
+    )
+
+
+@pytest.mark.parametrize(
+    ("cosine", "second_outcome", "second_reason"),
+    [
+        (0.92, Outcome.CREATED, None),  # novel enough: its own candidate
+        (0.97, Outcome.REJECTED, "near_duplicate"),  # a source repeating itself
+    ],
+)
+async def test_concurrent_corroborations_by_related_sources_boost_once(
+    make_apollo, cosine, second_outcome, second_reason
+):
+    """openai-a and openai-b (one provider: not independent) restate a confirmed entry at
+    once. The first is held after its decision, before recording its evidence; the second
+    waits on the target, then sees openai-a's evidence: no second corroboration, no second
+    boost. It goes on by the rules for a source already recorded."""
+    first_text, second_text = "vacuum reclaims dead tuples", "dead tuples wait for vacuum"
+    embedder = _restating({first_text: 0.92, second_text: cosine})
+    apollo = await make_apollo(embedder=embedder, interleaved=True)
+    points = apollo.deps.store
+    target = await _confirmed(apollo)
+
+    gate = points.hold("a", "evidence.add")
+    corroborating = points.run("a", apollo.client("openai-a").store_knowledge(content=first_text))
+    await points.reached("a", "evidence.add")
+    racing = points.run("b", apollo.client("openai-b").store_knowledge(content=second_text))
+    blocked = await points.blocked_or_done(racing)
+    gate.set()
+    first, second = await points.finish(corroborating, racing)
+
+    assert blocked, "the second corroboration ran while the first held the target"
+    assert (Outcome.CORROBORATED, target) == (first.outcome, first.entry_id)
+    assert second_outcome == second.outcome
+    if second_reason is not None:
+        assert second.reason.startswith(second_reason)
+    assert [
+        ("claude-a", EvidenceKind.ORIGIN),
+        ("openai-a", EvidenceKind.CORROBORATION),
+    ] == await _kinds(apollo, target)
+    entry = await apollo.get_entry(target)
+    assert pytest.approx(0.8) == entry.confidence  # 0.5 + one boost of 0.3
+
+
+@pytest.mark.parametrize(
+    ("restated", "second_outcome", "second_reason", "second_kind"),
+    [
+        (False, Outcome.DEDUPLICATED, "exact duplicate", EvidenceKind.DUPLICATE),
+        (True, Outcome.REJECTED, "near_duplicate", None),
+    ],
+)
+async def test_concurrent_agreements_by_related_sources_record_one(
+    make_apollo, restated, second_outcome, second_reason, second_kind
+):
+    """openai-a and openai-b (not independent of each other) repeat a candidate at once,
+    as its exact text or a restatement at 0.97. The first is held before recording its
+    agreement; the second waits on the candidate, then sees it: only one agreement is
+    recorded, the second gets what a source already recorded gets."""
+    restatement = "Postgres keeps old row versions until a vacuum"
+    embedder = _restating({restatement: 0.97})
+    apollo = await make_apollo(embedder=embedder, interleaved=True)
+    points = apollo.deps.store
+    candidate = (await apollo.client("claude-a").store_knowledge(content=TARGET)).entry_id
+    text = restatement if restated else TARGET
+
+    gate = points.hold("a", "evidence.add")
+    agreeing = points.run("a", apollo.client("openai-a").store_knowledge(content=text))
+    await points.reached("a", "evidence.add")
+    racing = points.run("b", apollo.client("openai-b").store_knowledge(content=text))
+    blocked = await points.blocked_or_done(racing)
+    gate.set()
+    first, second = await points.finish(agreeing, racing)
+
+    assert blocked, "the second agreement ran while the first held the candidate"
+    assert (Outcome.DEDUPLICATED, candidate, "agreement recorded") == (
+        first.outcome,
+        first.entry_id,
+        first.reason,
+    )
+    assert second_outcome == second.outcome
+    assert second.reason.startswith(second_reason)
+    expected = [("claude-a", EvidenceKind.ORIGIN), ("openai-a", EvidenceKind.AGREEMENT)]
+    if second_kind is not None:
+        expected.append(("openai-b", second_kind))
+    assert expected == await _kinds(apollo, candidate)
+
+
+async def _archive(apollo, how: str, entry_id) -> None:
+    admin = apollo.client("moderator", ADMIN)
+    if how == "deprecate":
+        await admin.deprecate_entry(entry_id=entry_id, reason="superseded")
+    else:
+        apollo.deps.clock.advance(days=2)
+        await admin.archive_stale(days=1)
+
+
+@pytest.mark.parametrize("how", ["deprecate", "archive_stale"])
+async def test_duplicate_archived_between_lookup_and_write_makes_a_new_entry(make_apollo, how):
+    """An exact repeat found its duplicate (so it skipped embedding) and is held before the
+    unit of work that writes; the duplicate is archived meanwhile. The write finds no live
+    duplicate and stores the text as a new candidate: never a failure."""
+    apollo = await make_apollo(interleaved=True)
+    points = apollo.deps.store
+    original = (await apollo.client("claude-a").store_knowledge(content=TARGET)).entry_id
+
+    looking = points.hold("ingest", "entries.find_by_hash")
+    ingesting = points.run("ingest", apollo.client("claude-b").store_knowledge(content=TARGET))
+    await points.reached("ingest", "entries.find_by_hash")
+    writing = points.hold("ingest", "enter")  # the next unit of work: where it writes
+    looking.set()
+    await points.reached("ingest", "enter")
+    await _archive(apollo, how, original)
+    writing.set()
+    (result,) = await points.finish(ingesting)
+
+    assert not isinstance(result, BaseException), repr(result)
+    assert (Outcome.CREATED, Status.CANDIDATE) == (result.outcome, result.status)
+    assert original != result.entry_id
+    assert Status.ARCHIVED == (await apollo.get_entry(original)).status
+    assert [("claude-b", EvidenceKind.ORIGIN)] == await _kinds(apollo, result.entry_id)
+
+
+async def test_duplicate_held_by_an_ingest_is_archived_after_it(make_apollo):
+    """The ingest that found its duplicate under the row lock is held before reading its
+    evidence; a deprecation waits, so the repeat is recorded against a live entry, and the
+    deprecation then archives it with its reason."""
+    apollo = await make_apollo(interleaved=True)
+    points = apollo.deps.store
+    original = (await apollo.client("claude-a").store_knowledge(content=TARGET)).entry_id
+    admin = apollo.client("moderator", ADMIN)
+
+    gate = points.hold("ingest", "evidence.for_entry")
+    ingesting = points.run("ingest", apollo.client("claude-b").store_knowledge(content=TARGET))
+    await points.reached("ingest", "evidence.for_entry")
+    deprecating = points.run(
+        "deprecate", admin.deprecate_entry(entry_id=original, reason="superseded")
+    )
+    blocked = await points.blocked_or_done(deprecating)
+    gate.set()
+    result, deprecated = await points.finish(ingesting, deprecating)
+
+    assert blocked, "the deprecation ran while the ingest held the duplicate"
+    assert (Outcome.DEDUPLICATED, original, Status.CANDIDATE, "exact duplicate") == (
+        result.outcome,
+        result.entry_id,
+        result.status,
+        result.reason,
+    )
+    assert deprecated.changed
+    entry = await apollo.get_entry(original)
+    assert (Status.ARCHIVED, "superseded") == (
+        entry.status,
+        entry.source_context["deprecation_reason"],
+    )
+
+
+async def test_identical_new_texts_at_once_make_one_entry(make_apollo):
+    """Two independent sources send the same new text at once; the first is held after
+    inserting it, before commit. The second cannot insert it too (the dedup rule): it
+    waits, then records its agreement against the winner."""
+    apollo = await make_apollo(interleaved=True)
+    points = apollo.deps.store
+
+    gate = points.hold("a", "commit")
+    creating = points.run("a", apollo.client("claude-a").store_knowledge(content=TARGET))
+    await points.reached("a", "commit")
+    racing = points.run("b", apollo.client("gemini-b").store_knowledge(content=TARGET))
+    blocked = await points.blocked_or_done(racing)
+    gate.set()
+    created, agreed = await points.finish(creating, racing)
+
+    assert blocked, "the second insert did not wait for the first"
+    assert Outcome.CREATED == created.outcome
+    assert (Outcome.DEDUPLICATED, created.entry_id, "agreement recorded") == (
+        agreed.outcome,
+        agreed.entry_id,
+        agreed.reason,
+    )
+    assert [
+        ("claude-a", EvidenceKind.ORIGIN),
+        ("gemini-b", EvidenceKind.AGREEMENT),
+    ] == await _kinds(apollo, created.entry_id)
+    assert 1 == (await apollo.stats()).by_status["candidate"]
+
+
+async def _promotable(apollo, kind: str):
+    """A candidate the checker confirms: ``corroboration``, gemini-b's text that a
+    confirmed entry (claude-a) corroborates at 0.92; ``agreement``, claude-a's text that
+    gemini-b repeated (two independent sources agree on it)."""
+    target = (await apollo.client("claude-a").store_knowledge(content=TARGET)).entry_id
+    apollo.deps.clock.advance(seconds=1)
+    if kind == "agreement":
+        agreed = await apollo.client("gemini-b").store_knowledge(content=TARGET)
+        assert "agreement recorded" == agreed.reason
+        return target
+    candidate = await apollo.client("gemini-b").store_knowledge(content="dead tuples wait")
+    assert Outcome.CREATED == candidate.outcome
+    async with apollo.store.unit_of_work() as uow:
+        entry = await uow.entries.get(target)
+        await uow.entries.update(confirm(entry, entry.confidence, entry.updated_at))
+        await uow.commit()
+    return candidate.entry_id
+
+
+@pytest.mark.parametrize("kind", ["corroboration", "agreement"])
+@pytest.mark.parametrize("first", ["checker", "deprecate"])
+async def test_checker_promotion_racing_deprecate_keeps_the_deprecation(make_apollo, first, kind):
+    """The corroboration checker confirms a candidate (by a confirmed entry, or on its
+    sources' agreement) while an admin deprecates it; either one is held after reading the
+    candidate while the other runs. The deprecation survives: the candidate ends archived
+    with its reason, never confirmed over it."""
+    embedder = _restating({"dead tuples wait": 0.92})
+    apollo = await make_apollo(embedder=embedder, interleaved=True)
+    points = apollo.deps.store
+    candidate = await _promotable(apollo, kind)
+    admin = apollo.client("moderator", ADMIN)
+    checking = apollo.check_corroboration()
+    deprecating = admin.deprecate_entry(entry_id=candidate, reason="superseded")
+
+    if first == "checker":  # held as it weighs the boost, about to write
+        gate = points.hold("checker", "credibility.get")
+        held = points.run("checker", checking)
+        await points.reached("checker", "credibility.get")
+        racing = points.run("deprecate", deprecating)
+    else:
+        gate = points.hold("deprecate", "entries.update")
+        held = points.run("deprecate", deprecating)
+        await points.reached("deprecate", "entries.update")
+        racing = points.run("checker", checking)
+    blocked = await points.blocked_or_done(racing)
+    gate.set()
+    results = await points.finish(held, racing)
+
+    assert blocked, f"the other ran while the {first} held the candidate"
+    assert not any(isinstance(r, BaseException) for r in results), results
+    report, deprecated = results if first == "checker" else results[::-1]
+    assert deprecated.changed
+    assert (1 if first == "checker" else 0) == report.promoted + report.bootstrapped
+    entry = await apollo.get_entry(candidate)
+    assert (Status.ARCHIVED, "superseded") == (
+        entry.status,
+        entry.source_context["deprecation_reason"],
+    )
+
+
+async def test_erasure_racing_deprecate_keeps_the_deprecation(make_apollo):
+    """Erasure of an agent redacts its confirmed entry while an admin deprecates that
+    entry; the erasure is held before writing the redacted entry. The entry ends archived
+    with its reason and redacted: neither write is lost."""
+    apollo = await make_apollo(interleaved=True)
+    points = apollo.deps.store
+    entry_id = await _confirmed(apollo, agent="claude-x")
+    admin = apollo.client("moderator", ADMIN)
+
+    gate = points.hold("erase", "entries.update")
+    erasing = points.run("erase", apollo.erase_agent("claude-x"))
+    await points.reached("erase", "entries.update")
+    deprecating = points.run(
+        "deprecate", admin.deprecate_entry(entry_id=entry_id, reason="superseded")
+    )
+    blocked = await points.blocked_or_done(deprecating)
+    gate.set()
+    erased, deprecated = await points.finish(erasing, deprecating)
+
+    assert blocked, "the deprecation ran while the erasure held the entry"
+    assert 1 == erased.redacted
+    assert deprecated.changed
+    entry = await apollo.get_entry(entry_id)
+    assert (Status.ARCHIVED, "superseded", "redacted") == (
+        entry.status,
+        entry.source_context["deprecation_reason"],
+        entry.source.agent_id,
+    )
+
+
+async def test_accepting_both_sides_of_one_dispute_at_once_accepts_one(make_apollo):
+    """Two admins accept the two sides of one dispute at once; the first is held after it
+    has looked up the other side. One acceptance wins (its side confirmed, the other
+    archived as ``lost_dispute``), the other finds its entry no longer disputed: never a
+    deadlock, and credibility learns one verdict per side."""
+    apollo = await make_apollo(interleaved=True)
+    points = apollo.deps.store
+    left = await _disputed(apollo, "the cache is warm after a restart")
+    right = await _disputed_by(apollo, "gemini-b", "the cache is cold after a restart")
+    async with apollo.store.unit_of_work() as uow:
+        now = apollo.deps.clock.now()
+        await uow.relations.add(Relation(right, left, RelationType.CONTRADICTS, 0.8, now))
+        await uow.commit()
+    admin = apollo.client("moderator", ADMIN)
+
+    gate = points.hold("left", "relations.incoming")
+    accepting = points.run("left", admin.resolve_dispute(entry_id=left, resolution="accept"))
+    await points.reached("left", "relations.incoming")
+    racing = points.run("right", admin.resolve_dispute(entry_id=right, resolution="accept"))
+    await points.blocked_or_done(racing)
+    gate.set()
+    results = await points.finish(accepting, racing)
+
+    failed = [r for r in results if isinstance(r, BaseException)]
+    assert 1 == len(failed) and isinstance(failed[0], InvalidTransition), results
+    (won,) = [r for r in results if not isinstance(r, BaseException)]
+    winner, loser = (left, right) if won.entry_id == left else (right, left)
+    assert Status.CONFIRMED == (await apollo.get_entry(winner)).status
+    lost = await apollo.get_entry(loser)
+    assert (Status.ARCHIVED, "lost_dispute") == (
+        lost.status,
+        lost.source_context["archive_reason"],
+    )
+    sources = {left: "claude-a", right: "gemini-b"}
+    async with apollo.store.unit_of_work() as uow:
+        validated = await uow.credibility.get(sources[winner])
+        refuted = await uow.credibility.get(sources[loser])
+    assert ((2.0, 1.0), (1.0, 2.0)) == (
+        (validated.alpha, validated.beta),
+        (refuted.alpha, refuted.beta),
+    )

@@ -192,3 +192,44 @@ async def test_erasure_removes_mentions_and_edges_only_the_agent_supported(make_
     assert {"lives_in", CO_OCCURS} == {e.relation for e in edges}
     async with apollo.store.unit_of_work() as uow:
         assert 0 == await uow.graph.prune()
+
+
+async def test_edge_reads_choose_time_kind_and_count(make_apollo):
+    """``history`` returns retired edges too, ``typed`` picks typed or co_occurs edges,
+    ``limit`` keeps the oldest; ``counted`` and ``get_many`` read nodes."""
+    clock = ManualClock(EPOCH)
+    apollo = await make_apollo(clock=clock)
+    first = await _store(apollo, "Today Ivan Roth works at Globex.")
+    clock.advance(days=1)
+    await _store(apollo, "Now Ivan Roth leads Globex in Oslo.")
+    async with apollo.store.unit_of_work() as uow:
+        ((ivan, mentions),) = await uow.graph.counted(["ivan roth", "nobody"], EVERYONE)
+        history = await uow.graph.edges([ivan.id], EVERYONE, history=True, typed=True)
+        live_typed = await uow.graph.edges([ivan.id], EVERYONE, typed=True)
+        paired = await uow.graph.edges([ivan.id], EVERYONE, typed=False)
+        oldest = await uow.graph.edges([ivan.id], EVERYONE, history=True, limit=2)
+        named = await uow.graph.get_many([e.dst_id for e in history])
+    assert 2 == mentions
+    assert ["works_at", "leads"] == [e.relation for e in history]
+    assert ((first,), history[1].id) == (history[0].entry_ids, history[0].superseded_by)
+    assert ["leads"] == [e.relation for e in live_typed]
+    assert {CO_OCCURS} == {e.relation for e in paired} and 2 == len(paired)
+    assert [e.id for e in await _all_edges(apollo, ivan.id)][:2] == [e.id for e in oldest]
+    assert {"Globex"} == {e.name for e in named.values()}
+
+
+async def _all_edges(apollo, entity_id):
+    async with apollo.store.unit_of_work() as uow:
+        return await uow.graph.edges([entity_id], EVERYONE, history=True)
+
+
+async def test_archived_entries_make_no_entity_or_edge_visible(make_apollo):
+    apollo = await make_apollo()
+    entry = await _store(apollo, "Today Vera Lind adopted Grafana.")
+    await apollo.client("writer").deprecate_entry(entry, reason="withdrawn")
+    async with apollo.store.unit_of_work() as uow:
+        assert [] == await uow.graph.find(["vera lind", "grafana"], EVERYONE)
+        assert [] == await uow.graph.counted(["vera lind"], EVERYONE)
+        assert [] == await uow.graph.with_prefix("", EVERYONE, 10)
+        vera, _ = await uow.graph.entities_of(entry)
+        assert [] == await uow.graph.edges([vera.id], EVERYONE, history=True)

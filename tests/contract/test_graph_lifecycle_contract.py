@@ -74,6 +74,53 @@ async def test_traversal_logs_only_known_agents(make_apollo):
         assert await uow.access_log.count("traverse") == 1
 
 
+async def test_relations_show_both_ways_with_the_entries_the_caller_may_see(make_apollo):
+    """An entry's relations, outgoing then incoming, newest first each way, with the entry
+    at the other end: archived ends are shown with their status, ends the caller may not
+    see are left out, and an entry the caller may not see has no relations to show."""
+    clock = ManualClock(EPOCH)
+    apollo = await make_apollo(clock=clock)
+    alice = apollo.client("agent-a", Principal("alice"))
+    hub = (await alice.store_knowledge(content="the hub entry everything links to")).entry_id
+    ends = {}
+    for name in ("cause", "part", "old", "secret"):
+        scope = "private" if name == "secret" else "global"
+        stored = await alice.store_knowledge(
+            content=f"the {name} entry of the hub", access_scope=scope
+        )
+        ends[name] = stored.entry_id
+    links = [
+        (ends["cause"], hub, "causes"),
+        (hub, ends["part"], "has_a"),
+        (hub, ends["old"], "supersedes"),
+        (hub, ends["secret"], "extends"),
+        (ends["secret"], hub, "depends_on"),
+    ]
+    for source, target, kind in links:
+        clock.advance(minutes=1)
+        await alice.link_entries(from_entry_id=source, to_entry_id=target, relation_type=kind)
+    await alice.deprecate_entry(entry_id=ends["old"], reason="replaced")
+
+    bob = Principal("bob")
+    seen = await apollo.get_relations(hub, principal=bob)
+    assert [
+        ("out", "supersedes", ends["old"], Status.ARCHIVED),
+        ("out", "has_a", ends["part"], Status.CANDIDATE),
+        ("in", "causes", ends["cause"], Status.CANDIDATE),
+    ] == [(r.direction, r.relation_type, r.id, r.status) for r in seen]
+    assert "the cause entry of the hub" == seen[-1].content
+    assert 1.0 == seen[0].weight and seen[0].created_at is not None
+    mine = await apollo.get_relations(hub, principal=Principal("alice"))
+    assert {("out", ends["secret"]), ("in", ends["secret"])} <= {(r.direction, r.id) for r in mine}
+    with pytest.raises(NotFound):
+        await apollo.get_relations(ends["secret"], principal=bob)
+    with pytest.raises(NotFound):
+        await apollo.get_relations(uuid.uuid4())
+    with pytest.raises(ValidationError) as err:
+        await apollo.get_relations("not-an-id")
+    assert "entry_id" == err.value.field
+
+
 async def test_link_entries_validates(make_apollo):
     apollo = await make_apollo()
     ids = await _chain(apollo, 2)

@@ -4,7 +4,7 @@ the round trip of every repository's values (``apollo_domain.ports``)."""
 
 from __future__ import annotations
 
-import hashlib
+import functools
 import math
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
@@ -37,6 +37,7 @@ from apollo_domain.ports import (
     UnitOfWork,
 )
 from tests.contract.stores import STORE_DIMENSION
+from tests.support import Interleaving, candidate_entry
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 EVERY_STATUS = frozenset(Status)
@@ -54,32 +55,7 @@ def unit(*components: float) -> tuple[float, ...]:
     return vector(*(x / norm for x in components))
 
 
-def make_entry(
-    content: str = "BGP uses TCP port 179",
-    *,
-    embedding: Sequence[float] | None = unit(1.0),
-    created_at: datetime = T0,
-    **fields: Any,
-) -> Entry:
-    values: dict[str, Any] = {
-        "id": uuid.uuid4(),
-        "content": content,
-        "content_hash": hashlib.sha256(content.encode()).hexdigest(),
-        "content_type": ContentType.FACT,
-        "knowledge_domain": "networking",
-        "tags": ("networking",),
-        "confidence": 0.5,
-        "status": Status.CANDIDATE,
-        "source": SourceRef("claude-1", "claude"),
-        "access_scope": AccessScope.GLOBAL,
-        "owner_id": None,
-        "created_at": created_at,
-        "updated_at": created_at,
-        "source_context": {"origin": "test"},
-        "embedding": None if embedding is None else tuple(embedding),
-    }
-    values.update(fields)
-    return Entry(**values)
+make_entry = functools.partial(candidate_entry, embedding=unit(1.0), created_at=T0)
 
 
 def everything(viewer: Viewer | None = None) -> SearchFilter:
@@ -456,6 +432,50 @@ async def test_add_rejects_an_active_duplicate_of_the_same_partition(store: Stor
         assert replacement == await uow.entries.find_by_hash(
             original.content_hash, AccessScope.GLOBAL, None
         )
+
+
+@pytest.mark.parametrize("read", ["lock", "find_by_hash"])
+async def test_a_locked_read_waits_for_the_row_lock_and_sees_its_commit(
+    store: Store, read: str
+) -> None:
+    """A unit of work has archived an entry under its row lock and not yet committed. A
+    locked read of that entry waits for it, then reads the committed row: ``lock`` returns
+    the archived entry, ``find_by_hash(lock=True)`` no longer finds it."""
+    entry = make_entry("text")
+    await seed(store, entry)
+    points = Interleaving(store)
+
+    async def archive() -> None:
+        async with points.unit_of_work() as uow:
+            locked = await uow.entries.lock(entry.id)
+            assert locked is not None
+            await uow.entries.update(attrs.evolve(locked, status=Status.ARCHIVED))
+            await uow.commit()
+
+    async def locked_read() -> Entry | None:
+        async with points.unit_of_work() as uow:
+            if read == "lock":
+                return await uow.entries.lock(entry.id)
+            return await uow.entries.find_by_hash(
+                entry.content_hash, AccessScope.GLOBAL, None, lock=True
+            )
+
+    try:
+        gate = points.hold("archive", "commit")
+        archiving = points.run("archive", archive())
+        await points.reached("archive", "commit")
+        reading = points.run("read", locked_read())
+        blocked = await points.blocked_or_done(reading)
+        gate.set()
+        _, found = await points.finish(archiving, reading)
+    finally:
+        await points.close()
+
+    assert blocked, "the locked read did not wait for the row lock"
+    if read == "lock":
+        assert isinstance(found, Entry) and Status.ARCHIVED == found.status
+    else:
+        assert found is None
 
 
 async def test_dedup_partitions_are_per_owner_except_that_global_is_one(store: Store) -> None:

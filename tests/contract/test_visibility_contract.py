@@ -74,6 +74,20 @@ def _marker(index: int) -> str:
     return f"zq{index}marker"
 
 
+#: Entities every entry mentions, so that the entity graph joins visible and invisible
+#: entries; the relations between the two shared ones supersede each other in turn.
+HUB, BASE = "zqhub", "zqbase"
+RELATIONS = ("uses", "leads", "works at")
+
+
+def _content(index: int) -> str:
+    """An entry's text: its marker is an entity (quoted) with typed edges to the hub."""
+    relation = RELATIONS[index % len(RELATIONS)]
+    return (
+        f'Fact number {index}: "{_marker(index)}" uses "{HUB}". Then "{HUB}" {relation} "{BASE}".'
+    )
+
+
 def _strings(value: Any) -> Iterator[str]:
     """Every string in a JSON-ready value, keys included."""
     if isinstance(value, str):
@@ -112,6 +126,18 @@ RECIPES: dict[str, Callable[[list[Any], int], list[dict[str, Any]]]] = {
     "get_expertise": lambda ids, n: [{"domain": f"dom{_marker(i)}"} for i in range(n)],
     "domains_at_risk": lambda ids, n: [{"min_agents": 100}],
     "agent_profile": lambda ids, n: [{"agent_id": f"agent-{_marker(i)}"} for i in range(n)],
+    # names asked in capitals, so a name echoed back (lowercase, as written) is still a leak
+    "entities": lambda ids, n: (
+        [{"query": f"where is {_marker(i)} now"} for i in range(n)]
+        + [{"prefix": "ZQ", "limit": 100}, {}]
+    ),
+    "entity": lambda ids, n: [{"name": name.upper()} for name in (HUB, *map(_marker, range(n)))],
+    "entity_history": lambda ids, n: [
+        {"name": name.upper()} for name in (HUB, BASE, *map(_marker, range(n)))
+    ],
+    "related_entities": lambda ids, n: [
+        {"name": name.upper(), "depth": 3} for name in (BASE, *map(_marker, range(n)))
+    ],
 }
 
 
@@ -134,7 +160,7 @@ async def _play(kind: str, request: pytest.FixtureRequest, scenario: Scenario) -
         for index, planned in enumerate(scenario.entries):
             writer = apollo.client(f"agent-{_marker(index)}", Principal(planned.owner))
             stored = await writer.store_knowledge(
-                content=f"{_marker(index)} fact number {index}",
+                content=_content(index),
                 knowledge_domain=f"dom{_marker(index)}",
                 access_scope=planned.scope,
             )

@@ -1,7 +1,9 @@
-"""Fixtures of the integration tests: one PostgreSQL server per session, a fresh store per test.
+"""Fixtures of the integration tests: one PostgreSQL server per session, a fresh store per test,
+and this run's RabbitMQ broker with a topology per test.
 
-``tests/postgres_support.py`` holds the machinery; other suites reuse it the same way
-(``from tests.postgres_support import fresh_store, postgres_server``) and share the server.
+``tests/postgres_support.py`` and ``tests/rabbitmq_support.py`` hold the machinery; other
+suites reuse it the same way (``from tests.postgres_support import fresh_store,
+postgres_server``) and share the server.
 """
 
 from __future__ import annotations
@@ -16,8 +18,9 @@ from tests.postgres_support import (
     fresh_store,
     postgres_server,
 )
+from tests.rabbitmq_support import rabbitmq_url, topology
 
-__all__ = ["pg_store", "postgres_server"]
+__all__ = ["pg_store", "postgres_server", "rabbitmq_url", "topology"]
 
 
 @pytest.fixture

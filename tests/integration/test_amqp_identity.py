@@ -8,7 +8,6 @@ bus puts on its own retries is honoured only while the bus's login is a gateway
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
@@ -19,31 +18,9 @@ from apollo_app.wire.envelope import encode_command
 from apollo_domain.commands import StoreKnowledge
 from apollo_domain.messaging import DeadLetter, Delivery, Message
 from apollo_domain.topology import Topology
-from tests.rabbitmq_support import (
-    TestBroker,
-    amqp_test_url,
-    delete_topology,
-    release_test_broker,
-    start_test_broker,
-)
 
 pytestmark = pytest.mark.rabbitmq
 PATIENCE = 20.0
-
-
-@pytest.fixture(scope="module")
-def rabbitmq_url() -> Iterator[str]:
-    url = amqp_test_url()
-    yield url
-    release_test_broker()
-
-
-@pytest.fixture
-async def topology(rabbitmq_url: str) -> AsyncIterator[Topology]:
-    broker: TestBroker = start_test_broker()
-    chosen = Topology() if broker.vhost is not None else broker.topology()
-    yield chosen
-    await delete_topology(rabbitmq_url, chosen)
 
 
 async def _identity_seen(url: str, topology: Topology, gateways: frozenset[str] | None) -> str:

@@ -12,12 +12,26 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from apollo_adapters.postgres.embedded import temporary_folder
+
 TIMEOUT = 180
-COMMANDS = ("serve", "demo", "simulate", "ingest", "query", "migrate", "stats")
+COMMANDS = (
+    "serve",
+    "demo",
+    "simulate",
+    "ingest",
+    "query",
+    "entity",
+    "entities",
+    "migrate",
+    "label",
+    "stats",
+)
 
 
 def _apollo_command() -> str:
@@ -34,8 +48,10 @@ APOLLO = _apollo_command()
 
 
 @pytest.fixture(scope="module")
-def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("apollo-cli-data")
+def data_dir() -> Iterator[Path]:
+    folder = temporary_folder("apollo-cli-data-")  # open to the server's system user
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 def run(
@@ -193,12 +209,78 @@ def test_ingest_of_only_bad_lines_fails(data_dir: Path, tmp_path: Path) -> None:
 
 
 @pytest.mark.postgres
-def test_ingest_reads_stdin(tmp_path: Path) -> None:
+def test_ingest_reads_stdin(server_folder: Path) -> None:
     """``-`` reads the JSONL from standard input."""
     line = json.dumps({"content": "Bloom filters never give false negatives"})
-    result = run("ingest", "-", data_dir=tmp_path, stdin=line + "\n")
+    result = run("ingest", "-", data_dir=server_folder, stdin=line + "\n")
     assert 0 == result.returncode, result.stderr
     assert "created 1" in result.stdout
+
+
+@pytest.mark.postgres
+def test_entity_and_entities_read_the_graph_as_the_principal_sees_it(tmp_path: Path) -> None:
+    """``apollo entities`` lists names with their visible mention counts; ``apollo entity``
+    shows edges and entries, ``--history`` the typed edges through time, ``--related`` the
+    neighbours; another principal's private names stay out; unknown names exit 1."""
+    texts = ("Today Lena Park works at Umbrella Labs.", "Now Lena Park leads Umbrella Labs.")
+    public = "\n".join(json.dumps({"content": text}) for text in texts)
+    assert 0 == run("ingest", "-", data_dir=tmp_path, stdin=public + "\n").returncode
+    secret = json.dumps({"content": "Secret: Lena Park uses Kafka.", "access_scope": "private"})
+    stored = run("ingest", "-", "--principal", "alice", data_dir=tmp_path, stdin=secret + "\n")
+    assert 0 == stored.returncode, stored.stderr
+
+    listed = run("entities", "--prefix", "L", data_dir=tmp_path)
+    assert 0 == listed.returncode, listed.stderr
+    rows = [line.split() for line in listed.stdout.splitlines()[1:]]
+    assert [["2", "name", "Lena", "Park"]] == rows
+    everything = run("entities", "--json", data_dir=tmp_path)
+    assert ["lena park", "umbrella labs"] == [e["key"] for e in json.loads(everything.stdout)]
+    as_alice = run("entities", "--json", "--principal", "alice", data_dir=tmp_path)
+    assert {"kafka": 1, "lena park": 3, "umbrella labs": 2} == {
+        e["key"]: e["mentions"] for e in json.loads(as_alice.stdout)
+    }
+
+    detail = run("entity", "lena PARK", "--json", data_dir=tmp_path)
+    assert 0 == detail.returncode, detail.stderr
+    shown = json.loads(detail.stdout)
+    assert ("Lena Park", 2) == (shown["name"], shown["mentions"])
+    assert {"leads", "co_occurs"} == {e["relation"] for e in shown["edges"]}
+    table = run("entity", "Lena Park", data_dir=tmp_path)
+    assert "Lena Park -leads-> Umbrella Labs" in table.stdout
+    assert "Now Lena Park leads Umbrella Labs." in table.stdout
+
+    shown_history = run("entity", "Lena Park", "--history", "--json", data_dir=tmp_path)
+    history = json.loads(shown_history.stdout)
+    works, leads = history["edges"]
+    assert ("works_at", leads["id"]) == (works["relation"], works["superseded_by"])
+    as_of = ("--as-of", works["valid_from"])
+    then = run("entity", "Lena Park", "--history", *as_of, "--json", data_dir=tmp_path)
+    assert ["works_at"] == [e["relation"] for e in json.loads(then.stdout)["edges"]]
+
+    related = run("entity", "Umbrella Labs", "--related", "--depth", "2", data_dir=tmp_path)
+    assert 0 == related.returncode, related.stderr
+    assert "Lena Park" in related.stdout and "Kafka" not in related.stdout
+
+    hidden = run("entity", "Kafka", data_dir=tmp_path)
+    assert 1 == hidden.returncode
+    assert hidden.stderr.startswith("apollo: error: NotFound")
+    bad_time = run("entity", "Lena Park", "--history", "--as-of", "soon", data_dir=tmp_path)
+    assert (2, True) == (bad_time.returncode, bad_time.stderr.startswith("apollo: error: as_of:"))
+
+
+def test_entity_options_that_do_not_go_together_are_usage_errors() -> None:
+    """Refused before any store is opened: exit 2 naming the option."""
+    for args, option in (
+        (("--as-of", "2026-01-01"), "--as-of"),
+        (("--depth", "2"), "--depth"),
+        (("--history", "--related"), "--history"),
+    ):
+        result = run("entity", "Lena Park", *args)
+        assert 2 == result.returncode, result.stderr
+        assert result.stderr.startswith(f"apollo: error: {option}")
+    too_deep = run("entity", "Lena Park", "--related", "--depth", "4")
+    assert 2 == too_deep.returncode
+    assert "argument --depth: must be between 1 and 3" in too_deep.stderr
 
 
 def test_simulate_prints_the_summary() -> None:

@@ -470,6 +470,157 @@ async def test_get_entry(api: Api) -> None:
     )
 
 
+async def test_evidence_says_which_sources_count_as_independent(api: Api) -> None:
+    """The origin, an independent source that said the same (agreement) and a repeat from
+    the origin's own provider (not independent), in the order recorded."""
+    text = "Anycast announces one prefix from many sites"
+    created = await api.ingest(content=text, agent_id="claude-net-1")
+    await api.ingest(content=text, agent_id="openai-net-2")
+    await api.ingest(content=text, agent_id="claude-net-3")
+    response = await api.http.get(f"{API}/entries/{created['entry_id']}/evidence")
+    assert 200 == response.status_code, response.text
+    assert [
+        ("claude-net-1", "claude", "origin", True),
+        ("openai-net-2", "openai", "agreement", True),
+        ("claude-net-3", "claude", "deduplication", False),
+    ] == [
+        (e["agent_id"], e["provider"], e["kind"], e["independent"])
+        for e in response.json()["evidence"]
+    ]
+    assert 0.5 == response.json()["evidence"][0]["credibility"]
+    assert_error(await api.http.get(f"{API}/entries/{uuid4()}/evidence"), 404, "not_found")
+    malformed = await api.http.get(f"{API}/entries/nope/evidence")
+    assert_error(malformed, 400, "validation_error", "entry_id")
+
+
+async def test_relations_come_both_ways_with_the_other_entry(api: Api) -> None:
+    hub = await api.ingest(content="Relations have two ends")
+    cause = await api.ingest(content="Something caused the hub")
+    part = await api.ingest(content="A part of the hub")
+    curator = api.apollo.client("curator")
+    await curator.link_entries(
+        from_entry_id=cause["entry_id"], to_entry_id=hub["entry_id"], relation_type="causes"
+    )
+    await curator.link_entries(
+        from_entry_id=hub["entry_id"], to_entry_id=part["entry_id"], relation_type="has_a"
+    )
+    response = await api.http.get(f"{API}/entries/{hub['entry_id']}/relations")
+    assert 200 == response.status_code, response.text
+    assert [
+        ("out", "has_a", part["entry_id"], "A part of the hub", "candidate"),
+        ("in", "causes", cause["entry_id"], "Something caused the hub", "candidate"),
+    ] == [
+        (r["direction"], r["relation_type"], r["id"], r["content"], r["status"])
+        for r in response.json()["relations"]
+    ]
+    assert_error(await api.http.get(f"{API}/entries/{uuid4()}/relations"), 404, "not_found")
+
+
+# --------------------------------------------------------------------------- entity graph
+
+
+async def test_entity_routes_show_only_what_the_token_may_see(api: Api) -> None:
+    """A private entry's entity and edges reach its owner, never another token; an
+    unknown or invisible entity is 404 with the error shape."""
+    await api.ingest(content="Public note: Dana Wu joined the board.")
+    await api.ingest(
+        headers=ALICE, content="Secret: Dana Wu works at Initech.", access_scope="private"
+    )
+
+    listed = await api.http.get(f"{API}/entities", params={"prefix": "D"}, headers=BOB)
+    assert 200 == listed.status_code, listed.text
+    assert [{"name": "Dana Wu", "key": "dana wu", "kind": "name", "mentions": 1}] == listed.json()[
+        "entities"
+    ]
+    mine = await api.http.get(
+        f"{API}/entities", params={"query": "Dana Wu at Initech?"}, headers=ALICE
+    )
+    assert [("dana wu", 2), ("initech", 1)] == [
+        (e["key"], e["mentions"]) for e in mine.json()["entities"]
+    ]
+    assert_error(await api.http.get(f"{API}/entities/Initech", headers=BOB), 404, "not_found")
+    for suffix in ("history", "related"):
+        hidden = await api.http.get(f"{API}/entities/Initech/{suffix}", headers=BOB)
+        assert_error(hidden, 404, "not_found")
+
+    dana = await api.http.get(f"{API}/entities/dana%20wu", headers=READER)
+    assert 200 == dana.status_code, dana.text
+    body = dana.json()
+    assert ("Dana Wu", 1, []) == (body["name"], body["mentions"], body["edges"])
+    assert ["Public note: Dana Wu joined the board."] == [e["snippet"] for e in body["entries"]]
+    related = await api.http.get(f"{API}/entities/Dana%20Wu/related", headers=BOB)
+    assert {"related": []} == related.json()
+
+    owned = (await api.http.get(f"{API}/entities/Dana%20Wu", headers=ALICE)).json()
+    (works,) = [e for e in owned["edges"] if e["relation"] == "works_at"]
+    assert ("Dana Wu", "Initech", None, 1) == (
+        works["src"],
+        works["dst"],
+        works["valid_to"],
+        works["support"],
+    )
+    near = await api.http.get(f"{API}/entities/Dana%20Wu/related?depth=2", headers=ALICE)
+    assert [("initech", 1, "works_at", "Dana Wu")] == [
+        (r["key"], r["depth"], r["relation"], r["via"]) for r in near.json()["related"]
+    ]
+
+
+async def test_entity_history_reads_as_of(api: Api) -> None:
+    await api.ingest(content="Today Lena Park works at Umbrella Labs.")
+    await api.ingest(content="Now Lena Park leads Umbrella Labs.")
+    full = await api.http.get(f"{API}/entities/Lena%20Park/history")
+    assert 200 == full.status_code, full.text
+    works, leads = full.json()["edges"]
+    assert (None, "works_at", "leads") == (
+        full.json()["as_of"],
+        works["relation"],
+        leads["relation"],
+    )
+    assert (leads["id"], leads["valid_from"]) == (works["superseded_by"], works["valid_to"])
+    then = await api.http.get(
+        f"{API}/entities/Umbrella%20Labs/history", params={"as_of": works["valid_from"]}
+    )
+    assert 200 == then.status_code, then.text
+    assert ["works_at"] == [e["relation"] for e in then.json()["edges"]]
+    assert works["valid_from"] == then.json()["as_of"]
+    before = await api.http.get(
+        f"{API}/entities/Lena%20Park/history", params={"as_of": "2001-01-01"}
+    )
+    assert ("2001-01-01T00:00:00Z", []) == (before.json()["as_of"], before.json()["edges"])
+
+
+async def test_an_entity_name_with_a_slash_is_one_path_parameter(api: Api) -> None:
+    await api.ingest(content="We measured 500 req/s at peak.")
+    detail = await api.http.get(f"{API}/entities/500%20req%2Fs")
+    assert (200, "500 req/s") == (detail.status_code, detail.json().get("name")), detail.text
+    history = await api.http.get(f"{API}/entities/500%20req%2Fs/history")
+    assert (200, "500 req/s", []) == (
+        history.status_code,
+        history.json()["name"],
+        history.json()["edges"],
+    )
+
+
+@pytest.mark.parametrize(
+    ("url", "field"),
+    [
+        ("/entities/Lena/history?as_of=yesterday", "as_of"),
+        ("/entities/Lena/history?as_of=2026-02-30", "as_of"),
+        ("/entities/Lena/related?depth=0", "depth"),
+        ("/entities/Lena/related?depth=4", "depth"),
+        ("/entities/Lena/related?depth=deep", "depth"),
+        ("/entities?limit=0", "limit"),
+        ("/entities?limit=101", "limit"),
+        ("/entities?agent_id=someone", "agent_id"),
+        ("/entities/Lena?depth=2", "depth"),
+        ("/entities/%20%20", "name"),
+    ],
+)
+async def test_entity_routes_refuse_bad_parameters(api: Api, url: str, field: str) -> None:
+    await api.ingest(content="Today Lena works with Kafka in Oslo.")
+    assert_error(await api.http.get(API + url), 400, "validation_error", field)
+
+
 # --------------------------------------------------------------------------- lifecycle
 
 
@@ -680,7 +831,8 @@ async def test_stats(api: Api) -> None:
 
 async def test_unknown_route_and_wrong_method_use_the_error_shape(api: Api) -> None:
     assert_error(await api.http.get(f"{API}/nowhere"), 404, "not_found")
-    assert_error(await api.http.get("/"), 404, "not_found")
+    assert_error(await api.http.get("/nowhere"), 404, "not_found")
+    assert 200 == (await api.http.get("/")).status_code  # the console
     wrong = await api.http.delete(f"{API}/ingest")
     assert_error(wrong, 405, "method_not_allowed")
     assert "POST" in wrong.headers["allow"]
@@ -753,11 +905,16 @@ async def test_openapi_covers_every_route(api: Api) -> None:
     document = (await api.http.get("/openapi.json")).json()
     assert document["openapi"].startswith("3.1")
     schemas = document["components"]["schemas"]
-    routes = [r for r in api.app.routes if isinstance(r, Route)]
+    # The console's page and files are not API operations: they, and only they, are left
+    # out of the document on purpose.
+    console = [r for r in api.app.routes if not (isinstance(r, Route) and r.include_in_schema)]
+    assert ["/", "/console"] == sorted(getattr(r, "path", "") for r in console)
+    routes = [r for r in api.app.routes if r not in console]
     assert len(routes) >= 16
     for route in routes:
         for method in route.methods - {"HEAD"}:
-            operation = document["paths"].get(route.path, {}).get(method.lower())
+            path = re.sub(r"\{(\w+):\w+\}", r"{\1}", route.path)  # {name:path} is {name}
+            operation = document["paths"].get(path, {}).get(method.lower())
             assert operation is not None, f"{method} {route.path} is missing"
             assert operation["responses"]
             for status, response in operation["responses"].items():

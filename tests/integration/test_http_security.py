@@ -286,6 +286,57 @@ async def test_anonymous_readers_do_not_see_who_wrote_an_entry(open_server: Serv
     assert "claude-1" == entry["source"]["agent_id"]
 
 
+async def test_the_console_is_public_and_runs_only_its_own_scripts(served: Served):
+    """The console's page and files answer without a token (they hold no data: the API
+    still wants one) under a Content-Security-Policy that allows only this origin."""
+    async with httpx.AsyncClient(base_url=served.url) as http:
+        page = await http.get("/")
+        script = await http.get("/console/app.js")
+        styles = await http.get("/console/style.css")
+        missing = await http.get("/console/nothing.js")
+        data = await http.post(f"{API}/query", json={"query": "anything"})
+    assert (200, "text/html") == (page.status_code, page.headers["content-type"].split(";")[0])
+    assert '<script type="module" src="/console/app.js">' in page.text
+    assert 200 == script.status_code and "javascript" in script.headers["content-type"]
+    assert 200 == styles.status_code
+    for response in (page, script, styles):
+        policy = response.headers["content-security-policy"]
+        assert "default-src 'none'" in policy
+        assert "script-src 'self';" in policy and "connect-src 'self';" in policy
+        assert "unsafe" not in policy
+        assert "nosniff" == response.headers["x-content-type-options"]
+        assert "DENY" == response.headers["x-frame-options"]
+    _refused(missing, 404, "not_found")
+    _refused(data, 401, "unauthorized")
+
+
+async def test_the_console_page_is_loopback_only_without_tokens(open_server: Served):
+    async with httpx.AsyncClient(base_url=open_server.url) as http:
+        assert 200 == (await http.get("/")).status_code
+        rebound = await http.get("/", headers={"Host": "attacker.example"})
+    _refused(rebound, 403, "forbidden")
+
+
+async def test_evidence_and_relations_show_nothing_the_caller_cannot_see(served: Served):
+    """Alice's private entry has no evidence nor relations for bob, and a relation from a
+    global entry to it is left out of the global entry's relations."""
+    public = await _entry(served, ALICE, "The CI runners use spot instances")
+    private = await _entry(
+        served, ALICE, "Our spot bid is 40 percent of on-demand", access_scope="private"
+    )
+    await served.apollo.client("alice", Principal("alice")).link_entries(
+        from_entry_id=public, to_entry_id=private, relation_type="extends"
+    )
+    for path in (f"/entries/{private}/evidence", f"/entries/{private}/relations"):
+        _refused(await _call(served, "GET", path, BOB), 404, "not_found")
+    mine = await _call(served, "GET", f"/entries/{public}/relations", ALICE)
+    assert [private] == [r["id"] for r in mine.json()["relations"]]
+    theirs = await _call(served, "GET", f"/entries/{public}/relations", BOB)
+    assert {"relations": []} == theirs.json()
+    evidence = await _call(served, "GET", f"/entries/{public}/evidence", RITA)
+    assert ["alice"] == [e["agent_id"] for e in evidence.json()["evidence"]]
+
+
 async def test_only_an_admin_labels_a_source(served: Served):
     """A writer cannot flag a rival (or promote itself); an admin can, and unlabel again."""
     for headers, label in ((ALICE, "troll"), (BOB, "moderator"), (RITA, "flagged")):

@@ -12,7 +12,6 @@ import json
 import math
 import os
 import sys
-import tempfile
 import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
@@ -426,21 +425,18 @@ async def test_the_pool_recovers_when_its_connections_are_terminated(
     assert await get(pg_store, e.id) == e
 
 
-async def test_the_store_works_again_after_the_server_restarts() -> None:
-    with tempfile.TemporaryDirectory(prefix="apollo-pg-restart-") as workdir:
-        server = EmbeddedPostgres(Path(workdir) / "pgdata", settings={"fsync": "off"})
-        conninfo = await server.start()
-        store = await PostgresStore.open(
-            conninfo, embedder_model_id="m", dimension=8, pool_timeout=1.0
-        )
-        try:
-            e = entry("durable")
-            await add(store, e)
-            await server.stop()
-            with pytest.raises(StoreUnavailable):
-                await get(store, e.id)
-            assert await server.start() == conninfo
-            assert await get(store, e.id) == e
-        finally:
-            await store.close()
-            await server.stop()
+async def test_the_store_works_again_after_the_server_restarts(server_folder: Path) -> None:
+    server = EmbeddedPostgres(server_folder / "pgdata", settings={"fsync": "off"})
+    conninfo = await server.start()
+    store = await PostgresStore.open(conninfo, embedder_model_id="m", dimension=8, pool_timeout=1.0)
+    try:
+        e = entry("durable")
+        await add(store, e)
+        await server.stop()
+        with pytest.raises(StoreUnavailable):
+            await get(store, e.id)
+        assert await server.start() == conninfo
+        assert await get(store, e.id) == e
+    finally:
+        await store.close()
+        await server.stop()

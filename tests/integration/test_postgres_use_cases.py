@@ -54,10 +54,10 @@ async def test_concurrent_identical_ingests_from_independent_agents(apollo):
     assert sorted(agents) == sorted(e.source.agent_id for e in evidence)
 
 
-async def test_embedded_default_persists_across_reopen(tmp_path):
+async def test_embedded_default_persists_across_reopen(server_folder):
     """Apollo.open(Settings(data_dir=...)) starts the embedded server, migrates, and keeps
     what was stored after closing and reopening."""
-    settings = Settings(data_dir=tmp_path / "apollo")
+    settings = Settings(data_dir=server_folder / "apollo")
     async with Apollo.open(settings) as apollo:
         stored = await apollo.client("claude-a").store_knowledge(content="Durable across restarts")
     async with Apollo.open(settings) as apollo:

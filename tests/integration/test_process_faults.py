@@ -125,8 +125,8 @@ class Service:
 
 
 @pytest.fixture
-def data_dir(tmp_path: Path) -> Iterator[Path]:
-    folder = tmp_path / "apollo-data"
+def data_dir(server_folder: Path) -> Iterator[Path]:
+    folder = server_folder / "apollo-data"
     yield folder
     pgdata = folder / "postgres"
     for line in postgres_processes(pgdata):  # never leave a server behind, even on failure

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
 from typing import Any
 from uuid import uuid4
 
@@ -16,34 +15,14 @@ from apollo_domain.errors import TransportError
 from apollo_domain.messaging import Delivery, Message
 from apollo_domain.topology import Topology
 from tests.rabbitmq_support import (
-    TestBroker,
-    amqp_test_url,
     close_connection_named,
-    delete_topology,
     list_bindings,
-    release_test_broker,
     start_test_broker,
 )
 
 pytestmark = pytest.mark.rabbitmq
 
 PATIENCE = 20.0
-
-
-@pytest.fixture(scope="session")
-def rabbitmq_url() -> Iterator[str]:
-    url = amqp_test_url()
-    yield url
-    release_test_broker()
-
-
-@pytest.fixture
-async def topology(rabbitmq_url: str) -> AsyncIterator[Topology]:
-    """The production names inside this run's own vhost, else uniquely prefixed names."""
-    broker: TestBroker = start_test_broker()
-    chosen = Topology() if broker.vhost is not None else broker.topology()
-    yield chosen
-    await delete_topology(rabbitmq_url, chosen)
 
 
 async def snapshot(channel: aiormq.abc.AbstractChannel, topology: Topology) -> dict[str, int]:

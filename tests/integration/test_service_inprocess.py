@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection
+from datetime import UTC, datetime
 from typing import Any
 from uuid import uuid4
 
@@ -172,6 +173,38 @@ async def test_traversal_expertise_and_profile_over_rpc(mesh: Mesh):
     assert 2 == profile.total_entries
     at_risk = await mesh.client.domains_at_risk(min_agents=2)
     assert "bgp" in [coverage.knowledge_domain for coverage in at_risk]
+
+
+async def test_entity_graph_reads_over_rpc_equal_the_in_process_ones(mesh: Mesh):
+    """entities, entity, entity_history and related_entities travel as RPC requests and
+    return what the in-process client returns for the same principal."""
+    await mesh.client.store_knowledge(content="Today Lena Park works at Umbrella Labs.")
+    await mesh.client.store_knowledge(content="Today Umbrella Labs is based in Oslo.")
+    await eventually(lambda: _at_least(mesh, 2), "both entries stored")
+    local = mesh.apollo.client("x", Principal(LOGIN))
+
+    listed = await mesh.client.entities(prefix="umb")
+    assert [("umbrella labs", 2)] == [(e.key, e.mentions) for e in listed]
+    assert await local.entities(query="Lena Park in Oslo") == await mesh.client.entities(
+        query="Lena Park in Oslo"
+    )
+    assert await local.entity("Lena Park") == await mesh.client.entity("Lena Park")
+    history = await mesh.client.entity_history("lena park", as_of=datetime.now(UTC))
+    assert ["works_at"] == [e.relation for e in history.edges]
+    assert await local.entity_history("Lena Park") == await mesh.client.entity_history("Lena Park")
+    related = await mesh.client.related_entities("Lena Park", depth=2)
+    assert [("umbrella labs", 1), ("oslo", 2)] == [(r.key, r.depth) for r in related]
+    with pytest.raises(NotFound):
+        await mesh.client.entity("Nobody Known")
+    for call, field_name in (
+        (mesh.client.related_entities("Lena Park", depth=4), "depth"),
+        (mesh.client.entity_history("Lena Park", as_of="soon"), "as_of"),
+        (mesh.client.entity("  "), "name"),
+        (mesh.client.entities(limit=0), "limit"),
+    ):
+        with pytest.raises(ValidationError) as caught:
+            await call
+        assert field_name == caught.value.field
 
 
 async def test_errors_reported_by_the_service_are_raised_by_the_client(mesh: Mesh):

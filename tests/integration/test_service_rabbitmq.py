@@ -14,7 +14,7 @@ import socket
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from uuid import uuid4
 
 import aiormq
@@ -47,6 +47,8 @@ ROOT = Path(__file__).resolve().parents[2]
 PATIENCE = 30.0
 TOTAL = 1_000
 KILL_AT = 500
+STALL = 180.0  # the service subprocess: this long without progress is a hang
+T = TypeVar("T")
 
 
 @pytest.fixture(scope="session")
@@ -96,6 +98,25 @@ async def eventually(check: Callable[[], Awaitable[Any]], what: str) -> Any:
 
 def fast_retry(attempt: int) -> float:
     return 0.05
+
+
+async def while_progressing(
+    measure: Callable[[], Awaitable[T]], done: Callable[[T], bool], what: str
+) -> T:
+    """Poll ``measure`` until ``done`` holds for its value. However slow a loaded machine
+    is, a run that moves on passes; the wait fails only once the value has not changed
+    for ``STALL`` seconds (a hang), naming where it stuck."""
+    loop = asyncio.get_running_loop()
+    value = await measure()
+    changed = loop.time()
+    while not done(value):
+        await asyncio.sleep(0.05)
+        latest = await measure()
+        if latest != value:
+            value, changed = latest, loop.time()
+        elif loop.time() - changed > STALL:
+            pytest.fail(f"no progress for {STALL:g}s, stuck at {value!r}: {what}")
+    return value
 
 
 # ---------------------------------------------------------------------------- topology
@@ -320,12 +341,15 @@ class ServiceProcess:
         await self.process.wait()
 
     async def terminate(self) -> int:
-        """SIGTERM: the graceful stop; the exit code."""
+        """SIGTERM: the graceful stop; the exit code (a stop that hangs fails the test)."""
         assert self.process is not None
         if self.process.returncode is None:
             self.process.send_signal(signal.SIGTERM)
-        async with asyncio.timeout(PATIENCE):
-            return await self.process.wait()
+        try:
+            async with asyncio.timeout(STALL):
+                return await self.process.wait()
+        except TimeoutError:
+            pytest.fail(f"the service did not stop within {STALL:g}s:\n{self.output()}")
 
     def check_alive(self) -> None:
         assert self.process is not None
@@ -336,10 +360,13 @@ class ServiceProcess:
         return self.log.read_text(errors="replace")[-4000:]
 
 
-async def scalar(conninfo: str, query: str) -> int:
-    async with await psycopg.AsyncConnection.connect(conninfo) as conn:
-        cursor = await conn.execute(query)
-        row = await cursor.fetchone()
+async def scalar(conninfo: str | psycopg.AsyncConnection[Any], query: str) -> int:
+    """The one value ``query`` returns, on a new connection or on ``conninfo`` if open."""
+    if isinstance(conninfo, str):
+        async with await psycopg.AsyncConnection.connect(conninfo) as conn:
+            return await scalar(conn, query)
+    cursor = await conninfo.execute(query)
+    row = await cursor.fetchone()
     assert row is not None
     return int(row[0])
 
@@ -380,6 +407,7 @@ async def test_a_killed_service_restarts_and_stores_every_ingest_exactly_once(
     log = tmp_path / "service.log"
     client_bus = await AiormqBus.connect(service_amqp_url, topology=topology)
     service = ServiceProcess(env, log)
+    watcher: psycopg.AsyncConnection[Any] | None = None
     try:
         client = RemoteClient(client_bus, agent_id="claude-bulk-1")
         for start in range(0, TOTAL, 100):
@@ -393,28 +421,32 @@ async def test_a_killed_service_restarts_and_stores_every_ingest_exactly_once(
                 )
             )
         entries = "SELECT count(*) FROM entries"
+        watcher = await psycopg.AsyncConnection.connect(conninfo, autocommit=True)
+        polled = watcher
+
+        async def stored() -> int:
+            service.check_alive()
+            return await scalar(polled, entries)
 
         await service.start()
-
-        async def halfway() -> bool:
-            service.check_alive()
-            return await scalar(conninfo, entries) >= KILL_AT
-
-        await eventually(halfway, f"{KILL_AT} entries stored by the first service")
+        # The count stays 0 while the service starts: its start must fit in STALL too.
+        await while_progressing(
+            stored, lambda n: n >= KILL_AT, f"{KILL_AT} entries stored by the first service"
+        )
         await service.kill()
-        stored_at_kill = await scalar(conninfo, entries)
+        stored_at_kill = await scalar(polled, entries)
         assert stored_at_kill < TOTAL, "the first service finished before it could be killed"
 
         await service.start()
 
-        async def finished() -> bool:
-            service.check_alive()
-            return (
-                await scalar(conninfo, entries) >= TOTAL
-                and await ready_messages(service_amqp_url, topology.ingest_queue) == 0
-            )
+        async def progress() -> tuple[int, int]:
+            return await stored(), await ready_messages(service_amqp_url, topology.ingest_queue)
 
-        await eventually(finished, f"{TOTAL} entries stored after the restart")
+        await while_progressing(
+            progress,
+            lambda counts: counts[0] >= TOTAL and counts[1] == 0,
+            f"{TOTAL} entries stored after the restart (entries, messages waiting)",
+        )
         assert 0 == await service.terminate(), service.output()
 
         assert TOTAL == await scalar(conninfo, entries)
@@ -425,5 +457,7 @@ async def test_a_killed_service_restarts_and_stores_every_ingest_exactly_once(
     finally:
         if service.process is not None and service.process.returncode is None:
             await service.kill()
+        if watcher is not None:
+            await watcher.close()
         await client_bus.close()
         await postgres_server.drop_database(database)

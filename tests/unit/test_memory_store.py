@@ -8,10 +8,10 @@ The Store port's contract, which it shares with the PostgreSQL store, is checked
 from __future__ import annotations
 
 import asyncio
-import hashlib
+import functools
 import math
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 from uuid import UUID
@@ -47,37 +47,14 @@ from apollo_domain.ports import (
     SearchFilter,
 )
 from apollo_domain.rules import is_visible
+from tests.support import candidate_entry
 
 T0 = datetime(2025, 1, 1, tzinfo=UTC)
 EVERY_STATUS = frozenset(Status)
 T = TypeVar("T")
 
 
-def make_entry(
-    content: str = "BGP uses TCP port 179",
-    *,
-    embedding: Sequence[float] | None = (1.0, 0.0, 0.0),
-    created_at: datetime = T0,
-    **fields: Any,
-) -> Entry:
-    values: dict[str, Any] = {
-        "id": uuid.uuid4(),
-        "content": content,
-        "content_hash": hashlib.sha256(content.encode()).hexdigest(),
-        "content_type": ContentType.FACT,
-        "knowledge_domain": "networking",
-        "tags": ("networking",),
-        "confidence": 0.5,
-        "status": Status.CANDIDATE,
-        "source": SourceRef("claude-1", "claude"),
-        "access_scope": AccessScope.GLOBAL,
-        "owner_id": None,
-        "created_at": created_at,
-        "updated_at": created_at,
-        "embedding": None if embedding is None else tuple(embedding),
-    }
-    values.update(fields)
-    return Entry(**values)
+make_entry = functools.partial(candidate_entry, embedding=(1.0, 0.0, 0.0), created_at=T0)
 
 
 def everything(viewer: Viewer | None = None) -> SearchFilter:

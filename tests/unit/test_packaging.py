@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import tomllib
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -84,3 +85,31 @@ def test_apollo_imports_without_hypothesis() -> None:
     assert 0 == completed.returncode, completed.stderr
     expected = 'apollo_domain.testing needs hypothesis: pip install "apollo-knowledge[testing]"'
     assert expected == completed.stdout.strip()
+
+
+CONSOLE_FILES = {"index.html", "app.js", "api.js", "dom.js", "graph.js", "views.js", "style.css"}
+
+
+def test_the_console_files_ship_in_the_wheel(tmp_path: Path) -> None:
+    """A wheel built from the source tree holds the console's page, modules and style
+    sheet beside the HTTP package that serves them."""
+    completed = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(tmp_path), "."],
+        cwd=Path(__file__).resolve().parents[2],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert 0 == completed.returncode, completed.stderr
+    (wheel,) = tmp_path.glob("apollo_knowledge-*.whl")
+    folder = "apollo_app/entrypoints/http/console/"
+    with zipfile.ZipFile(wheel) as archive:
+        shipped = {n.removeprefix(folder) for n in archive.namelist() if n.startswith(folder)}
+    assert CONSOLE_FILES == shipped
+
+
+def test_the_console_modules_are_all_listed() -> None:
+    """The files the wheel test expects are the console folder's (a new module is added to
+    both)."""
+    folder = importlib.resources.files("apollo_app.entrypoints.http").joinpath("console")
+    assert CONSOLE_FILES == {item.name for item in folder.iterdir()}

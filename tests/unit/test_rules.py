@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
+from uuid import UUID
 
 import pytest
 from attrs import evolve
@@ -13,11 +15,14 @@ from apollo_domain.model import (
     AccessScope,
     ContentType,
     Entry,
+    Evidence,
+    EvidenceKind,
     Principal,
     SourceRef,
     Status,
     Viewer,
 )
+from apollo_domain.results import EvidenceView
 from apollo_domain.rules import (
     Corroborator,
     independent,
@@ -36,6 +41,9 @@ from tests.strategies import (
     sources,
     viewers,
 )
+
+ENTRY_ID = UUID("00000000-0000-0000-0000-000000000001")
+EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 
 # -- visibility -------------------------------------------------------------------------
 
@@ -131,6 +139,29 @@ def test_independence_is_exactly_the_three_rules(a: SourceRef, b: SourceRef) -> 
         or (bool(a.channel) and bool(b.channel) and a.channel == b.channel)
     )
     assert (not dependent) == independent(a, b)
+
+
+@given(source_lists)
+def test_evidence_views_count_each_source_independent_of_those_counted_before(
+    found: list[SourceRef],
+) -> None:
+    """The evidence marked independent is pairwise independent, starts with the first
+    (origin) source, and every unmarked source depends on one marked before it."""
+    evidence = [
+        Evidence(ENTRY_ID, source, 1.0, EPOCH, EvidenceKind.ORIGIN if i == 0 else "agreement")
+        for i, source in enumerate(found)
+    ]
+    views = EvidenceView.list_of(evidence)
+    assert [s.agent_id for s in found] == [v.agent_id for v in views]
+    marked = [s for s, v in zip(found, views, strict=True) if v.independent]
+    event(f"independent sources: {min(len(marked), 3)}{'+' if len(marked) > 3 else ''}")
+    assert all(independent(a, b) for i, a in enumerate(marked) for b in marked[i + 1 :])
+    if found:
+        assert views[0].independent
+    for i, (source, view) in enumerate(zip(found, views, strict=True)):
+        if not view.independent:
+            earlier = [s for s, v in zip(found[:i], views[:i], strict=True) if v.independent]
+            assert not independent_of_all(source, earlier)
 
 
 @pytest.mark.parametrize(

@@ -21,7 +21,7 @@ from apollo_domain.entities import (
     canonical_pair,
     normalize_entity_name,
 )
-from apollo_domain.model import Entry, Viewer
+from apollo_domain.model import Entry, Status, Viewer
 from apollo_domain.ports import SearchFilter
 from apollo_domain.rules import is_visible
 
@@ -196,17 +196,30 @@ class GraphTable:
     # ------------------------------------------------------------------ reads
 
     def _visible(self, entry_id: UUID, viewer: Viewer) -> bool:
+        """Whether the entry makes what it mentions or supports visible to ``viewer``."""
         entry = self._entries.get(entry_id, False)
-        return entry is not None and is_visible(entry, viewer)
+        return (
+            entry is not None and entry.status is not Status.ARCHIVED and is_visible(entry, viewer)
+        )
+
+    def _count(self, entity_id: UUID, viewer: Viewer) -> int:
+        return sum(self._visible(e, viewer) for e in self._mentioned_by.get(entity_id, ()))
 
     def _entity_visible(self, entity_id: UUID, viewer: Viewer) -> bool:
         return any(self._visible(e, viewer) for e in self._mentioned_by.get(entity_id, ()))
 
     def _with_support(self, edge: EntityEdge, viewer: Viewer | None) -> EntityEdge:
         support = self._support[edge.id]
-        if viewer is not None:
-            support = [e for e in support if self._visible(e, viewer)]
-        return attrs.evolve(edge, entry_ids=tuple(support))
+        if viewer is None:
+            return attrs.evolve(edge, entry_ids=tuple(support))
+        successor = edge.superseded_by
+        if successor is not None and not self._edge_visible(successor, viewer):
+            successor = None
+        return attrs.evolve(
+            edge,
+            entry_ids=tuple(e for e in support if self._visible(e, viewer)),
+            superseded_by=successor,
+        )
 
     def entities_of(self, entry_id: UUID) -> list[Entity]:
         return [self._entities[e] for e in self._mentions.get(entry_id, ())]
@@ -215,12 +228,22 @@ class GraphTable:
         found = [self._by_key[k] for k in sorted(set(keys)) if k in self._by_key]
         return [self._entities[e] for e in found if self._entity_visible(e, viewer)]
 
+    def counted(self, keys: Collection[str], viewer: Viewer) -> list[tuple[Entity, int]]:
+        found = [self._by_key[k] for k in sorted(set(keys)) if k in self._by_key]
+        counts = [(self._entities[e], self._count(e, viewer)) for e in found]
+        return [(entity, count) for entity, count in counts if count]
+
+    def get_many(self, entity_ids: Collection[UUID]) -> dict[UUID, Entity]:
+        return {e: self._entities[e] for e in entity_ids if e in self._entities}
+
     def with_prefix(self, prefix: str, viewer: Viewer, limit: int) -> list[tuple[Entity, int]]:
         wanted = normalize_entity_name(prefix)
         found: list[tuple[Entity, int]] = []
+        if limit <= 0:
+            return found
         for key in sorted(k for k in self._by_key if k.startswith(wanted)):
             entity_id = self._by_key[key]
-            count = sum(self._visible(e, viewer) for e in self._mentioned_by.get(entity_id, ()))
+            count = self._count(entity_id, viewer)
             if count:
                 found.append((self._entities[entity_id], count))
                 if len(found) >= limit:
@@ -228,18 +251,29 @@ class GraphTable:
         return found
 
     def edges(
-        self, entity_ids: Collection[UUID], viewer: Viewer, as_of: datetime | None
+        self,
+        entity_ids: Collection[UUID],
+        viewer: Viewer,
+        as_of: datetime | None,
+        *,
+        history: bool = False,
+        typed: bool | None = None,
+        limit: int | None = None,
     ) -> list[EntityEdge]:
         ids = {edge_id for e in entity_ids for edge_id in self._touching.get(e, ())}
         found = []
         for edge_id in ids:
             edge = self._edges[edge_id]
-            if (edge.live if as_of is None else edge.live_at(as_of)) and any(
-                self._visible(e, viewer) for e in self._support[edge_id]
-            ):
+            if typed is not None and (edge.relation != CO_OCCURS) is not typed:
+                continue
+            when = history or (edge.live if as_of is None else edge.live_at(as_of))
+            if when and self._edge_visible(edge_id, viewer):
                 found.append(self._with_support(edge, viewer))
         found.sort(key=lambda edge: (edge.valid_from, edge.id))
-        return found
+        return found if limit is None else found[: max(limit, 0)]
+
+    def _edge_visible(self, edge_id: UUID, viewer: Viewer) -> bool:
+        return any(self._visible(e, viewer) for e in self._support.get(edge_id, ()))
 
     def entries_mentioning(
         self, entity_ids: Collection[UUID], flt: SearchFilter, limit: int

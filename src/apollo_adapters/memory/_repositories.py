@@ -78,9 +78,14 @@ class InMemoryEntryRepository(_Repository):
         return self._store._entries.get_many(entry_ids)
 
     async def find_by_hash(
-        self, content_hash: str, access_scope: AccessScope, owner_id: str | None
+        self,
+        content_hash: str,
+        access_scope: AccessScope,
+        owner_id: str | None,
+        *,
+        lock: bool = False,
     ) -> Entry | None:
-        self._uow._open("entries")
+        self._uow._open("entries")  # units of work are serialized: a found entry is ours
         return self._store._entries.find_by_hash(content_hash, access_scope, owner_id)
 
     async def nearest(
@@ -218,17 +223,33 @@ class InMemoryEntityGraph(_Repository):
         self._uow._open("graph")
         return self._store._entries.graph.find(keys, viewer)
 
+    async def counted(self, keys: Collection[str], viewer: Viewer) -> list[tuple[Entity, int]]:
+        self._uow._open("graph")
+        return self._store._entries.graph.counted(keys, viewer)
+
     async def with_prefix(
         self, prefix: str, viewer: Viewer, limit: int
     ) -> list[tuple[Entity, int]]:
         self._uow._open("graph")
         return self._store._entries.graph.with_prefix(prefix, viewer, limit)
 
+    async def get_many(self, entity_ids: Collection[UUID]) -> dict[UUID, Entity]:
+        self._uow._open("graph")
+        return self._store._entries.graph.get_many(entity_ids)
+
     async def edges(
-        self, entity_ids: Collection[UUID], viewer: Viewer, *, as_of: datetime | None = None
+        self,
+        entity_ids: Collection[UUID],
+        viewer: Viewer,
+        *,
+        as_of: datetime | None = None,
+        history: bool = False,
+        typed: bool | None = None,
+        limit: int | None = None,
     ) -> list[EntityEdge]:
         self._uow._open("graph")
-        return self._store._entries.graph.edges(entity_ids, viewer, as_of)
+        graph = self._store._entries.graph
+        return graph.edges(entity_ids, viewer, as_of, history=history, typed=typed, limit=limit)
 
     async def entries_mentioning(
         self, entity_ids: Collection[UUID], flt: SearchFilter, limit: int

@@ -1,6 +1,6 @@
 """PostgreSQL + pgvector adapters of Apollo's store ports."""
 
-from .embedded import EmbeddedPostgres
+from .embedded import EmbeddedPostgres, FolderClosed
 from .entries import PostgresEntryRepository
 from .graph import PostgresEntityGraph
 from .repositories import (
@@ -18,6 +18,7 @@ from .store import PostgresStore, PostgresUnitOfWork
 
 __all__ = [
     "EmbeddedPostgres",
+    "FolderClosed",
     "PostgresAccessLog",
     "PostgresCredibilityRegistry",
     "PostgresEntityGraph",

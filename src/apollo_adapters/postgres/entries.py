@@ -142,14 +142,21 @@ class PostgresEntryRepository:
         return {row["id"]: entry_from_row(row) for row in rows}
 
     async def find_by_hash(
-        self, content_hash: str, access_scope: AccessScope, owner_id: str | None
+        self,
+        content_hash: str,
+        access_scope: AccessScope,
+        owner_id: str | None,
+        *,
+        lock: bool = False,
     ) -> Entry | None:
+        # FOR UPDATE waits for a concurrent writer, then rechecks the WHERE clause against
+        # the row it committed: an entry archived meanwhile is not returned.
         row = await self._s.row(
             sql.SQL(
                 "SELECT {} FROM entries WHERE content_hash = %s AND access_scope = %s"
                 " AND (access_scope = 'global' OR owner_id IS NOT DISTINCT FROM %s)"
-                " AND status <> 'archived'"
-            ).format(ENTRY_COLUMNS),
+                " AND status <> 'archived'{}"
+            ).format(ENTRY_COLUMNS, sql.SQL(" FOR UPDATE" if lock else "")),
             (content_hash, access_scope.value, owner_id),
         )
         return None if row is None else entry_from_row(row)

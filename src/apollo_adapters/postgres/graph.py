@@ -47,6 +47,15 @@ def _edge(row: Row) -> EntityEdge:
     )
 
 
+def _visible(viewer: Viewer) -> Where:
+    """Conditions on ``entries`` for an entry that makes what it mentions or supports
+    visible to ``viewer``: a visible entry that is not archived."""
+    where = Where()
+    where.visible_to(viewer)
+    where.add("entries.status <> 'archived'")
+    return where
+
+
 def _like_prefix(prefix: str) -> str:
     escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
     return escaped + "%"
@@ -198,56 +207,110 @@ class PostgresEntityGraph:
     async def find(self, keys: Collection[str], viewer: Viewer) -> list[Entity]:
         if not keys:
             return []
-        where = Where()
-        where.visible_to(viewer)
+        where = _visible(viewer)
         query = sql.SQL(
             "SELECT " + _ENTITY + " FROM entities en WHERE en.key = ANY({keys}) AND EXISTS"
             " (SELECT 1 FROM entity_mentions m JOIN entries ON entries.id = m.entry_id"
-            " WHERE m.entity_id = en.id AND {visible}) ORDER BY en.key"
+            ' WHERE m.entity_id = en.id AND {visible}) ORDER BY en.key COLLATE "C"'
         ).format(keys=where.param(sorted(set(keys))), visible=where.sql())
         return [_entity(row) for row in await self._s.rows(query, where.params)]
+
+    async def counted(self, keys: Collection[str], viewer: Viewer) -> list[tuple[Entity, int]]:
+        if not keys:
+            return []
+        where = _visible(viewer)
+        key_set = where.param(sorted(set(keys)))
+        return await self._counted(where, sql.SQL("en.key = ANY({})").format(key_set), None)
 
     async def with_prefix(
         self, prefix: str, viewer: Viewer, limit: int
     ) -> list[tuple[Entity, int]]:
         if limit <= 0:
             return []
-        where = Where()
-        where.visible_to(viewer)
+        where = _visible(viewer)
+        pattern = where.param(_like_prefix(normalize_entity_name(prefix)))
+        match = sql.SQL('en.key COLLATE "C" LIKE {}').format(pattern)
+        return await self._counted(where, match, limit)
+
+    async def _counted(
+        self, where: Where, match: sql.Composable, limit: int | None
+    ) -> list[tuple[Entity, int]]:
+        """The entities ``match`` selects, in key order, each with its count of visible
+        mentions; those with none are skipped, and the walk stops after ``limit``."""
         query = sql.SQL(
-            "SELECT " + _ENTITY + ", count(*) AS mentions FROM entities en"
-            " JOIN entity_mentions m ON m.entity_id = en.id"
+            "SELECT " + _ENTITY + ", c.mentions FROM entities en CROSS JOIN LATERAL"
+            " (SELECT count(*) AS mentions FROM entity_mentions m"
             " JOIN entries ON entries.id = m.entry_id"
-            " WHERE en.key LIKE {pattern} AND {visible}"
-            " GROUP BY en.id ORDER BY en.key LIMIT {limit}"
+            " WHERE m.entity_id = en.id AND {visible}) AS c"
+            ' WHERE {match} AND c.mentions > 0 ORDER BY en.key COLLATE "C" {limit}'
         ).format(
-            pattern=where.param(_like_prefix(normalize_entity_name(prefix))),
             visible=where.sql(),
-            limit=where.param(limit),
+            match=match,
+            limit=sql.SQL("") if limit is None else sql.SQL("LIMIT {}").format(where.param(limit)),
         )
         rows = await self._s.rows(query, where.params)
         return [(_entity(row), row["mentions"]) for row in rows]
 
-    async def edges(
-        self, entity_ids: Collection[UUID], viewer: Viewer, *, as_of: datetime | None = None
-    ) -> list[EntityEdge]:
+    async def get_many(self, entity_ids: Collection[UUID]) -> dict[UUID, Entity]:
         if not entity_ids:
+            return {}
+        rows = await self._s.rows(
+            "SELECT " + _ENTITY + " FROM entities en WHERE en.id = ANY(%s)", (list(entity_ids),)
+        )
+        return {row["id"]: _entity(row) for row in rows}
+
+    async def edges(
+        self,
+        entity_ids: Collection[UUID],
+        viewer: Viewer,
+        *,
+        as_of: datetime | None = None,
+        history: bool = False,
+        typed: bool | None = None,
+        limit: int | None = None,
+    ) -> list[EntityEdge]:
+        if not entity_ids or (limit is not None and limit <= 0):
             return []
-        where = Where()
-        where.visible_to(viewer)
+        where = _visible(viewer)
         ids = where.param(list(entity_ids))
-        when: sql.Composable = sql.SQL("ed.valid_to IS NULL")
-        if as_of is not None:
-            when = sql.SQL(
-                "ed.valid_from <= {at} AND (ed.valid_to IS NULL OR {at} < ed.valid_to)"
-            ).format(at=where.param(as_of))
+        conditions: list[sql.Composable] = []
+        if not history and as_of is None:
+            conditions.append(sql.SQL("ed.valid_to IS NULL"))
+        elif not history:
+            conditions.append(
+                sql.SQL(
+                    "ed.valid_from <= {at} AND (ed.valid_to IS NULL OR {at} < ed.valid_to)"
+                ).format(at=where.param(as_of))
+            )
+        if typed is not None:
+            conditions.append(
+                sql.SQL("ed.relation <> 'co_occurs'" if typed else "ed.relation = 'co_occurs'")
+            )
+        when = sql.SQL(" AND ").join(conditions) if conditions else sql.SQL("TRUE")
         query = sql.SQL(
-            "SELECT * FROM (SELECT " + _EDGE + ", ARRAY(SELECT s.entry_id"
-            " FROM entity_edge_entries s JOIN entries ON entries.id = s.entry_id"
+            # The edges are picked (visible support exists, time, kind, order, limit)
+            # before their supporting entries are listed, so a hub entity's thousands of
+            # edges cost one index probe each, and only the kept ones are expanded.
+            "SELECT ed.id, ed.src_id, ed.dst_id, ed.relation, ed.valid_from, ed.valid_to,"
+            " CASE WHEN EXISTS (SELECT 1 FROM entity_edge_entries s"
+            " JOIN entries ON entries.id = s.entry_id"
+            " WHERE s.edge_id = ed.superseded_by AND {visible})"
+            " THEN ed.superseded_by END AS superseded_by,"
+            " ARRAY(SELECT s.entry_id FROM entity_edge_entries s"
+            " JOIN entries ON entries.id = s.entry_id"
             " WHERE s.edge_id = ed.id AND {visible} ORDER BY s.position) AS entry_ids"
-            " FROM entity_edges ed WHERE (ed.src_id = ANY({ids}) OR ed.dst_id = ANY({ids}))"
-            " AND {when}) AS found WHERE cardinality(entry_ids) > 0 ORDER BY valid_from, id"
-        ).format(visible=where.sql(), ids=ids, when=when)
+            " FROM (SELECT * FROM entity_edges ed"
+            " WHERE (ed.src_id = ANY({ids}) OR ed.dst_id = ANY({ids})) AND {when}"
+            " AND EXISTS (SELECT 1 FROM entity_edge_entries s"
+            " JOIN entries ON entries.id = s.entry_id WHERE s.edge_id = ed.id AND {visible})"
+            " ORDER BY ed.valid_from, ed.id {limit}) AS ed"
+            " ORDER BY ed.valid_from, ed.id"
+        ).format(
+            visible=where.sql(),
+            ids=ids,
+            when=when,
+            limit=sql.SQL("") if limit is None else sql.SQL("LIMIT {}").format(where.param(limit)),
+        )
         return [_edge(row) for row in await self._s.rows(query, where.params)]
 
     async def entries_mentioning(

@@ -1,4 +1,5 @@
-"""The ``apollo`` command line: serve, demo, simulate, ingest, query, migrate, stats.
+"""The ``apollo`` command line: serve, demo, simulate, ingest, query, entity, entities,
+migrate, label, stats.
 
 Settings come from the ``APOLLO_*`` environment (:meth:`Settings.from_env`); ``--data-dir``
 and ``--database-url`` override them. Exit codes: 0 success, 1 runtime failure (the store
@@ -16,6 +17,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from apollo_domain.errors import ApolloError, ConfigurationError, ValidationError
+from apollo_domain.services.entity_reads import DEFAULT_ENTITIES, MAX_ENTITIES, MAX_ENTITY_DEPTH
 from apollo_domain.services.query import DEFAULT_MODE, MAX_LIMIT, QUERY_MODES
 
 from .. import __version__
@@ -39,6 +41,7 @@ from .common import (
     UsageError,
     error,
 )
+from .entities import cmd_entities, cmd_entity
 from .ingest import cmd_ingest
 
 
@@ -238,6 +241,59 @@ def build_parser() -> argparse.ArgumentParser:
     query.add_argument("--agent", default=DEFAULT_AGENT, metavar="ID", help="agent id to log")
     query.add_argument("--json", action="store_true", help="print JSON")
     query.set_defaults(handler=cmd_query)
+
+    entity = commands.add_parser(
+        "entity",
+        parents=[store, identity],
+        help="one entity of the knowledge graph: its edges, entries, history or neighbours",
+        description="An entity as the principal may see it (only through entries it may "
+        "see that are not archived): its live edges and newest entries; with --history its "
+        "typed edges through time (every one, retired ones included, or those live at "
+        "--as-of); with --related the entities within --depth live edges. Exit 1 when the "
+        "entity is unknown or not visible.",
+    )
+    entity.add_argument("name", help="the entity's name (case and spacing do not matter)")
+    entity.add_argument(
+        "--history", action="store_true", help="its typed edges through time (bi-temporal)"
+    )
+    entity.add_argument(
+        "--as-of",
+        metavar="TIME",
+        help="with --history: the edges live at this ISO 8601 date or time (no zone: UTC)",
+    )
+    entity.add_argument(
+        "--related", action="store_true", help="the entities within --depth live edges"
+    )
+    entity.add_argument(
+        "--depth",
+        type=_int_between(1, MAX_ENTITY_DEPTH),
+        metavar="N",
+        help=f"with --related: edges walked, 1 to {MAX_ENTITY_DEPTH} (default 1)",
+    )
+    entity.add_argument("--agent", default=DEFAULT_AGENT, metavar="ID", help="agent id")
+    entity.add_argument("--json", action="store_true", help="print JSON")
+    entity.set_defaults(handler=cmd_entity)
+
+    entities = commands.add_parser(
+        "entities",
+        parents=[store, identity],
+        help="list the entities of the knowledge graph the principal may see",
+        description="The entities the principal may see, by name, each with the number of "
+        "entries it may see that mention it; --prefix keeps names starting with it, --query "
+        "the names a text mentions.",
+    )
+    entities.add_argument("--prefix", metavar="TEXT", help="only names starting with TEXT")
+    entities.add_argument("--query", metavar="TEXT", help="only the names TEXT mentions")
+    entities.add_argument(
+        "--limit",
+        type=_int_between(1, MAX_ENTITIES),
+        default=DEFAULT_ENTITIES,
+        metavar="N",
+        help=f"entities, 1 to {MAX_ENTITIES} (default {DEFAULT_ENTITIES})",
+    )
+    entities.add_argument("--agent", default=DEFAULT_AGENT, metavar="ID", help="agent id")
+    entities.add_argument("--json", action="store_true", help="print JSON")
+    entities.set_defaults(handler=cmd_entities)
 
     migrate = commands.add_parser(
         "migrate",

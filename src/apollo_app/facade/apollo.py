@@ -29,6 +29,7 @@ from apollo_domain.results import (
     CorroborationReport,
     ErasureResult,
     GasResult,
+    LinkedEntry,
     MaintenanceResult,
 )
 from apollo_domain.retrieval import RetrievalSettings
@@ -180,6 +181,13 @@ class Apollo:
     ) -> list[Evidence]:
         """The evidence on an entry (with ``principal``: only an entry it may see)."""
         return await self.run(c.GetEvidence(entry_id=str(entry_id)), principal=principal)
+
+    async def get_relations(
+        self, entry_id: UUID | str, *, principal: Principal | None = None
+    ) -> list[LinkedEntry]:
+        """The relations of an entry, both ways, with the entries at their other ends (with
+        ``principal``: only an entry it may see, and only the ends it may see)."""
+        return await self.run(c.GetRelations(entry_id=str(entry_id)), principal=principal)
 
     async def stats(self, principal: Principal | None = None) -> StoreStats:
         """Counts over the entries ``principal`` may see (anonymous: global only)."""

@@ -92,6 +92,10 @@ class BlockingClient:
     get_expertise = _blocks(Client.get_expertise)
     domains_at_risk = _blocks(Client.domains_at_risk)
     agent_profile = _blocks(Client.agent_profile)
+    entities = _blocks(Client.entities)
+    entity = _blocks(Client.entity)
+    entity_history = _blocks(Client.entity_history)
+    related_entities = _blocks(Client.related_entities)
 
 
 class BlockingApollo:

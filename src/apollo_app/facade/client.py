@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import Any, Protocol, TypeVar
 from uuid import UUID
 
@@ -18,11 +19,15 @@ from apollo_domain.ports import ExpertiseRecord
 from apollo_domain.results import (
     AgentProfile,
     Dispatch,
+    EntityDetail,
+    EntityHistory,
+    EntitySummary,
     IngestResult,
     LifecycleResult,
     LinkResult,
     MaintenanceResult,
     QueryResult,
+    RelatedEntity,
     RelatedEntry,
 )
 from apollo_domain.services import Caller, Deps
@@ -113,6 +118,18 @@ class KnowledgeClient(Protocol):
     async def domains_at_risk(self, min_agents: int = 2) -> list[DomainCoverage]: ...
 
     async def agent_profile(self, agent_id: str) -> AgentProfile: ...
+
+    async def entities(
+        self, query: str | None = None, prefix: str | None = None, limit: int = 20
+    ) -> list[EntitySummary]: ...
+
+    async def entity(self, name: str) -> EntityDetail: ...
+
+    async def entity_history(
+        self, name: str, as_of: datetime | str | None = None
+    ) -> EntityHistory: ...
+
+    async def related_entities(self, name: str, depth: int = 1) -> list[RelatedEntity]: ...
 
 
 def as_tuple(values: Any) -> Any:
@@ -290,6 +307,34 @@ class Client:
     async def agent_profile(self, agent_id: str) -> AgentProfile:
         return await self.run(c.GetAgentProfile(target_agent_id=agent_id))
 
+    # -- the entity graph ------------------------------------------------------------------
+
+    async def entities(
+        self, query: str | None = None, prefix: str | None = None, limit: int = 20
+    ) -> list[EntitySummary]:
+        """The entities this caller may see that ``query`` names or whose name starts with
+        ``prefix``, by name, each with the number of visible entries mentioning it."""
+        return await self.run(c.ListEntities(query=query, prefix=prefix, limit=limit))
+
+    async def entity(self, name: str) -> EntityDetail:
+        """One visible entity with its live edges and the newest entries mentioning it;
+        :class:`NotFound` when unknown or not visible."""
+        return await self.run(c.GetEntity(name=name))
+
+    async def entity_history(self, name: str, as_of: datetime | str | None = None) -> EntityHistory:
+        """The entity's typed edges live at ``as_of``, or all of them (retired included)."""
+        return await self.run(c.GetEntityHistory(name=name, as_of=instant_text(as_of)))
+
+    async def related_entities(self, name: str, depth: int = 1) -> list[RelatedEntity]:
+        """Entities within ``depth`` (1 to 3) live edges of the entity, nearest first."""
+        return await self.run(c.RelatedEntities(name=name, depth=depth))
+
+
+def instant_text(value: datetime | str | None) -> str | None:
+    """A time argument as the ISO 8601 text a command holds (anything else as given: the
+    use case refuses it, naming the field)."""
+    return value.isoformat() if isinstance(value, datetime) else value
+
 
 def _id(value: UUID | str) -> str:
     """An id argument as the string a command holds (anything else as given: the use case
@@ -302,6 +347,7 @@ __all__ = [
     "KnowledgeClient",
     "arguments_of",
     "as_tuple",
+    "instant_text",
     "store_command",
     "store_many_command",
 ]

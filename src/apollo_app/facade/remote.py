@@ -18,6 +18,7 @@ import math
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
+from datetime import datetime
 from typing import Any, TypeVar
 from uuid import UUID, uuid4
 
@@ -30,9 +31,26 @@ from apollo_domain.lifecycle import parse_resolution, validate_decay_factor, val
 from apollo_domain.messaging import Message, MessageBus
 from apollo_domain.model import Principal
 from apollo_domain.ports import ExpertiseRecord
-from apollo_domain.results import AgentProfile, Dispatch, QueryResult, RelatedEntry
+from apollo_domain.results import (
+    AgentProfile,
+    Dispatch,
+    EntityDetail,
+    EntityHistory,
+    EntitySummary,
+    QueryResult,
+    RelatedEntity,
+    RelatedEntry,
+)
 from apollo_domain.services import Caller
 from apollo_domain.services.context import bounded_int, parse_statuses, unit_float
+from apollo_domain.services.entity_reads import (
+    MAX_ENTITIES,
+    MAX_ENTITY_DEPTH,
+    parse_entity_query,
+    parse_instant,
+    parse_name,
+    parse_prefix,
+)
 from apollo_domain.services.graph import parse_id
 from apollo_domain.services.query import DEFAULT_STATUSES, MAX_LIMIT
 from apollo_domain.topology import Topology
@@ -40,6 +58,7 @@ from apollo_domain.traversal import parse_relation_types, validate_depth
 from apollo_domain.validation import bounded_float
 
 from .. import bootstrap
+from ..wire.codec import format_datetime
 from ..wire.envelope import DEADLINE_HEADER, action_of, encode_command, payload_of
 from ..wire.replies import decode_reply
 from .client import arguments_of, store_command, store_many_command
@@ -280,6 +299,45 @@ class RemoteClient:
             raise ValidationError("agent_id", "must be a non-empty string")
         return await self._request(
             c.GetAgentProfile(target_agent_id=agent_id.strip(), agent_id=self.agent_id)
+        )
+
+    # -- the entity graph: RPC ---------------------------------------------------------------
+
+    async def entities(
+        self, query: str | None = None, prefix: str | None = None, limit: int = 20
+    ) -> list[EntitySummary]:
+        return await self._request(
+            c.ListEntities(
+                query=parse_entity_query(query),
+                prefix=parse_prefix(prefix),
+                limit=bounded_int("limit", limit, 1, MAX_ENTITIES),
+                agent_id=self.agent_id,
+            )
+        )
+
+    async def entity(self, name: str) -> EntityDetail:
+        parse_name(name)
+        return await self._request(c.GetEntity(name=name, agent_id=self.agent_id))
+
+    async def entity_history(self, name: str, as_of: datetime | str | None = None) -> EntityHistory:
+        parse_name(name)
+        when = parse_instant("as_of", as_of)
+        return await self._request(
+            c.GetEntityHistory(
+                name=name,
+                as_of=None if when is None else format_datetime(when),
+                agent_id=self.agent_id,
+            )
+        )
+
+    async def related_entities(self, name: str, depth: int = 1) -> list[RelatedEntity]:
+        parse_name(name)
+        return await self._request(
+            c.RelatedEntities(
+                name=name,
+                depth=bounded_int("depth", depth, 1, MAX_ENTITY_DEPTH),
+                agent_id=self.agent_id,
+            )
         )
 
     # -- transport ------------------------------------------------------------------------

@@ -12,7 +12,9 @@ Which queue carries what:
 - ingest queue: the mutations of :data:`MUTATIONS` (``ingest``, ``link``, ``deprecate``,
   ``resolve``, ``force_decay``, ``archive_stale``);
 - query queue (RPC): the reads of :data:`REQUESTS` (``query``, ``traverse``, ``expertise``,
-  ``at_risk``, ``profile``), answered as :mod:`apollo_app.wire.replies` says;
+  ``at_risk``, ``profile``, and the entity graph's ``entities``, ``entity``,
+  ``entity_history``, ``related_entities``), answered as :mod:`apollo_app.wire.replies`
+  says;
 - writeback-store / writeback-vectorize: ``writeback_store`` (content + embedding +
   metadata) and ``writeback_vectorize`` (content + metadata);
 - GAS queue: the ``llm.audit.complete`` event itself, a raw JSON object (not enveloped).
@@ -59,6 +61,10 @@ ACTIONS: Final[Mapping[type[c.Command[Any]], str]] = {
     c.GetAgentProfile: "profile",
     c.WritebackStore: "writeback_store",
     c.WritebackVectorize: "writeback_vectorize",
+    c.ListEntities: "entities",
+    c.GetEntity: "entity",
+    c.GetEntityHistory: "entity_history",
+    c.RelatedEntities: "related_entities",
 }
 COMMANDS: Final[Mapping[str, type[c.Command[Any]]]] = {name: k for k, name in ACTIONS.items()}
 #: Mutations, published to the ingest queue.
@@ -66,7 +72,19 @@ MUTATIONS: Final = frozenset(
     {"ingest", "link", "deprecate", "resolve", "force_decay", "archive_stale"}
 )
 #: Read-only requests, answered over RPC on the query queue.
-REQUESTS: Final = frozenset({"query", "traverse", "expertise", "at_risk", "profile"})
+REQUESTS: Final = frozenset(
+    {
+        "query",
+        "traverse",
+        "expertise",
+        "at_risk",
+        "profile",
+        "entities",
+        "entity",
+        "entity_history",
+        "related_entities",
+    }
+)
 
 
 def make_converter(

@@ -15,9 +15,10 @@ from .curation import (
     run_decay_cycle,
     unlabel_source,
 )
+from .entity_reads import entity_history, get_entity, list_entities, related_entities
 from .erasure import erase_agent
 from .gas import process_gas_event
-from .graph import link_entries, related_entries
+from .graph import entry_relations, link_entries, related_entries
 from .ingest import IngestRequest, ingest, ingest_many, prepare
 from .maintenance import check_corroboration, process_outbox
 from .query import query
@@ -32,18 +33,23 @@ __all__ = [
     "check_corroboration",
     "deprecate_entry",
     "domains_at_risk",
+    "entity_history",
+    "entry_relations",
     "erase_agent",
     "force_decay",
+    "get_entity",
     "get_expertise",
     "get_source",
     "ingest",
     "ingest_many",
     "label_source",
     "link_entries",
+    "list_entities",
     "prepare",
     "process_gas_event",
     "process_outbox",
     "query",
+    "related_entities",
     "related_entries",
     "resolve_dispute",
     "resolve_viewer",

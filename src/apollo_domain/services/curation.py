@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from uuid import UUID
 
 from ..credibility import SourceCredibility, evidence_weight, parse_label
-from ..errors import Forbidden, ValidationError
+from ..errors import Forbidden, NotFound, ValidationError
 from ..expertise import DomainCoverage, proficiency
 from ..expertise import domains_at_risk as select_at_risk
 from ..lifecycle import (
@@ -34,6 +34,7 @@ from ..results import (
     MaintenanceResult,
     SourceReport,
 )
+from ..rules import is_visible
 from .context import Caller, Deps, bounded_int, first_application, resolve_viewer, unit_float
 from .graph import parse_id, visible_entry
 
@@ -90,18 +91,26 @@ async def resolve_dispute(
     get the opposite verdict: accepting archives them (``archive_reason: lost_dispute``);
     rejecting returns each whose only remaining contradiction this was to its prior status.
     Validated sources gain α, refuted ones β, each by one. Nothing changes on any failure.
-    A redelivery of ``idempotency_key`` reports the entry as it is now, ``changed`` False."""
+    A redelivery of ``idempotency_key`` reports the entry as it is now, ``changed`` False.
+
+    The entry and its counterparts are decided and written under their row locks, taken
+    in id order, so resolutions of two sides of one dispute at once wait for each other
+    (the second then finds its entry no longer disputed) instead of deadlocking."""
     target = parse_id("entry_id", entry_id)
     decided = parse_resolution(resolution)
     viewer = await resolve_viewer(deps.store.directory, caller.principal)
     async with deps.store.unit_of_work() as uow:
         if not await first_application(uow, "resolve", idempotency_key, deps.clock.now()):
             return _unchanged(await visible_entry(uow, target, viewer))
-        entry = await visible_entry(uow, target, viewer, lock=True)
+        await visible_entry(uow, target, viewer)  # NotFound before any lock is taken
+        sides = await _lock_sides(uow, target)
+        entry = sides.pop(target, None)
+        if entry is None or not is_visible(entry, viewer):
+            raise NotFound(f"entry {target} not found")
         now = deps.clock.now()
         changed = resolve(entry, decided, now)
         accepted = decided is not Resolution.REJECT
-        others = await _counterparts(uow, entry.id)
+        others = [sides[k] for k in sorted(sides, key=str) if sides[k].is_active]
         await uow.entries.update(changed)
         await _verdict(uow, [entry], validated=accepted)
         await _verdict(uow, others, validated=not accepted)
@@ -142,14 +151,17 @@ async def _contradiction_partners(uow: UnitOfWork, entry_id: UUID) -> list[UUID]
     return sorted(partners, key=str)
 
 
-async def _counterparts(uow: UnitOfWork, entry_id: UUID) -> list[Entry]:
-    """The active entries on the other side of ``entry_id``'s disputes, locked."""
-    found = []
-    for partner in await _contradiction_partners(uow, entry_id):
-        other = await uow.entries.lock(partner)
-        if other is not None and other.is_active:
-            found.append(other)
-    return found
+async def _lock_sides(uow: UnitOfWork, entry_id: UUID) -> dict[UUID, Entry]:
+    """``entry_id`` and the entries on the other side of its disputes, each under its row
+    lock (taken in id order), by id; entries that are gone are absent. A dispute recorded
+    while the locks were taken is locked too."""
+    locked: dict[UUID, Entry | None] = {}
+    wanted = {entry_id, *await _contradiction_partners(uow, entry_id)}
+    while missing := wanted - locked.keys():
+        for other in sorted(missing, key=str):
+            locked[other] = await uow.entries.lock(other)
+        wanted.update(await _contradiction_partners(uow, entry_id))
+    return {k: v for k, v in locked.items() if v is not None}
 
 
 async def _contradicted_by_others(uow: UnitOfWork, entry_id: UUID, *, besides: UUID) -> bool:

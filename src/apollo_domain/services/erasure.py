@@ -5,7 +5,8 @@ from __future__ import annotations
 from attrs import evolve
 
 from ..errors import ValidationError
-from ..model import SourceRef, Status
+from ..model import Entry, SourceRef, Status
+from ..ports import UnitOfWork
 from ..redaction import REDACTED
 from ..results import ErasureResult
 from .context import Deps, first_application
@@ -14,7 +15,8 @@ from .context import Deps, first_application
 async def erase_agent(
     deps: Deps, agent_id: object, *, idempotency_key: str | None = None
 ) -> ErasureResult:
-    """Remove every trace of ``agent_id``, in one transaction:
+    """Remove every trace of ``agent_id``, in one transaction, its entries read under their
+    row locks:
 
     - its entries that are not confirmed are deleted (with their evidence and relations);
     - its confirmed entries are redacted: source ``redacted`` with provider, channel and
@@ -40,7 +42,7 @@ async def erase_agent(
         now = deps.clock.now()
         if not await first_application(uow, "erase_agent", idempotency_key, now):
             return ErasureResult(agent, 0, 0)
-        entries = await uow.entries.by_agent(agent)
+        entries = await _locked(uow, await uow.entries.by_agent(agent))
         doomed = [e.id for e in entries if e.status is not Status.CONFIRMED]
         deleted = await uow.entries.delete(doomed) if doomed else 0
         kept = [e for e in entries if e.status is Status.CONFIRMED]
@@ -64,3 +66,15 @@ async def erase_agent(
         access_log=access_log,
         contexts=contexts,
     )
+
+
+async def _locked(uow: UnitOfWork, entries: list[Entry]) -> list[Entry]:
+    """``entries`` as they are under their row locks (taken in id order), those gone
+    meanwhile left out: whether one is deleted or redacted, and the redacted entry written
+    back, follow its state as of the lock, so a concurrent change to it is never lost."""
+    locked = []
+    for entry in sorted(entries, key=lambda e: str(e.id)):
+        current = await uow.entries.lock(entry.id)
+        if current is not None:
+            locked.append(current)
+    return locked

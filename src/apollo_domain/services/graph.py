@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import math
+from datetime import UTC, datetime
 from uuid import UUID
 
 from ..errors import NotFound, ValidationError
 from ..model import Entry, Relation, Viewer
 from ..ports import AccessLogRecord, UnitOfWork
-from ..results import LinkResult, RelatedEntry
+from ..results import LinkedEntry, LinkResult, RelatedEntry
 from ..rules import is_visible
 from ..traversal import (
     MAX_RELATED,
@@ -104,6 +105,44 @@ async def related_entries(
     ]
 
 
+async def entry_relations(deps: Deps, caller: Caller, entry_id: object) -> list[LinkedEntry]:
+    """The relations of a visible entry, both ways, each with the entry at its other end:
+    outgoing first, then incoming, newest first within each (at most ``MAX_RELATED`` each
+    way). Relations to entries the caller may not see are left out; archived entries are
+    shown (with their status), so the loser of a dispute stays in view. Writes nothing."""
+    root = parse_id("entry_id", entry_id)
+    viewer = await resolve_viewer(deps.store.directory, caller.principal)
+    async with deps.store.unit_of_work() as uow:
+        await visible_entry(uow, root, viewer)
+        outgoing = await uow.relations.outgoing([root])
+        incoming = await uow.relations.incoming([root])
+        ends = {r.to_id for r in outgoing} | {r.from_id for r in incoming}
+        others = await uow.entries.get_many(ends - {root})
+    found: list[LinkedEntry] = []
+    for direction, relations in (("out", outgoing), ("in", incoming)):
+        newest = sorted(relations, key=lambda r: r.created_at or _EPOCH, reverse=True)
+        kept = 0
+        for relation in newest:
+            other = others.get(relation.to_id if direction == "out" else relation.from_id)
+            if other is None or not is_visible(other, viewer) or kept == MAX_RELATED:
+                continue
+            kept += 1
+            found.append(
+                LinkedEntry(
+                    direction,
+                    relation.relation_type,
+                    relation.weight,
+                    relation.created_at,
+                    other.id,
+                    other.content,
+                    other.content_type,
+                    other.confidence,
+                    other.status,
+                )
+            )
+    return found
+
+
 async def link_entries(
     deps: Deps,
     caller: Caller,
@@ -146,4 +185,6 @@ async def link_entries(
     return LinkResult(source, target, kind, created)
 
 
-__all__ = ["link_entries", "parse_id", "related_entries", "visible_entry"]
+_EPOCH = datetime.min.replace(tzinfo=UTC)
+
+__all__ = ["entry_relations", "link_entries", "parse_id", "related_entries", "visible_entry"]

@@ -146,6 +146,10 @@ async def ingest(
 ) -> IngestResult:
     """Steps 2-8 of DESIGN §4 "Ingest"; nothing is written unless the whole ingest commits.
 
+    A first, read-only look finds an exact duplicate, so a repeat is not embedded. Steps
+    4-8 then run in one unit of work that decides again: the duplicate under its row lock
+    (an entry archived since the look is no longer one, and the text is embedded then).
+
     ``idempotency_key`` (a message id) is recorded in the same transaction: a redelivered
     message with the same key writes nothing and reports the entry it created before.
     """
@@ -161,22 +165,21 @@ async def ingest(
     if not floor.admitted:
         return IngestResult(Outcome.REJECTED, reason=f"{floor.reason}: {floor.detail}")
 
-    embedding = None
+    embedding: tuple[float, ...] | None = None
     extraction = Extraction()
     if duplicate is None:  # step 5, outside the transaction: embedding may be slow
-        (vector,) = await deps.embedder.embed([request.content])
-        embedding = tuple(float(x) for x in vector)
-        extraction = await extract(deps.extractor, request.content)
+        embedding, extraction = await _embed(deps, request)
 
     async with store.unit_of_work() as uow:
         now = deps.clock.now()
         if not await first_application(uow, "ingest", idempotency_key, now):
             return _replayed(await _find_duplicate(uow, request))
-        duplicate = await _find_duplicate(uow, request)
+        duplicate = await _find_duplicate(uow, request, lock=True)
         if duplicate is not None:  # step 4
             result = await _record_duplicate(deps, uow, viewer, request, duplicate, cred, now)
         else:
-            assert embedding is not None
+            if embedding is None:  # the duplicate of the first look was archived since
+                embedding, extraction = await _embed(deps, request)
             result = await _place(deps, uow, viewer, request, embedding, cred, now)
             if result.outcome is Outcome.CREATED and result.entry_id is not None:
                 await index_entry(uow, result.entry_id, extraction, now)
@@ -184,6 +187,12 @@ async def ingest(
             await _bookkeep(uow, request, result, now)
             await uow.commit()
         return result
+
+
+async def _embed(deps: Deps, request: IngestRequest) -> tuple[tuple[float, ...], Extraction]:
+    """Step 5's embedding of the text, and the entities it mentions."""
+    (vector,) = await deps.embedder.embed([request.content])
+    return tuple(float(x) for x in vector), await extract(deps.extractor, request.content)
 
 
 async def _bookkeep(
@@ -226,17 +235,21 @@ def _credibility(alpha: float, beta: float, label: str | None) -> float:
     return SourceCredibility("", alpha, beta, label).credibility
 
 
-async def _find_duplicate(uow: UnitOfWork, request: IngestRequest) -> Entry | None:
+async def _find_duplicate(
+    uow: UnitOfWork, request: IngestRequest, *, lock: bool = False
+) -> Entry | None:
+    """The live entry holding this content in its partition; ``lock``: under its row lock,
+    as the entry a duplicate is recorded against must be."""
     return await uow.entries.find_by_hash(
-        request.content_hash, request.access_scope, request.owner_id
+        request.content_hash, request.access_scope, request.owner_id, lock=lock
     )
 
 
-async def _locked(uow: UnitOfWork, entry_id: uuid.UUID) -> tuple[Entry, list[Evidence]]:
-    """The entry under its row lock, and its evidence as of then."""
+async def _locked(uow: UnitOfWork, entry_id: uuid.UUID) -> tuple[Entry, list[Evidence]] | None:
+    """The entry under its row lock, and its evidence as of then; None when it is gone."""
     entry = await uow.entries.lock(entry_id)
     if entry is None:
-        raise Conflict(f"entry {entry_id} was removed while this ingest ran")
+        return None
     return entry, await uow.evidence.for_entry(entry_id)
 
 
@@ -275,10 +288,11 @@ async def _record_duplicate(
     credibility: float,
     now: Any,
 ) -> IngestResult:
-    """Step 4: record a source's exact repeat against the existing entry. An independent
+    """Step 4: record a source's exact repeat against the existing entry, which the caller
+    found live under its row lock (:func:`_find_duplicate` with ``lock``). An independent
     source's evidence corroborates a confirmed entry (boost, once per source); a source
     that corroboration allows agrees with a candidate; anything else is a duplicate."""
-    existing, recorded = await _locked(uow, existing.id)
+    recorded = await uow.evidence.for_entry(existing.id)
     if existing.status is Status.CONFIRMED and independent_of_all(
         request.source, [e.source for e in recorded]
     ):
@@ -320,9 +334,12 @@ async def _place(
             SearchFilter(viewer, ACTIVE, access_scope=request.access_scope),
             NEIGHBOURS,
         )
-    same = next((n.entry for n in neighbours if _same_partition(n.entry, request)), None)
-    if same is not None:  # a concurrent writer committed this very content meanwhile
-        return await _record_duplicate(deps, uow, viewer, request, same, credibility, now)
+    if any(_same_partition(n.entry, request) for n in neighbours):
+        # a concurrent writer committed this very content meanwhile
+        same = await _find_duplicate(uow, request, lock=True)
+        if same is not None:
+            return await _record_duplicate(deps, uow, viewer, request, same, credibility, now)
+        neighbours = [n for n in neighbours if not _same_partition(n.entry, request)]
     evidence = await uow.evidence.for_entries([n.entry.id for n in neighbours])
 
     # step 6: corroborate the best confirmed neighbour the rules allow; failing that,
@@ -336,7 +353,10 @@ async def _place(
                 policy, viewer, request, scored.entry, scored.similarity, recorded, kind
             ):
                 continue
-            target, evidence[target_id] = await _locked(uow, target_id)
+            locked = await _locked(uow, target_id)
+            if locked is None:  # erased meanwhile
+                continue
+            target, evidence[target_id] = locked
             if _supports(
                 policy, viewer, request, target, scored.similarity, evidence[target_id], kind
             ):
@@ -382,7 +402,7 @@ async def _place(
             await uow.entries.add(entry)
     except Conflict:
         # a concurrent writer committed the same content first: record against the winner
-        winner = await _find_duplicate(uow, request)
+        winner = await _find_duplicate(uow, request, lock=True)
         if winner is None:
             raise Conflict(
                 "content-hash conflict, but the winning entry could not be read"
@@ -489,7 +509,7 @@ async def _ingest_chunk(
                     IngestResult(Outcome.REJECTED, reason=f"{floor.reason}: {floor.detail}")
                 )
                 continue
-            duplicate = await _find_duplicate(uow, request)
+            duplicate = await _find_duplicate(uow, request, lock=True)
             if duplicate is not None:
                 result = await _record_duplicate(deps, uow, viewer, request, duplicate, cred, now)
             else:

@@ -99,7 +99,7 @@ async def check_corroboration(
                 continue
             agreeing = agreeing_sources(candidate, recorded.get(candidate.id, ()))
             if len(agreeing) >= 2:
-                if await _confirm_agreement(deps, uow, candidate, agreeing):
+                if await _confirm_agreement(deps, uow, candidate):
                     bootstrapped += 1
                     changed.add(candidate.id)
                 continue
@@ -160,15 +160,17 @@ async def check_corroboration(
     return CorroborationReport(len(candidates), promoted, bootstrapped)
 
 
-async def _confirm_agreement(
-    deps: Deps, uow: UnitOfWork, candidate: Entry, agreeing: list[SourceRef]
-) -> bool:
+async def _confirm_agreement(deps: Deps, uow: UnitOfWork, candidate: Entry) -> bool:
     """Confirm ``candidate`` on the agreement of its own independent sources: status,
     confirmed_at, the corroboration boost weighted by the agreeing source's credibility,
-    ``bootstrap = {agreement: [agent ids]}``; no other entry is involved."""
+    ``bootstrap = {agreement: [agent ids]}``; no other entry is involved. Decided again on
+    the candidate and its evidence as they are under its row lock."""
     locked = await uow.entries.lock(candidate.id)
     if locked is None or locked.status is not Status.CANDIDATE:
-        return False  # a concurrent run got there first
+        return False  # a concurrent run, a deprecation or an erasure got there first
+    agreeing = agreeing_sources(locked, await uow.evidence.for_entry(locked.id))
+    if len(agreeing) < 2:
+        return False
     credibility = await _credibility(uow, agreeing[1].agent_id)
     boosted = deps.policy.after_corroboration(locked.confidence, credibility)
     sources = [s.agent_id for s in agreeing]
@@ -187,7 +189,16 @@ async def _promote(
     bootstrap_partner: UUID | None,
 ) -> bool:
     """Confirm ``candidate`` on the strength of ``by``: status, confirmed_at, boost, evidence
-    and the ``similar_to`` relation, all or nothing (savepoint)."""
+    and the ``similar_to`` relation, all or nothing (savepoint). The candidate is written
+    as it is under its row lock, and only while it is still a candidate and ``by`` still
+    has the status it was chosen for (confirmed, or a candidate for a bootstrap pair)."""
+    locked = await uow.entries.lock(candidate.id)
+    if locked is None or locked.status is not Status.CANDIDATE:
+        return False  # deprecated, disputed, promoted or erased since it was read
+    strength = await uow.entries.get(by.id)
+    if strength is None or strength.status is not by.status:
+        return False
+    candidate = locked
     now = deps.clock.now()
     credibility = await _credibility(uow, by.source.agent_id)
     boosted = deps.policy.after_corroboration(candidate.confidence, credibility)

@@ -14,7 +14,7 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Route
 
 from apollo_domain import commands as c
 from apollo_domain.errors import ApolloError, ValidationError
@@ -26,6 +26,7 @@ from ...metrics import Metrics
 from ...wire.codec import decode_json, encode_json, json_type, make_converter
 from ...wire.envelope import structure
 from .auth import UNAUTHORIZED_HEADERS, Authenticator, Unauthorized
+from .console_app import console_routes
 from .errors import JSON, error_response, http_error, map_error, server_error
 from .middleware import Instrumentation, LoopbackOnly
 from .openapi import openapi_document
@@ -185,11 +186,12 @@ def create_app(
     metrics: Metrics | None = None,
 ) -> Starlette:
     """The Starlette application of Apollo's HTTP API (``/api/apollo/...``, ``/metrics``,
-    ``/openapi.json``). ``tokens`` maps bearer tokens to principal ids."""
+    ``/openapi.json``) and of the console (``/`` and ``/console/...``, static files outside
+    the API document). ``tokens`` maps bearer tokens to principal ids."""
     converter = make_converter(round_scores=True)
     auth = Authenticator(tokens)
     document = encode_json(openapi_document())
-    routes = [
+    routes: list[BaseRoute] = [
         Route(op.full_path, _endpoint(op, apollo, auth, metrics, converter), methods=[op.method])
         for op in OPERATIONS
     ]
@@ -215,6 +217,7 @@ def create_app(
 
     routes.append(Route("/openapi.json", openapi, methods=["GET"]))
     routes.append(Route("/metrics", exposition, methods=["GET"]))
+    routes.extend(console_routes())
     # Instrumentation first (outermost), so it counts what LoopbackOnly refuses too.
     middleware = [Middleware(Instrumentation, metrics=metrics)] if metrics is not None else []
     if not auth.configured:  # no authentication: only this machine's own pages and tools

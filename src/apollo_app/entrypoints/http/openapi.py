@@ -155,7 +155,7 @@ def openapi_document(operations: tuple[Operation, ...] = OPERATIONS) -> dict[str
             operation["requestBody"] = body
         if op.authenticated:
             operation["security"] = [{"bearer": []}]
-        paths.setdefault(op.full_path, {})[op.method.lower()] = operation
+        paths.setdefault(op.document_path, {})[op.method.lower()] = operation
 
     paths["/openapi.json"] = {
         "get": {

@@ -8,6 +8,7 @@ Both the Starlette routes and the OpenAPI document are built from this one table
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -18,14 +19,20 @@ from starlette.requests import Request
 
 from apollo_domain import commands as c
 from apollo_domain.expertise import DomainCoverage
-from apollo_domain.model import Entry, Outcome, Principal, Status
+from apollo_domain.model import Entry, Evidence, Outcome, Principal, Status
 from apollo_domain.ports import ExpertiseRecord, StoreStats
 from apollo_domain.results import (
     AgentProfile,
+    EntityDetail,
+    EntityHistory,
+    EntitySummary,
+    EvidenceView,
     IngestResult,
     LifecycleResult,
+    LinkedEntry,
     MaintenanceResult,
     QueryResult,
+    RelatedEntity,
     RelatedEntry,
     SourceReport,
 )
@@ -38,6 +45,7 @@ from .errors import error_body
 from .schema import JsonSchema
 
 PREFIX = "/api/apollo"
+_CONVERTOR = re.compile(r"\{(\w+):\w+\}")
 #: The agent credited with an HTTP call that names none, when the caller is anonymous.
 HTTP_AGENT = "http"
 
@@ -84,6 +92,10 @@ def _entry(call: Call, entry: Entry) -> tuple[int, Any]:
     return 200, data
 
 
+def _evidence(call: Call, evidence: list[Evidence]) -> tuple[int, Any]:
+    return 200, {"evidence": call.out(EvidenceView.list_of(evidence))}
+
+
 def _stats(call: Call, stats: StoreStats) -> tuple[int, Any]:
     by_status = {status.value: int(stats.by_status.get(status.value, 0)) for status in Status}
     return 200, {
@@ -124,7 +136,13 @@ class Operation:
 
     @property
     def full_path(self) -> str:
+        """The route's path, path convertors included (``{name:path}``)."""
         return PREFIX + self.path
+
+    @property
+    def document_path(self) -> str:
+        """The path as OpenAPI writes it: parameters without their convertors."""
+        return _CONVERTOR.sub(r"{\1}", self.full_path)
 
     @property
     def reads_body(self) -> bool:
@@ -220,6 +238,34 @@ OPERATIONS: tuple[Operation, ...] = (
         c.GetEntry,
         (200, "The entry (without its embedding).", Entry),
         present=_entry,
+        path_fields=_ENTRY_PATH,
+        errors=(400, 404, 503),
+    ),
+    Operation(
+        "GET",
+        "/entries/{entry_id}/evidence",
+        "get_evidence",
+        "The evidence on a visible entry: each source, its kind, its credibility when "
+        "recorded, and whether it counts as independent of the sources before it.",
+        c.GetEvidence,
+        (200, "The evidence, origin first, in the order recorded.", ("evidence", EvidenceView)),
+        present=_evidence,
+        path_fields=_ENTRY_PATH,
+        errors=(400, 404, 503),
+    ),
+    Operation(
+        "GET",
+        "/entries/{entry_id}/relations",
+        "get_relations",
+        "The relations of a visible entry, both ways, with the visible entries at their "
+        "other ends (archived ones included).",
+        c.GetRelations,
+        (
+            200,
+            f"Outgoing then incoming, newest first, at most {MAX_RELATED} each way.",
+            ("relations", LinkedEntry),
+        ),
+        present=_listed("relations"),
         path_fields=_ENTRY_PATH,
         errors=(400, 404, 503),
     ),
@@ -347,6 +393,62 @@ OPERATIONS: tuple[Operation, ...] = (
     ),
 )
 
+# An entity's name may hold a slash (``500 req/s``): the name routes take the rest of the
+# path, so the history and related routes come before the entity's own.
+_ENTITY_PATH = {"name": "name"}
+ENTITY_OPERATIONS: tuple[Operation, ...] = (
+    Operation(
+        "GET",
+        "/entities",
+        "list_entities",
+        "Entities the caller may see that a text names or whose name starts with a prefix.",
+        c.ListEntities,
+        (
+            200,
+            "By name, each with the number of visible entries mentioning it.",
+            ("entities", EntitySummary),
+        ),
+        present=_listed("entities"),
+        errors=(400, 503),
+        tag="entities",
+    ),
+    Operation(
+        "GET",
+        "/entities/{name:path}/history",
+        "entity_history",
+        "An entity's typed edges live at as_of, or its whole history (retired edges too).",
+        c.GetEntityHistory,
+        (200, "The edges, oldest first.", EntityHistory),
+        path_fields=_ENTITY_PATH,
+        errors=(400, 404, 503),
+        tag="entities",
+    ),
+    Operation(
+        "GET",
+        "/entities/{name:path}/related",
+        "related_entities",
+        "Entities within depth live edges of an entity, nearest first.",
+        c.RelatedEntities,
+        (200, "At most 50 entities, nearest first.", ("related", RelatedEntity)),
+        present=_listed("related"),
+        path_fields=_ENTITY_PATH,
+        errors=(400, 404, 503),
+        tag="entities",
+    ),
+    Operation(
+        "GET",
+        "/entities/{name:path}",
+        "get_entity",
+        "One entity the caller may see, with its live edges and newest entries.",
+        c.GetEntity,
+        (200, "The entity.", EntityDetail),
+        path_fields=_ENTITY_PATH,
+        errors=(400, 404, 503),
+        tag="entities",
+    ),
+)
+OPERATIONS = OPERATIONS + ENTITY_OPERATIONS
+
 HEALTH_SCHEMA: JsonSchema = {
     "type": "object",
     "required": ["status", "data_available"],
@@ -391,4 +493,4 @@ STATS_SCHEMA: JsonSchema = {
 #: Result schemas the table names by ``None`` (served as hand-shaped JSON).
 SHAPED: Mapping[str, JsonSchema] = {"health": HEALTH_SCHEMA, "stats": STATS_SCHEMA}
 
-__all__ = ["HTTP_AGENT", "OPERATIONS", "PREFIX", "SHAPED", "Call", "Operation"]
+__all__ = ["ENTITY_OPERATIONS", "HTTP_AGENT", "OPERATIONS", "PREFIX", "SHAPED", "Call", "Operation"]
