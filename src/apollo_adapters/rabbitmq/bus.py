@@ -410,6 +410,11 @@ class AiormqBus:
             raise _ConnectionLost("channel closed during publish") from e
         except (aiormq.AMQPError, aiormq.ChannelInvalidStateError, OSError, RuntimeError) as e:
             raise _ConnectionLost(describe(e)) from e
+        except Exception as e:
+            # aiormq fails what was pending on a closing channel with a bare Exception
+            if channel.is_closed or _connection_gone(channel):
+                raise _ConnectionLost(describe(e)) from e
+            raise
         if not isinstance(confirmation, spec.Basic.Ack):
             raise TransportError(f"publish to {target} not confirmed: {confirmation!r}")
 
