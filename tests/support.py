@@ -193,7 +193,8 @@ class _FaultyUnitOfWork:
         await self._inner.__aexit__(*exc)
 
     async def commit(self) -> None:
-        if "commit" in self._faults.failing:
+        self._faults.calls.append("commit")
+        if "commit" in self._faults.failing or self._faults.due("commit"):
             raise PersistenceFailed("injected failure in commit")
         await self._inner.commit()
 
@@ -221,6 +222,50 @@ class FaultInjectingStore:
 
     async def close(self) -> None:
         await self.inner.close()
+
+
+class SettlementRecorder:
+    """Wraps a MessageBus: every settlement of a consumed delivery (``ack``, ``reject``,
+    ``retry``) as ``(message_id, how)``, in order, and each queue's prefetch."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.settlements: list[tuple[str, str]] = []
+        self.prefetch: dict[str, int] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def consume(self, queue: str, handler: Any, *, prefetch: int = 10) -> Any:
+        self.prefetch[queue] = prefetch
+
+        async def recorded(delivery: Any) -> None:
+            await handler(_RecordedDelivery(delivery, self.settlements))
+
+        return await self.inner.consume(queue, recorded, prefetch=prefetch)
+
+    def settled(self, how: str) -> list[str]:
+        """The message ids settled ``how``, in order."""
+        return [message_id for message_id, done in self.settlements if done == how]
+
+
+class _RecordedDelivery:
+    def __init__(self, inner: Any, log: list[tuple[str, str]]) -> None:
+        self._inner = inner
+        self._log = log
+        self.message = inner.message
+
+    async def ack(self) -> None:
+        self._log.append((self.message.message_id, "ack"))
+        await self._inner.ack()
+
+    async def reject(self, reason: str) -> None:
+        self._log.append((self.message.message_id, "reject"))
+        await self._inner.reject(reason)
+
+    async def retry(self, reason: str) -> None:
+        self._log.append((self.message.message_id, "retry"))
+        await self._inner.retry(reason)
 
 
 class ScriptedLLM:

@@ -115,6 +115,11 @@ class Settings:
     outbox_lease: float = 900.0
     corroboration_batch: int = 100
     prefetch: int = 16
+    #: The ingest consumer commits up to ``ingest_batch`` ``store_knowledge`` messages in
+    #: one transaction: those that arrived within ``ingest_batch_ms`` of the first (1: each
+    #: message alone). Its prefetch is raised to twice the batch when lower.
+    ingest_batch: int = 64
+    ingest_batch_ms: float = 10.0
     max_redeliveries: int = 5
     pool_max: int = 10
     ef_search: int = 100
@@ -170,6 +175,8 @@ class Settings:
         number("APOLLO_OUTBOX_LEASE_SECONDS", "outbox_lease", float, 1, 86_400)
         number("APOLLO_CORROBORATION_BATCH", "corroboration_batch", int, 1, 100_000)
         number("APOLLO_PREFETCH", "prefetch", int, 1, 10_000)
+        number("APOLLO_INGEST_BATCH", "ingest_batch", int, 1, 1_000)
+        number("APOLLO_INGEST_BATCH_MS", "ingest_batch_ms", float, 0, 1_000)
         number("APOLLO_MAX_REDELIVERIES", "max_redeliveries", int, 0, 1_000)
         number("APOLLO_POOL_MAX", "pool_max", int, 1, 1_000)
         number("APOLLO_EF_SEARCH", "ef_search", int, 1, 1_000)

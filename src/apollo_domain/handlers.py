@@ -16,7 +16,7 @@ idempotent by its own request id.
 from __future__ import annotations
 
 import enum
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Final, TypeVar
 
 from attrs import evolve, frozen
@@ -113,6 +113,26 @@ async def _store_many(
         except ValidationError as exc:
             raise ValidationError(f"items[{index}].{exc.field}", exc.message) from None
     return await services.ingest_many(deps, acting, requests, idempotency_key=key)
+
+
+def store_item(caller: Caller, command: c.StoreKnowledge, key: str | None) -> services.IngestItem:
+    """A store command checked as :func:`handle` checks it (:func:`authorize`, then step 1:
+    :class:`Forbidden` or :class:`ValidationError` naming the field), ready to be ingested
+    with others by :func:`store_each`."""
+    authorize(caller, command)
+    return services.IngestItem(
+        caller.acting_as(command.agent_id), ingest_request(caller, command), key
+    )
+
+
+async def store_each(
+    deps: Deps, items: Sequence[tuple[Caller, c.StoreKnowledge, str | None]]
+) -> list[IngestResult]:
+    """Store commands of possibly different callers, each with its idempotency key (a
+    message id), in one unit of work (:func:`services.ingest_each`): the results each would
+    get from :func:`handle` alone. Every command is checked first; one that fails its
+    check raises before anything is written."""
+    return await services.ingest_each(deps, [store_item(*item) for item in items])
 
 
 async def _writeback(
@@ -458,4 +478,6 @@ __all__ = [
     "handle",
     "handler_of",
     "ingest_request",
+    "store_each",
+    "store_item",
 ]

@@ -627,6 +627,16 @@ class ProcessedKeys(Protocol):
         at a time), then answers False if it committed. So of two units of work marking
         one key, exactly one gets True."""
 
+    async def mark_many(self, keys: Sequence[str], now: datetime) -> list[bool]:
+        """:meth:`mark` for each of ``keys`` (distinct), in one statement where the adapter
+        can: for each, True when it was new. Keys are recorded in sorted order, so two units
+        of work marking overlapping sets wait for each other instead of deadlocking."""
+
+    async def forget_many(self, keys: Sequence[str]) -> None:
+        """Remove ``keys`` recorded by this unit of work (an application that wrote nothing
+        keeps no key, as a unit of work that does not commit keeps none); undone with
+        the unit of work."""
+
     async def seen(self, key: str) -> bool: ...
 
 

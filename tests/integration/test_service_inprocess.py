@@ -10,7 +10,7 @@ from typing import Any
 from uuid import uuid4
 
 import pytest
-from attrs import define, field
+from attrs import define, evolve, field
 
 from apollo_adapters.inprocess import InProcessBus
 from apollo_adapters.memory import InMemoryStore
@@ -18,13 +18,15 @@ from apollo_app import Apollo, Principal, RemoteClient, Settings
 from apollo_app.entrypoints.service import ApolloService
 from apollo_app.wire.envelope import encode_gas_event
 from apollo_app.writeback import publish_writeback
-from apollo_domain.commands import QueryKnowledge
+from apollo_domain.commands import QueryKnowledge, StoreKnowledge
 from apollo_domain.errors import NotFound, RpcTimeout, StoreUnavailable, ValidationError
+from apollo_domain.handlers import handle
 from apollo_domain.messaging import Message
 from apollo_domain.model import ContentType, RelationType, Status
 from apollo_domain.results import Dispatch, EntryView, QueryResult
+from apollo_domain.services import Caller
 from apollo_domain.topology import Topology
-from tests.support import FaultInjectingStore, Interleaving
+from tests.support import FaultInjectingStore, Interleaving, SettlementRecorder
 
 PATIENCE = 10.0
 LOGIN = "alice"
@@ -490,3 +492,193 @@ async def test_writeback_routes_to_store_or_vectorize_and_the_service_ingests(me
     entry = await mesh.apollo.get_entry(found.entries[0].id)
     assert ("claude-wb", ("bgp",)) == (entry.source.agent_id, entry.tags)
     assert ["web_search"] == entry.source_context["research_tools"]
+
+
+# ----------------------------------------------------------------------- group commit
+
+BATCHED = Settings(prefetch=4, ingest_batch=16, ingest_batch_ms=50, outbox_interval=3600)
+
+
+@define
+class GroupMesh:
+    """A service over a store that counts its commits and a bus that records settlements."""
+
+    apollo: Apollo
+    store: FaultInjectingStore
+    bus: SettlementRecorder
+    service: ApolloService
+
+    @property
+    def commits(self) -> int:
+        return self.store.faults.calls.count("commit")
+
+    async def publish(self, messages: list[Message]) -> None:
+        await self.bus.publish_many(messages)
+
+    async def settled(self, count: int) -> bool:
+        return len(self.bus.settlements) >= count
+
+    async def close(self) -> None:
+        await self.service.stop()
+        await self.bus.close()
+        await self.apollo.close()
+
+
+@pytest.fixture
+async def group_mesh() -> AsyncIterator[GroupMesh]:
+    store = FaultInjectingStore(InMemoryStore())
+    apollo = Apollo.with_store(store, closers=[store.close])
+    bus = SettlementRecorder(
+        InProcessBus(Topology(), max_redeliveries=3, retry_backoff=lambda n: 0.01)
+    )
+    settings = BATCHED.replace(gateway_users=frozenset({"gateway"}))
+    service = ApolloService(apollo, bus, settings)
+    await service.start()
+    mesh = GroupMesh(apollo, store, bus, service)
+    yield mesh
+    await mesh.close()
+
+
+def ingest_message(
+    content: str, *, user: str = LOGIN, message_id: str | None = None, **payload: Any
+) -> Message:
+    """A ``store_knowledge`` message on the ingest queue, as ``user`` publishes it."""
+    body = {"v": 1, "action": "ingest", "payload": {"content": content, **payload}}
+    return Message(
+        Topology().ingest_queue,
+        json.dumps(body).encode(),
+        message_id=message_id or uuid4().hex,
+        user_id=user,
+    )
+
+
+async def all_rows(apollo: Apollo) -> int:
+    async with apollo.store.unit_of_work() as uow:
+        return len(await uow.entries.by_agent(LOGIN))
+
+
+async def test_messages_published_together_are_committed_in_batches_and_each_acked_once(
+    group_mesh: GroupMesh,
+):
+    """40 ingests published at once: every entry is stored, in far fewer commits than
+    messages; each delivery is acknowledged once, none retried or dead-lettered; the
+    ingest queue's prefetch covers a batch and the next one filling."""
+    mesh = group_mesh
+    messages = [ingest_message(f"Host {n} in rack {n % 7} runs kernel 6.{n}") for n in range(40)]
+    await mesh.publish(messages)
+    await eventually(lambda: mesh.settled(40), "every message settled")
+
+    assert 40 == await all_rows(mesh.apollo)
+    assert 40 == await ingest_rows(mesh.apollo)
+    assert sorted(m.message_id for m in messages) == sorted(mesh.bus.settled("ack"))
+    assert 40 == len(mesh.bus.settlements)
+    assert mesh.commits < 40 // 4, f"{mesh.commits} commits for 40 messages"
+    assert 32 == mesh.bus.prefetch[mesh.service.topology.ingest_queue]
+
+
+async def test_a_poison_message_in_a_batch_is_dead_lettered_alone_and_the_rest_stored(
+    group_mesh: GroupMesh,
+):
+    """Bad JSON, bad content and a writer crediting another agent share a batch with five
+    good messages: each bad one is dead-lettered with its own reason, the five are stored
+    in one commit and acknowledged."""
+    mesh = group_mesh
+    good = [ingest_message(f"Good note number {n} about routing") for n in range(5)]
+    bad_json = evolve(ingest_message("x"), body=b"{broken")
+    bad_content = ingest_message("", message_id="bad-content")
+    posing = ingest_message("Credited to someone else", agent_id="someone-else")
+    await mesh.publish([*good[:2], bad_json, *good[2:4], bad_content, posing, good[4]])
+    await eventually(lambda: mesh.settled(8), "every message settled")
+
+    letters = await mesh.bus.drain_dead_letters()
+    reasons = sorted(letter.reason for letter in letters)
+    assert 3 == len(letters)
+    assert "Forbidden" in reasons[0] and "someone-else" in reasons[0]
+    assert "ValidationError: body" in reasons[1] and "not valid JSON" in reasons[1]
+    assert "ValidationError: content" in reasons[2]
+    assert sorted(m.message_id for m in good) == sorted(mesh.bus.settled("ack"))
+    assert sorted(m.message_id for m in (bad_json, bad_content, posing)) == sorted(
+        mesh.bus.settled("reject")
+    )
+    assert 5 == await all_rows(mesh.apollo)
+    assert 1 == mesh.commits
+
+
+async def test_a_batch_whose_commit_fails_is_retried_message_by_message(group_mesh: GroupMesh):
+    """The batch's commit fails (a transient PersistenceFailed): each message is then
+    carried out alone and stored exactly once, each acknowledged once, none dead."""
+    mesh = group_mesh
+    mesh.store.faults.fail_once("commit")
+    messages = [ingest_message(f"Retried note {n} on storage arrays") for n in range(8)]
+    await mesh.publish(messages)
+    await eventually(lambda: mesh.settled(8), "every message settled")
+
+    assert sorted(m.message_id for m in messages) == sorted(mesh.bus.settled("ack"))
+    assert [] == await mesh.bus.drain_dead_letters()
+    assert 8 == await all_rows(mesh.apollo)
+    assert 8 == await ingest_rows(mesh.apollo)
+    assert 1 + 8 == mesh.commits  # the failed batch, then one per message
+
+
+async def test_a_batch_redelivered_after_its_commit_writes_nothing_twice(group_mesh: GroupMesh):
+    """Ten messages committed in a batch (one of them first carried out alone, as a
+    service without batching would) come back with the same message ids, as after a
+    crash before the acknowledgements: nothing is written twice, each is acknowledged."""
+    mesh = group_mesh
+    messages = [ingest_message(f"Redelivered note {n} about DNS") for n in range(10)]
+    caller = Caller.of(LOGIN, mesh.service.settings.bus_principal(LOGIN))
+    alone = StoreKnowledge(content="Redelivered note 0 about DNS")
+    await handle(mesh.apollo.deps, caller, alone, idempotency_key=messages[0].message_id)
+    await mesh.publish(messages)
+    await eventually(lambda: mesh.settled(10), "the first deliveries settled")
+    commits = mesh.commits
+
+    await mesh.publish(messages)
+    await eventually(lambda: mesh.settled(20), "the redeliveries settled")
+    assert 10 == await all_rows(mesh.apollo)
+    assert 10 == await ingest_rows(mesh.apollo)
+    assert sorted([m.message_id for m in messages] * 2) == sorted(mesh.bus.settled("ack"))
+    assert commits == mesh.commits  # a replay commits nothing
+
+
+async def test_mixed_principals_in_one_batch_keep_their_visibility_and_attribution(
+    group_mesh: GroupMesh,
+):
+    """alice and bob, two writers, send the same private text and the same global text
+    in one batch (and a gateway credits an agent): each private text is its owner's own
+    entry; the global text is one entry, bob's copy recorded as his evidence on it."""
+    mesh = group_mesh
+    secret, shared = "Our VPN pre-shared key rotates monthly", "NTP stratum 1 servers use GPS"
+    await mesh.publish(
+        [
+            ingest_message(secret, user="alice", access_scope="private"),
+            ingest_message(secret, user="bob", access_scope="private"),
+            ingest_message(shared, user="alice"),
+            ingest_message(shared, user="bob"),
+            ingest_message("Gateway credited note", user="gateway", agent_id="claude-7"),
+        ]
+    )
+    await eventually(lambda: mesh.settled(5), "every message settled")
+    assert 5 == len(mesh.bus.settled("ack"))
+    assert 1 == mesh.commits
+
+    for user in ("alice", "bob"):
+        found = await mesh.apollo.client(user, Principal(user)).retrieve(secret, min_confidence=0)
+        mine = [view for view in found.entries if view.content == secret]
+        assert 1 == len(mine), f"{user} sees exactly one copy of the private text"
+        entry = await mesh.apollo.get_entry(mine[0].id)
+        assert (user, user) == (entry.owner_id, entry.source.agent_id)
+    anyone = mesh.apollo.client("x", Principal("carol"))
+    assert [shared] == [
+        v.content
+        for v in (await anyone.retrieve(shared, min_confidence=0)).entries
+        if v.content in (shared, secret)
+    ]
+    (view,) = [
+        v for v in (await anyone.retrieve(shared, min_confidence=0)).entries if v.content == shared
+    ]
+    async with mesh.apollo.store.unit_of_work() as uow:
+        sources = {e.source.agent_id for e in await uow.evidence.for_entry(view.id)}
+        credited = await uow.entries.by_agent("claude-7")
+    assert {"alice", "bob"} == sources
+    assert ["gateway"] == [entry.owner_id for entry in credited]

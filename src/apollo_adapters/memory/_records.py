@@ -252,3 +252,8 @@ class ProcessedTable:
         self.keys[key] = now
         undo.append(lambda: self.keys.pop(key))
         return True
+
+    def forget(self, key: str, undo: Undo) -> None:
+        if key in self.keys:
+            recorded = self.keys.pop(key)
+            undo.append(lambda: self.keys.__setitem__(key, recorded))

@@ -427,6 +427,15 @@ class InMemoryProcessedKeys(_Repository):
     async def mark(self, key: str, now: datetime) -> bool:
         return self._store._processed.mark(key, now, self._uow._open("processed"))
 
+    async def mark_many(self, keys: Sequence[str], now: datetime) -> list[bool]:
+        undo = self._uow._open("processed")
+        return [self._store._processed.mark(key, now, undo) for key in keys]
+
+    async def forget_many(self, keys: Sequence[str]) -> None:
+        undo = self._uow._open("processed")
+        for key in keys:
+            self._store._processed.forget(key, undo)
+
     async def seen(self, key: str) -> bool:
         self._uow._open("processed")
         return key in self._store._processed.keys

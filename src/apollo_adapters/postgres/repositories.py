@@ -470,6 +470,22 @@ class PostgresProcessedKeys:
         )
         return bool(inserted)
 
+    async def mark_many(self, keys: Sequence[str], now: datetime) -> list[bool]:
+        if not keys:
+            return []
+        inserted = await self._s.rows(
+            "INSERT INTO processed_keys (key, created_at)"
+            " SELECT key, %s FROM unnest(%s::text[]) AS k(key) ORDER BY key"
+            " ON CONFLICT (key) DO NOTHING RETURNING key",
+            (now, list(keys)),
+        )
+        new = {row["key"] for row in inserted}
+        return [key in new for key in keys]
+
+    async def forget_many(self, keys: Sequence[str]) -> None:
+        if keys:
+            self._s.defer("DELETE FROM processed_keys WHERE key = ANY(%s)", (list(keys),))
+
     async def seen(self, key: str) -> bool:
         return bool(
             await self._s.value(

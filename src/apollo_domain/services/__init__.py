@@ -20,6 +20,7 @@ from .entity_reads import entity_history, get_entity, list_entities, related_ent
 from .erasure import erase_agent
 from .gas import process_gas_event
 from .graph import entry_relations, link_entries, related_entries
+from .group_ingest import IngestItem, ingest_each
 from .ingest import IngestRequest, ingest, prepare
 from .maintenance import check_corroboration, process_outbox
 from .query import query
@@ -27,6 +28,7 @@ from .query import query
 __all__ = [
     "Caller",
     "Deps",
+    "IngestItem",
     "IngestRequest",
     "agent_profile",
     "aggregate_expertise",
@@ -42,6 +44,7 @@ __all__ = [
     "get_expertise",
     "get_source",
     "ingest",
+    "ingest_each",
     "ingest_many",
     "label_source",
     "link_entries",

@@ -16,6 +16,16 @@ Consumers (one per queue, ``settings.prefetch`` deliveries in flight each):
 - GAS queue: ``llm.audit.complete`` events, processed once per request id; a run whose
   deposits failed for a transient reason is left unmarked and retried.
 
+Group commit: ``store_knowledge`` messages on the ingest queue are ingested together, up
+to ``settings.ingest_batch`` of them (those that arrived within ``settings.ingest_batch_ms``
+of the first), in ONE transaction (:func:`apollo_domain.handlers.store_each`): each keeps
+its own caller and its ``message_id`` key, recorded in that transaction, and is
+acknowledged only after it committed. A message that fails its checks (decoding,
+authorization, validation) is settled alone before it joins a batch; other mutations go
+one at a time. When a batch fails, each of its messages is carried out alone, as if it had
+never been batched (its key says whether the batch committed), so one poison message
+cannot sink the others.
+
 Settlement: bad input and failures that cannot succeed on a retry (:class:`ValidationError`,
 :class:`NotFound`, :class:`InvalidTransition`) dead-letter the message with the reason;
 any other failure (the store or the broker unavailable, anything unexpected) is retried
@@ -29,12 +39,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from typing import TYPE_CHECKING, Any
+
+from attrs import define, field
 
 from apollo_domain import commands as c
 from apollo_domain.errors import ApolloError, TransportError
-from apollo_domain.handlers import handle, handler_of
+from apollo_domain.handlers import handle, handler_of, store_each, store_item
 from apollo_domain.messaging import Delivery, MessageBus, MessageHandler, Subscription
 from apollo_domain.model import Principal, Role
 from apollo_domain.secrets import redact
@@ -89,6 +101,9 @@ class ApolloService:
         self._periodic = Periodic()
         self._started = False
         self._stopped = False
+        self._batch = _Batch()
+        self._flushes: set[asyncio.Task[None]] = set()
+        self._single = self._consumer(MUTATIONS)
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -97,8 +112,15 @@ class ApolloService:
             return
         self._started = True
         topology = self.topology
+        prefetch = self.settings.prefetch
+        ingest = self._single
+        ingest_prefetch = prefetch
+        if self.settings.ingest_batch > 1:
+            ingest = self._on_mutation
+            # a batch can fill while the one before it commits
+            ingest_prefetch = max(prefetch, 2 * self.settings.ingest_batch)
         consumers: list[tuple[str, MessageHandler]] = [
-            (topology.ingest_queue, self._consumer(MUTATIONS)),
+            (topology.ingest_queue, ingest),
             (topology.query_queue, self._on_request),
             (topology.writeback_store_queue, self._consumer({"writeback_store"})),
             (topology.writeback_vectorize_queue, self._consumer({"writeback_vectorize"})),
@@ -107,7 +129,9 @@ class ApolloService:
         try:
             for queue, handler in consumers:
                 subscription = await self.bus.consume(
-                    queue, handler, prefetch=self.settings.prefetch
+                    queue,
+                    handler,
+                    prefetch=ingest_prefetch if queue == topology.ingest_queue else prefetch,
                 )
                 self._subscriptions.append(subscription)
         except BaseException:
@@ -136,6 +160,9 @@ class ApolloService:
         self._stopped = True
         subscriptions, self._subscriptions = self._subscriptions, []
         await asyncio.gather(*(s.cancel() for s in subscriptions), return_exceptions=True)
+        while self._flushes or self._batch.pending:
+            self._flush(self._batch)
+            await asyncio.gather(*self._flushes, return_exceptions=True)
         await self._periodic.stop()
         log.info("stopped")
 
@@ -181,6 +208,76 @@ class ApolloService:
             await self._settle(delivery, work)
 
         return consume
+
+    async def _on_mutation(self, delivery: Delivery) -> None:
+        """The ingest queue with group commit: a ``store_knowledge`` that passes its checks
+        waits for its batch to be committed and settled; anything else is carried out
+        alone (and settled by the error policy when it fails its checks)."""
+        item = self._store_item(delivery)
+        if item is None:
+            await self._single(delivery)
+            return
+        settled = asyncio.get_running_loop().create_future()
+        batch = self._batch
+        batch.pending.append(_Pending(delivery, item, settled))
+        if len(batch.pending) >= self.settings.ingest_batch:
+            self._flush(batch)
+        elif len(batch.pending) == 1:
+            batch.timer = asyncio.get_running_loop().call_later(
+                self.settings.ingest_batch_ms / 1000, self._flush, batch
+            )
+        await asyncio.shield(settled)
+
+    def _store_item(self, delivery: Delivery) -> tuple[Caller, c.StoreKnowledge, str | None] | None:
+        """The delivery's ``store_knowledge`` checked for a batch; None for any other
+        command, or one that fails its checks."""
+        try:
+            command = decode_command(delivery.message.body, accept=MUTATIONS)
+            if not isinstance(command, c.StoreKnowledge):
+                return None
+            caller = self._caller(delivery)
+            key = delivery.message.message_id or None
+            store_item(caller, command, key)
+        except Exception:
+            return None
+        return caller, command, key
+
+    def _flush(self, batch: _Batch) -> None:
+        """Start committing ``batch`` (once) and begin a new one."""
+        if batch is not self._batch or not batch.pending:
+            return
+        if batch.timer is not None:
+            batch.timer.cancel()
+        self._batch = _Batch()
+        task = asyncio.get_running_loop().create_task(self._commit(batch.pending))
+        self._flushes.add(task)
+        task.add_done_callback(self._flushes.discard)
+
+    async def _commit(self, pending: Sequence[_Pending]) -> None:
+        """One transaction for the batch, then each delivery acknowledged; on failure, each
+        carried out alone. Every waiting handler is released, whatever happens."""
+        try:
+            started = time.perf_counter()
+            try:
+                results = await store_each(self.apollo.deps, [p.item for p in pending])
+            except Exception as exc:
+                log.warning(
+                    "a batch of %d messages failed (%s); each is carried out alone",
+                    len(pending),
+                    redact(f"{type(exc).__name__}: {exc}"),
+                )
+                await asyncio.gather(*(self._single(p.delivery) for p in pending))
+                return
+            seconds = time.perf_counter() - started
+            for p, result in zip(pending, results, strict=True):
+                if self.metrics is not None:
+                    self.metrics.observe_command(p.item[1], result, seconds)
+                log.debug("StoreKnowledge %s: %s", p.delivery.message.message_id, result)
+            await asyncio.gather(*(_ack(p.delivery) for p in pending))
+        finally:
+            for p in pending:
+                if not p.settled.done():
+                    p.settled.set_result(None)
 
     async def _on_gas_event(self, delivery: Delivery) -> None:
         async def work() -> None:
@@ -239,14 +336,36 @@ class ApolloService:
                 log.exception("message %s failed unexpectedly; will retry", message.message_id)
             await _retry(delivery, reason)
             return
-        try:
-            await delivery.ack()
-        except TransportError as exc:
-            log.warning(
-                "could not acknowledge %s (%s); its redelivery is idempotent",
-                message.message_id,
-                exc,
-            )
+        await _ack(delivery)
+
+
+@define
+class _Pending:
+    """A ``store_knowledge`` delivery waiting in a batch, and its handler's signal that it
+    was settled."""
+
+    delivery: Delivery
+    item: tuple[Caller, c.StoreKnowledge, str | None]
+    settled: asyncio.Future[None]
+
+
+@define
+class _Batch:
+    """The deliveries gathered for the next group commit; ``timer`` flushes it."""
+
+    pending: list[_Pending] = field(factory=list)
+    timer: asyncio.TimerHandle | None = None
+
+
+async def _ack(delivery: Delivery) -> None:
+    try:
+        await delivery.ack()
+    except TransportError as exc:
+        log.warning(
+            "could not acknowledge %s (%s); its redelivery is idempotent",
+            delivery.message.message_id,
+            exc,
+        )
 
 
 async def _reject(delivery: Delivery, reason: str) -> None:
