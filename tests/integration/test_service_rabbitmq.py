@@ -8,11 +8,13 @@ entries (and 1,000 ingest access-log rows) were written: redeliveries are idempo
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import socket
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 from uuid import uuid4
@@ -20,7 +22,7 @@ from uuid import uuid4
 import aiormq
 import psycopg
 import pytest
-from attrs import define, field
+from attrs import define, evolve, field
 from yarl import URL
 
 from apollo_adapters.rabbitmq import AiormqBus
@@ -29,6 +31,7 @@ from apollo_app.bootstrap import open_bus, topology_of
 from apollo_app.entrypoints.service import ApolloService
 from apollo_app.wire.envelope import encode_gas_event
 from apollo_domain.messaging import DeadLetter, Message
+from apollo_domain.model import Viewer
 from apollo_domain.results import EntryView
 from apollo_domain.topology import Topology
 from tests.postgres_support import PostgresTestServer, fresh_store
@@ -40,6 +43,7 @@ from tests.rabbitmq_support import (
     release_test_broker,
     start_test_broker,
 )
+from tests.support import FaultInjectingStore, SettlementRecorder
 
 pytestmark = [pytest.mark.rabbitmq, pytest.mark.postgres]
 
@@ -461,3 +465,146 @@ async def test_a_killed_service_restarts_and_stores_every_ingest_exactly_once(
             await watcher.close()
         await client_bus.close()
         await postgres_server.drop_database(database)
+
+
+# ----------------------------------------------------------------------- group commit
+
+
+@define
+class GroupMesh:
+    """A service whose store counts its commits and whose bus records settlements, and a
+    client bus publishing raw messages."""
+
+    apollo: Apollo
+    store: FaultInjectingStore
+    bus: SettlementRecorder
+    client_bus: AiormqBus
+    service: ApolloService
+
+    @property
+    def commits(self) -> int:
+        return self.store.faults.calls.count("commit")
+
+    def message(self, content: str, *, message_id: str | None = None, **payload: Any) -> Message:
+        body = {"v": 1, "action": "ingest", "payload": {"content": content, **payload}}
+        return Message(
+            self.service.topology.ingest_queue,
+            json.dumps(body).encode(),
+            message_id=message_id or uuid4().hex,
+            user_id=self.client_bus.login,
+        )
+
+    async def settled(self, count: int) -> bool:
+        return len(self.bus.settlements) >= count
+
+    async def rows(self, action: str = "ingest") -> tuple[int, int]:
+        """(entries, access-log rows of ``action``)."""
+        async with self.apollo.store.unit_of_work() as uow:
+            return (await uow.entries.stats(Viewer(None), datetime.now(UTC))).total, (
+                await uow.access_log.count(action)
+            )
+
+
+@pytest.fixture
+async def group_mesh(
+    service_amqp_url: str, topology: Topology, postgres_server: PostgresTestServer
+) -> AsyncIterator[GroupMesh]:
+    store = FaultInjectingStore(await fresh_store(postgres_server, dimension=384))
+    apollo = Apollo.with_store(store, closers=[store.close])
+    service_bus = SettlementRecorder(
+        await AiormqBus.connect(
+            service_amqp_url, topology=topology, max_redeliveries=2, retry_backoff=fast_retry
+        )
+    )
+    settings = settings_for(
+        topology, prefetch=8, ingest_batch=16, ingest_batch_ms=100, outbox_interval=3600
+    )
+    service = ApolloService(apollo, service_bus, settings)
+    await service.start()
+    client_bus = await AiormqBus.connect(service_amqp_url, topology=topology)
+    try:
+        yield GroupMesh(apollo, store, service_bus, client_bus, service)
+    finally:
+        await service.stop()
+        await client_bus.close()
+        await service_bus.close()
+        await apollo.close()
+
+
+async def test_messages_published_together_are_committed_in_batches(group_mesh: GroupMesh):
+    """40 ingests published at once over RabbitMQ: all stored, in fewer commits than
+    messages, each delivery acknowledged once; the ingest consumer's prefetch holds a
+    batch and the next one."""
+    mesh = group_mesh
+    messages = [mesh.message(f"Switch {n} uplink {n % 5} carries VLAN {n}") for n in range(40)]
+    await mesh.client_bus.publish_many(messages)
+    await eventually(lambda: mesh.settled(40), "every message settled")
+
+    assert (40, 40) == await mesh.rows()
+    assert sorted(m.message_id for m in messages) == sorted(mesh.bus.settled("ack"))
+    assert 40 == len(mesh.bus.settlements)
+    assert mesh.commits < 40, f"{mesh.commits} commits for 40 messages"
+    assert 32 == mesh.bus.prefetch[mesh.service.topology.ingest_queue]
+
+
+async def test_a_poison_message_in_a_batch_is_dead_lettered_alone(group_mesh: GroupMesh):
+    mesh = group_mesh
+    good = [mesh.message(f"Good note {n} about BGP communities") for n in range(4)]
+    bad_json = evolve(mesh.message("x"), body=b"{broken")
+    bad_content = mesh.message("   ")
+    await mesh.client_bus.publish_many([good[0], bad_json, good[1], good[2], bad_content, good[3]])
+    await eventually(lambda: mesh.settled(6), "every message settled")
+
+    letters: list[DeadLetter] = []
+
+    async def two_letters() -> bool:
+        letters.extend(await mesh.bus.drain_dead_letters())
+        return len(letters) >= 2
+
+    await eventually(two_letters, "two dead letters")
+    reasons = sorted(letter.reason for letter in letters)
+    assert "not valid JSON" in reasons[0] and "ValidationError: content" in reasons[1]
+    assert sorted(m.message_id for m in (bad_json, bad_content)) == sorted(
+        mesh.bus.settled("reject")
+    )
+    assert sorted(m.message_id for m in good) == sorted(mesh.bus.settled("ack"))
+    assert (4, 4) == await mesh.rows()
+
+
+async def test_a_batch_whose_commit_fails_is_stored_exactly_once(group_mesh: GroupMesh):
+    """The first commit fails: its batch is carried out message by message; every entry is
+    stored once and every delivery acknowledged once, none dead-lettered."""
+    mesh = group_mesh
+    mesh.store.faults.fail_once("commit")
+    messages = [mesh.message(f"Retried note {n} on Ceph placement groups") for n in range(10)]
+    await mesh.client_bus.publish_many(messages)
+    await eventually(lambda: mesh.settled(10), "every message settled")
+
+    assert sorted(m.message_id for m in messages) == sorted(mesh.bus.settled("ack"))
+    assert (10, 10) == await mesh.rows()
+    assert [] == await mesh.bus.drain_dead_letters()
+
+
+async def test_a_batch_redelivered_after_its_commit_writes_nothing_twice(group_mesh: GroupMesh):
+    """The same ten message ids delivered again after their batch committed (a service
+    killed before acknowledging): nothing written twice, a replay batch commits nothing,
+    each delivery acknowledged; agents credited by the gateway keep their attribution."""
+    mesh = group_mesh
+    messages = [
+        mesh.message(f"Redelivered note {n} about anycast", agent_id=f"agent-{n % 3}")
+        for n in range(10)
+    ]
+    await mesh.client_bus.publish_many(messages)
+    await eventually(lambda: mesh.settled(10), "the first deliveries settled")
+    commits = mesh.commits
+
+    await mesh.client_bus.publish_many(messages)
+    await eventually(lambda: mesh.settled(20), "the redeliveries settled")
+    assert (10, 10) == await mesh.rows()
+    assert sorted([m.message_id for m in messages] * 2) == sorted(mesh.bus.settled("ack"))
+    assert commits == mesh.commits
+    async with mesh.apollo.store.unit_of_work() as uow:
+        for agent in ("agent-0", "agent-1", "agent-2"):
+            entries = await uow.entries.by_agent(agent)
+            assert {mesh.client_bus.login} == {e.owner_id for e in entries}
+            assert {agent} == {e.source.agent_id for e in entries}
