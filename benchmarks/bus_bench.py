@@ -47,6 +47,9 @@ Phases (``time.perf_counter``; the output and JSON name each baseline):
    CPU seconds of the
    services, the embedded PostgreSQL server, the broker and the whole machine are read
    from ``/proc`` around the run (the machine may be shared: its busy share is reported).
+   The 1-service run is made twice: ``services_1_unbatched`` with
+   ``APOLLO_INGEST_BATCH=1`` (each message ingested and committed alone, as before group
+   commit) and ``services_1`` with the service's default group commit.
 3. RPC query latency on the 1-service database once its ingest is done (``--messages``
    entries): ``--queries`` sequential ``RemoteClient.query_knowledge`` round trips through
    the running service, alternating query by query with a direct in-process
@@ -54,6 +57,12 @@ Phases (``time.perf_counter``; the output and JSON name each baseline):
    same principal, same texts); both embed the query and write the boost and access log.
    Beside them, the bare bus RPC round trip: ``AiormqBus.request`` to a handler in this
    process that replies at once (no store, no decoding).
+4. Lone-message latency (after phase 3 on the 1-service database, and after the
+   unbatched run on its own): a steady background load of ingests published at half the
+   unbatched run's measured rate (open loop, ``--latency-seconds``), and on top of it
+   probe ingests one at a time; a probe's latency runs from before its publish until its
+   entry is visible in the database (polled every 2 ms on its content hash). The batched
+   service is also measured at half its own measured rate.
 
 Writes ``benchmarks/results/bus.json`` (``--quick``: ``bus_quick.json``).
 """
@@ -92,6 +101,7 @@ from apollo_adapters.postgres.embedded import temporary_folder
 from apollo_adapters.rabbitmq import AiormqBus
 from apollo_app import Apollo, RemoteClient, Settings
 from apollo_domain.messaging import Delivery, Message
+from apollo_domain.normalize import clean_content, content_hash
 from apollo_domain.topology import Topology
 from benchmarks._common import (
     COMPARISON_HEADER,
@@ -136,12 +146,16 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--admin-url", default=None, help="use this PostgreSQL (else embedded)")
     parser.add_argument("--fsync-off", action="store_true", help="unsafe, faster server")
     parser.add_argument("--seed", type=int, default=23)
+    parser.add_argument(
+        "--latency-seconds", type=float, default=10.0, help="lone-message latency run length"
+    )
     parser.add_argument("--quick", action="store_true", help="small sizes (smoke run)")
     parser.add_argument("--output", type=Path, default=None, help="results folder")
     args = parser.parse_args(argv)
     if args.quick:
         args.messages = min(args.messages, 300)
         args.queries = min(args.queries, 40)
+        args.latency_seconds = min(args.latency_seconds, 2.0)
     args.services = sorted({int(n) for n in args.services.split(",") if n.strip()})
     if 1 not in args.services:
         args.services.insert(0, 1)  # the query phase runs on the 1-service store
@@ -505,7 +519,11 @@ class ServiceProcess:
 
 
 def service_env(
-    url: str, conninfo: str, topology: Topology, args: argparse.Namespace
+    url: str,
+    conninfo: str,
+    topology: Topology,
+    args: argparse.Namespace,
+    ingest_batch: int | None = None,
 ) -> dict[str, str]:
     prefix = topology.exchange.removesuffix(Topology().exchange)
     env = {
@@ -528,6 +546,8 @@ def service_env(
     }
     if args.prefetch is not None:
         env["APOLLO_PREFETCH"] = str(args.prefetch)
+    if ingest_batch is not None:
+        env["APOLLO_INGEST_BATCH"] = str(ingest_batch)
     return env
 
 
@@ -927,6 +947,75 @@ async def query_latency(
     }
 
 
+# ---------------------------------------------------------------------------- phase 4
+
+PROBE_POLL = 0.002  # seconds between looks for a probe's entry
+PROBE_GAP = 0.1  # seconds from one probe's arrival to the next probe
+
+
+async def lone_latency(
+    url: str, conninfo: str, topology: Topology, load_rate: float, seconds: float, seed: int
+) -> dict[str, Any]:
+    """Probe ingests one at a time over a background load of ``load_rate`` ingests/s:
+    each from before its publish until its entry is visible."""
+    texts = TextGenerator(seed).texts(int(load_rate * (seconds + 5)) + 200, 80, 150)
+    load_texts, probe_texts = texts[:-200], texts[-200:]
+    bus = await AiormqBus.connect(url, topology=topology)
+    poller = await psycopg.AsyncConnection.connect(conninfo, autocommit=True)
+    client = RemoteClient(bus, agent_id=AGENT, topology=topology, rpc_timeout=60.0)
+    stop = asyncio.Event()
+    sent = [0]
+
+    async def load() -> None:
+        pending: set[asyncio.Task[Any]] = set()
+        interval, due = 1.0 / load_rate, time.perf_counter()
+        while not stop.is_set() and sent[0] < len(load_texts):
+            task = asyncio.create_task(client.store_knowledge(content=load_texts[sent[0]]))
+            pending.add(task)
+            task.add_done_callback(pending.discard)
+            sent[0] += 1
+            due += interval
+            await asyncio.sleep(max(0.0, due - time.perf_counter()))
+        await asyncio.gather(*pending)
+
+    async def visible(text: str) -> None:
+        digest = content_hash(clean_content(text))
+        deadline = time.perf_counter() + 60.0
+        while time.perf_counter() < deadline:
+            cur = await poller.execute(
+                "SELECT 1 FROM entries WHERE content_hash = %s LIMIT 1", (digest,)
+            )
+            if await cur.fetchone():
+                return
+            await asyncio.sleep(PROBE_POLL)
+        raise RuntimeError(f"a probe was not stored within 60 s: {text[:40]!r}")
+
+    latencies: list[float] = []
+    try:
+        loading = asyncio.create_task(load())
+        started = time.perf_counter()
+        for text in probe_texts:
+            if time.perf_counter() - started > seconds:
+                break
+            t0 = time.perf_counter()
+            await client.store_knowledge(content=text)
+            await visible(text)
+            latencies.append(time.perf_counter() - t0)
+            await asyncio.sleep(PROBE_GAP)
+        stop.set()
+        await loading
+    finally:
+        stop.set()
+        await poller.close()
+        await bus.close()
+    return {
+        "load_per_s": load_rate,
+        "load_messages": sent[0],
+        "seconds": seconds,
+        **summary_ms(latencies),
+    }
+
+
 async def count_entries_of(store: PostgresStore) -> int:
     async with store.connection() as conn:
         cur = await conn.execute("SELECT count(*) FROM entries")
@@ -973,28 +1062,49 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 
         runs: dict[str, Any] = {}
         query: dict[str, Any] = {}
-        for count in args.services:
-            conninfo = await databases.create(f"{count}x")
-            topology = broker.topology(f"ingest{count}x")
-            env = service_env(broker.url, conninfo, topology, args)
+        latency: dict[str, Any] = {}
+        half_load = 0.0
+        for name, count, batch in [
+            ("services_1_unbatched", 1, 1),
+            *((f"services_{n}", n, None) for n in args.services),
+        ]:
+            conninfo = await databases.create(name.removeprefix("services_"))
+            topology = broker.topology(name.removeprefix("services_").replace("_", ""))
+            env = service_env(broker.url, conninfo, topology, args, batch)
             declaring = await AiormqBus.connect(broker.url, topology=topology)
             await declaring.close()
             async with Services(count, env, workdir, topology) as services:
                 try:
-                    runs[f"services_{count}"] = await ingest_through_services(
+                    runs[name] = await ingest_through_services(
                         services, broker, conninfo, items, args, postmaster
                     )
-                    if count == 1:
+                    if name == "services_1":
                         query = await query_latency(
                             broker.url, conninfo, topology, broker.topology("echo"), texts
                         )
+                    if count == 1:
+                        if batch == 1:
+                            half_load = runs[name]["messages_per_s"] / 2
+                        loads = {"half_unbatched_load": half_load}
+                        if batch is None:
+                            loads["half_own_load"] = runs[name]["messages_per_s"] / 2
+                        for load_name, load_rate in loads.items():
+                            latency[f"{name}_{load_name}"] = await lone_latency(
+                                broker.url,
+                                conninfo,
+                                topology,
+                                load_rate,
+                                args.latency_seconds,
+                                args.seed + 2000 + len(latency),
+                            )
                 except BaseException:
                     keep_logs = True
                     for process in services.processes:
                         print(f"--- {process.log}\n{process.output()}", file=sys.stderr)
                     raise
                 codes = await services.stop()
-            runs[f"services_{count}"]["exit_codes"] = codes
+            runs[name]["exit_codes"] = codes
+            runs[name]["ingest_batch"] = batch or Settings().ingest_batch
         settings = await server_settings(admin)
         settings["mode"] = mode
     finally:
@@ -1026,10 +1136,14 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             "seed": args.seed,
             "quick": args.quick,
             "fsync_off": args.fsync_off,
+            "ingest_batch": Settings().ingest_batch,
+            "ingest_batch_ms": Settings().ingest_batch_ms,
+            "latency_seconds": args.latency_seconds,
         },
         "publish": publishing,
         "ingest": {"raw_aiormq": raw, "direct_store": direct, **runs},
         "query": query,
+        "lone_latency": latency,
         "wall_seconds": time.perf_counter() - started,
     }
 
@@ -1076,14 +1190,41 @@ def report(result: dict[str, Any]) -> str:
         run = ingest[key]
         rows.append(
             comparison_row(
-                f"ingest store_many -> {run['services']} service(s) -> committed, msg/s"
-                " (vs raw aiormq publish+consume with ack)",
+                f"ingest store_many -> {run['services']} service(s)"
+                f"{', each message alone' if run['ingest_batch'] == 1 else ''} -> committed,"
+                " msg/s (vs raw aiormq publish+consume with ack)",
                 run["messages_per_s"],
                 raw["messages_per_s"],
                 "",
                 None,
             )
         )
+    if "services_1_unbatched" in ingest:
+        rows.append(
+            comparison_row(
+                "ingest msg/s, 1 service, group commit (vs each message committed alone)",
+                ingest["services_1"]["messages_per_s"],
+                ingest["services_1_unbatched"]["messages_per_s"],
+                "",
+                None,
+            )
+        )
+    lone = result.get("lone_latency", {})
+    before = lone.get("services_1_unbatched_half_unbatched_load")
+    for key in ("services_1_half_unbatched_load", "services_1_half_own_load"):
+        if key in lone and before is not None:
+            load = lone[key]["load_per_s"]
+            for stat in ("p50_ms", "p95_ms"):
+                rows.append(
+                    comparison_row(
+                        f"lone message {stat} under {load:.0f} msg/s, group commit"
+                        f" (vs alone under {before['load_per_s']:.0f} msg/s)",
+                        lone[key][stat],
+                        before[stat],
+                        "p95 <= baseline + 50 ms" if stat == "p95_ms" else "",
+                        lone[key][stat] <= before[stat] + 50 if stat == "p95_ms" else None,
+                    )
+                )
     rows.append(
         comparison_row(
             "ingest end to end, 1 service, msg/s (vs direct in-process store_knowledge,"

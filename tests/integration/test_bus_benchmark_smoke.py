@@ -34,8 +34,9 @@ def test_bus_bench_quick_reports_every_figure(
     tmp_path: Path, postgres_server: PostgresTestServer
 ) -> None:
     """Publishing alone (raw aiormq, store_many sequential and pipelined), raw aiormq
-    publish+consume, direct store, 1 and 2 service processes, RPC and direct query latency:
-    all measured, every message queued or stored once, every service stopped cleanly."""
+    publish+consume, direct store, 1 service with and without group commit and 2 service
+    processes, RPC and direct query latency, lone-message latency under load: all
+    measured, every message queued or stored once, every service stopped cleanly."""
     ensure_broker(configured_url())
     result = bus_bench.main(
         [
@@ -70,16 +71,23 @@ def test_bus_bench_quick_reports_every_figure(
         assert positive(figures["publish_per_s"]), path
         assert (messages, messages) == (figures["messages"], figures["queued"]), path
     ingest = written["ingest"]
-    assert {"raw_aiormq", "direct_store", "services_1", "services_2"} <= set(ingest)
+    assert {
+        "raw_aiormq",
+        "direct_store",
+        "services_1_unbatched",
+        "services_1",
+        "services_2",
+    } <= set(ingest)
     raw, direct = ingest["raw_aiormq"], ingest["direct_store"]
     for key in ("publish_per_s", "messages_per_s", "seconds", "body_bytes_mean"):
         assert positive(raw[key]), key
     assert messages == raw["messages"]
     assert positive(direct["messages_per_s"])
     assert {"created": messages} == direct["outcomes"]
-    for run, services in (("services_1", 1), ("services_2", 2)):
+    for run, services in (("services_1_unbatched", 1), ("services_1", 1), ("services_2", 2)):
         figures = ingest[run]
         assert services == figures["services"]
+        assert (1 if run.endswith("unbatched") else 64) == figures["ingest_batch"], run
         for key in ("messages_per_s", "publish_per_s", "seconds", "service_cpu_ms_per_message"):
             assert positive(figures[key]), (run, key)
         assert (messages, messages) == (figures["stored"], figures["ingest_log_rows"]), run
@@ -95,3 +103,14 @@ def test_bus_bench_quick_reports_every_figure(
     assert positive(query["remote_over_direct_p50"])
     assert query["results_returned"]["remote"] > 0
     assert query["results_returned"]["direct"] > 0
+    lone = written["lone_latency"]
+    assert {
+        "services_1_unbatched_half_unbatched_load",
+        "services_1_half_unbatched_load",
+        "services_1_half_own_load",
+    } == set(lone)
+    for path, figures in lone.items():
+        assert positive(figures["load_per_s"]) and positive(figures["load_messages"]), path
+        assert figures["count"] >= 1, path
+        for stat in ("p50_ms", "p95_ms"):
+            assert positive(figures[stat]), (path, stat)
