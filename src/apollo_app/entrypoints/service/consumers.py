@@ -20,7 +20,9 @@ Group commit: ``store_knowledge`` messages on the ingest queue are ingested toge
 to ``settings.ingest_batch`` of them (those that arrived within ``settings.ingest_batch_ms``
 of the first), in ONE transaction (:func:`apollo_domain.handlers.store_each`): each keeps
 its own caller and its ``message_id`` key, recorded in that transaction, and is
-acknowledged only after it committed. A message that fails its checks (decoding,
+acknowledged only after it committed. At most ``COMMITS_IN_FLIGHT`` batches commit at
+once; a batch whose window is over while they run keeps filling until one ends, so under
+load the batches grow instead of queueing up. A message that fails its checks (decoding,
 authorization, validation) is settled alone before it joins a batch; other mutations go
 one at a time. When a batch fails, each of its messages is carried out alone, as if it had
 never been batched (its key says whether the batch committed), so one poison message
@@ -39,6 +41,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -73,6 +76,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("apollo.service")
 
 OUTBOX_BATCH = 50
+#: Group commits one service process runs at once: one batch can embed and read while
+#: another commits; later batches fill meanwhile (up to the batch size).
+COMMITS_IN_FLIGHT = 2
 
 
 class ApolloService:
@@ -102,6 +108,7 @@ class ApolloService:
         self._started = False
         self._stopped = False
         self._batch = _Batch()
+        self._ready: deque[list[_Pending]] = deque()
         self._flushes: set[asyncio.Task[None]] = set()
         self._single = self._consumer(MUTATIONS)
 
@@ -160,8 +167,9 @@ class ApolloService:
         self._stopped = True
         subscriptions, self._subscriptions = self._subscriptions, []
         await asyncio.gather(*(s.cancel() for s in subscriptions), return_exceptions=True)
-        while self._flushes or self._batch.pending:
-            self._flush(self._batch)
+        while self._flushes or self._ready or self._batch.pending:
+            self._batch.due = True
+            self._start()
             await asyncio.gather(*self._flushes, return_exceptions=True)
         await self._periodic.stop()
         log.info("stopped")
@@ -221,10 +229,11 @@ class ApolloService:
         batch = self._batch
         batch.pending.append(_Pending(delivery, item, settled))
         if len(batch.pending) >= self.settings.ingest_batch:
-            self._flush(batch)
+            self._ready.append(self._take())
+            self._start()
         elif len(batch.pending) == 1:
             batch.timer = asyncio.get_running_loop().call_later(
-                self.settings.ingest_batch_ms / 1000, self._flush, batch
+                self.settings.ingest_batch_ms / 1000, self._due, batch
             )
         await asyncio.shield(settled)
 
@@ -242,16 +251,35 @@ class ApolloService:
             return None
         return caller, command, key
 
-    def _flush(self, batch: _Batch) -> None:
-        """Start committing ``batch`` (once) and begin a new one."""
-        if batch is not self._batch or not batch.pending:
-            return
+    def _take(self) -> list[_Pending]:
+        """The filling batch's deliveries; a new batch begins."""
+        batch, self._batch = self._batch, _Batch()
         if batch.timer is not None:
             batch.timer.cancel()
-        self._batch = _Batch()
-        task = asyncio.get_running_loop().create_task(self._commit(batch.pending))
-        self._flushes.add(task)
-        task.add_done_callback(self._flushes.discard)
+        return batch.pending
+
+    def _due(self, batch: _Batch) -> None:
+        """``batch``'s window is over: it is committed as soon as a commit may start (and
+        keeps filling until then)."""
+        batch.due = True
+        if batch is self._batch:
+            self._start()
+
+    def _start(self) -> None:
+        """Start committing full batches, else the filling one once its window is over,
+        while fewer than ``COMMITS_IN_FLIGHT`` commits run."""
+        while len(self._flushes) < COMMITS_IN_FLIGHT:
+            if not self._ready and self._batch.due and self._batch.pending:
+                self._ready.append(self._take())
+            if not self._ready:
+                return
+            task = asyncio.get_running_loop().create_task(self._commit(self._ready.popleft()))
+            self._flushes.add(task)
+            task.add_done_callback(self._committed)
+
+    def _committed(self, task: asyncio.Task[None]) -> None:
+        self._flushes.discard(task)
+        self._start()
 
     async def _commit(self, pending: Sequence[_Pending]) -> None:
         """One transaction for the batch, then each delivery acknowledged; on failure, each
@@ -351,10 +379,12 @@ class _Pending:
 
 @define
 class _Batch:
-    """The deliveries gathered for the next group commit; ``timer`` flushes it."""
+    """The deliveries gathered for the next group commit; ``timer`` ends its window
+    (``due``)."""
 
     pending: list[_Pending] = field(factory=list)
     timer: asyncio.TimerHandle | None = None
+    due: bool = False
 
 
 async def _ack(delivery: Delivery) -> None:
