@@ -1,5 +1,5 @@
-"""RabbitMQ transport end to end: ingest throughput through Apollo service processes
-and RPC query latency, each beside a baseline measured in the same run.
+"""RabbitMQ transport end to end: client-mode publishing, ingest throughput through Apollo
+service processes and RPC query latency, each beside a baseline measured in the same run.
 
 Run from the repository root::
 
@@ -21,19 +21,30 @@ with SIGTERM (SIGKILL after a grace period) whatever happens.
 
 Phases (``time.perf_counter``; the output and JSON name each baseline):
 
-1. Raw aiormq, no store: the ``--messages`` ingest bodies, byte for byte the ones the
-   client publishes below, are published to a durable queue behind a direct exchange
-   (publisher confirms, persistent, ``mandatory``; ``--window`` publishes in flight) and
-   consumed on a second connection (``basic_qos(--prefetch)``, one ``basic_ack`` per
-   message). Measured from the first publish to the last ack.
+0. Publishing alone, nothing consuming, each onto an empty durable queue: raw aiormq
+   publishes the ``--messages`` ingest bodies, byte for byte the ones the client
+   publishes, pipelined (publisher confirms, persistent, ``mandatory``; ``--window``
+   publishes unconfirmed at once); then ``RemoteClient.store_many`` of the same items in
+   batches of ``--batch``, once as it published before ``publish_many`` existed (each
+   message confirmed before the next is sent) and once pipelined (``AiormqBus.publish_many``
+   with ``publish_window=--window``). Each measured from the first publish to the last
+   confirm; the queue is emptied after each.
+1. Raw aiormq, no store: the same bodies are published as in phase 0 to a durable queue
+   behind a direct exchange and consumed on a second connection
+   (``basic_qos(--prefetch)``, one ``basic_ack`` per message). Measured from the first
+   publish to the last ack.
    Beside it, the store without the bus: ``Client.store_knowledge`` of the same items in
    this process on a fresh database, as many in flight as one service's prefetch, on a
    pool as large as a service's.
 2. Service ingest with 1 and with 2 service processes, each on a fresh migrated database
    and a fresh topology: a ``RemoteClient`` publishes the ``--messages`` ingest commands
-   (distinct texts, ``--window`` in flight); measured from the first publish until
-   ``SELECT count(*) FROM entries`` (polled every ``--poll`` seconds) reaches the number of
-   messages. Startup (until every service consumes) is not timed. CPU seconds of the
+   (distinct texts) with ``store_many`` in batches of ``--batch`` (pipelined, ``--window``
+   unconfirmed at once); measured from the first publish until ``SELECT count(*) FROM
+   entries`` (polled every ``--poll`` seconds) reaches the number of messages: every
+   message committed. A service acknowledges a message right after its commit; once the
+   timer stopped, the run checks that the queue holds nothing ready, nor (with
+   ``rabbitmqctl``) unacknowledged. Startup (until every service consumes) is not timed.
+   CPU seconds of the
    services, the embedded PostgreSQL server, the broker and the whole machine are read
    from ``/proc`` around the run (the machine may be shared: its busy share is reported).
 3. RPC query latency on the 1-service database once its ingest is done (``--messages``
@@ -110,7 +121,10 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=5_000, help="ingest commands per run")
     parser.add_argument("--queries", type=int, default=500)
-    parser.add_argument("--window", type=int, default=64, help="publishes in flight")
+    parser.add_argument(
+        "--window", type=int, default=256, help="publishes unconfirmed at once (pipelined)"
+    )
+    parser.add_argument("--batch", type=int, default=500, help="items per store_many call")
     parser.add_argument(
         "--prefetch", type=int, default=None, help="APOLLO_PREFETCH (default: the service's)"
     )
@@ -162,16 +176,40 @@ class RecordingBus:
         self.topology = topology
         self.bodies: list[bytes] = []
 
-    async def publish(self, message: Message, *, exchange: str | None = None) -> None:
-        self.bodies.append(message.body)
+    async def publish_many(
+        self, messages: Sequence[Message], *, exchange: str | None = None
+    ) -> None:
+        self.bodies.extend(message.body for message in messages)
+
+
+class SequentialBus:
+    """``RemoteClient.store_many`` as it published before ``publish_many``: each message
+    confirmed by the broker before the next is sent."""
+
+    def __init__(self, bus: AiormqBus) -> None:
+        self.bus = bus
+        self.topology = bus.topology
+        self.login = bus.login
+
+    async def publish_many(
+        self, messages: Sequence[Message], *, exchange: str | None = None
+    ) -> None:
+        for message in messages:
+            await self.bus.publish(message, exchange=exchange)
 
 
 async def client_bodies(items: Sequence[dict[str, Any]]) -> list[bytes]:
     bus = RecordingBus(Topology())
     client = RemoteClient(bus, agent_id=AGENT, topology=bus.topology)  # type: ignore[arg-type]
-    for item in items:
-        await client.store_knowledge(**item)
+    await client.store_many(items)
     return bus.bodies
+
+
+async def store_in_batches(
+    client: RemoteClient, items: Sequence[dict[str, Any]], batch: int
+) -> None:
+    for start in range(0, len(items), batch):
+        await client.store_many(items[start : start + batch])
 
 
 async def in_window(count: int, window: int, send: Callable[[int], Awaitable[Any]]) -> None:
@@ -337,8 +375,27 @@ class Broker:
                         await channel.queue_delete(queue.name)
                     for exchange in topology.exchanges:
                         await channel.exchange_delete(exchange.name)
-                await channel.queue_delete(f"{self.prefix}raw")
-                await channel.exchange_delete(f"{self.prefix}raw")
+                for name in (f"{self.prefix}raw", f"{self.prefix}rawpub"):
+                    await channel.queue_delete(name)
+                    await channel.exchange_delete(name)
+
+
+async def purge(url: str, queue: str) -> None:
+    async with aiormq.connect(url) as connection:
+        channel = await connection.channel()
+        await channel.queue_purge(queue)
+
+
+def unacknowledged(vhost: str | None, queue: str) -> int | None:
+    """Unacknowledged deliveries of ``queue`` (``rabbitmqctl``; ``None`` without it)."""
+    listing = rabbitmqctl(
+        "list_queues", *(["-p", vhost] if vhost else []), "name", "messages_unacknowledged"
+    )
+    for line in (listing or "").splitlines():
+        name, _, count = line.rpartition("\t")
+        if name == queue and count.strip().isdigit():
+            return int(count)
+    return None
 
 
 async def queue_state(url: str, queue: str) -> tuple[int, int]:
@@ -524,6 +581,95 @@ class Services:
             await asyncio.sleep(0.1)
 
 
+# ---------------------------------------------------------------------------- phase 0
+
+
+def _raw_publisher(
+    channel: aiormq.abc.AbstractChannel, name: str, bodies: Sequence[bytes], user: str
+) -> Callable[[int], Awaitable[None]]:
+    """``send(i)``: publish ``bodies[i]`` (persistent, ``mandatory``), wait for its confirm."""
+
+    async def send(i: int) -> None:
+        confirmation = await channel.basic_publish(
+            bodies[i],
+            exchange=name,
+            routing_key=name,
+            properties=spec.Basic.Properties(
+                delivery_mode=2, message_id=uuid.uuid4().hex, user_id=user
+            ),
+            mandatory=True,
+        )
+        if not isinstance(confirmation, spec.Basic.Ack):
+            raise RuntimeError(f"publish not confirmed: {confirmation!r}")
+
+    return send
+
+
+async def declare_raw(channel: aiormq.abc.AbstractChannel, name: str) -> None:
+    await channel.exchange_declare(name, exchange_type="direct", durable=True)
+    await channel.queue_declare(name, durable=True)
+    await channel.queue_bind(name, name, routing_key=name)
+    await channel.queue_purge(name)
+
+
+async def publish_only(
+    broker: Broker,
+    topology: Topology,
+    bodies: Sequence[bytes],
+    items: Sequence[dict[str, Any]],
+    args: argparse.Namespace,
+) -> dict[str, Any]:
+    """Publishing alone onto an empty queue nobody consumes: raw aiormq pipelined, then
+    ``RemoteClient.store_many`` sequential (as before ``publish_many``) and pipelined."""
+    url, total = broker.url, len(bodies)
+    name = f"{broker.prefix}rawpub"
+    connection = await aiormq.connect(url)
+    try:
+        channel = await connection.channel()
+        await declare_raw(channel, name)
+        send = _raw_publisher(channel, name, bodies, URL(url).user or "guest")
+        started = time.perf_counter()
+        await in_window(total, args.window, send)
+        seconds = time.perf_counter() - started
+        queued = (await channel.queue_declare(name, passive=True)).message_count or 0
+        await channel.queue_delete(name)
+        await channel.exchange_delete(name)
+    finally:
+        await connection.close()
+    result: dict[str, Any] = {
+        "raw_aiormq": {
+            "messages": total,
+            "window": args.window,
+            "seconds": seconds,
+            "publish_per_s": rate(total, seconds),
+            "queued": queued,
+        }
+    }
+    bus = await AiormqBus.connect(url, topology=topology, publish_window=args.window)
+    try:
+        for label, client_bus in (
+            ("store_many_sequential", SequentialBus(bus)),
+            ("store_many_pipelined", bus),
+        ):
+            client = RemoteClient(client_bus, agent_id=AGENT, topology=topology)  # type: ignore[arg-type]
+            started = time.perf_counter()
+            await store_in_batches(client, items, args.batch)
+            seconds = time.perf_counter() - started
+            queued, _ = await queue_state(url, topology.ingest_queue)
+            await purge(url, topology.ingest_queue)
+            result[label] = {
+                "messages": total,
+                "batch": args.batch,
+                "window": 1 if label == "store_many_sequential" else args.window,
+                "seconds": seconds,
+                "publish_per_s": rate(total, seconds),
+                "queued": queued,
+            }
+    finally:
+        await bus.close()
+    return result
+
+
 # ---------------------------------------------------------------------------- phase 1
 
 
@@ -536,10 +682,7 @@ async def raw_roundtrip(
     consumer = await aiormq.connect(url)
     try:
         channel = await publisher.channel()
-        await channel.exchange_declare(name, exchange_type="direct", durable=True)
-        await channel.queue_declare(name, durable=True)
-        await channel.queue_bind(name, name, routing_key=name)
-        await channel.queue_purge(name)
+        await declare_raw(channel, name)
         inbound = await consumer.channel(publisher_confirms=False)
         await inbound.basic_qos(prefetch_count=prefetch)
         total = len(bodies)
@@ -556,20 +699,7 @@ async def raw_roundtrip(
                 done.set()
 
         consuming = await inbound.basic_consume(name, on_message)
-
-        async def send(i: int) -> None:
-            confirmation = await channel.basic_publish(
-                bodies[i],
-                exchange=name,
-                routing_key=name,
-                properties=spec.Basic.Properties(
-                    delivery_mode=2, message_id=uuid.uuid4().hex, user_id="guest"
-                ),
-                mandatory=True,
-            )
-            if not isinstance(confirmation, spec.Basic.Ack):
-                raise RuntimeError(f"publish not confirmed: {confirmation!r}")
-
+        send = _raw_publisher(channel, name, bodies, URL(url).user or "guest")
         started = time.perf_counter()
         await in_window(total, window, send)
         published = time.perf_counter()
@@ -640,24 +770,24 @@ async def direct_ingest(
 
 async def ingest_through_services(
     services: Services,
-    url: str,
+    broker: Broker,
     conninfo: str,
     items: Sequence[dict[str, Any]],
     args: argparse.Namespace,
     postmaster: int | None,
 ) -> dict[str, Any]:
-    topology = services.topology
+    topology, url = services.topology, broker.url
     meter = CpuMeter(services, postmaster)
     startup = await services.wait_consuming(url)
     total = len(items)
-    bus = await AiormqBus.connect(url, topology=topology)
+    bus = await AiormqBus.connect(url, topology=topology, publish_window=args.window)
     poller = await psycopg.AsyncConnection.connect(conninfo, autocommit=True)
     try:
         client = RemoteClient(bus, agent_id=AGENT, topology=topology, rpc_timeout=60.0)
         published = [0.0]
 
         async def publish_all() -> None:
-            await in_window(total, args.window, lambda i: client.store_knowledge(**items[i]))
+            await store_in_batches(client, items, args.batch)
             published[0] = time.perf_counter()
 
         cpu_before = meter.snapshot()
@@ -689,6 +819,7 @@ async def ingest_through_services(
                 with contextlib.suppress(BaseException):
                     await publishing
         ready, _ = await queue_state(url, topology.ingest_queue)
+        unacked = await asyncio.to_thread(unacknowledged, broker.vhost, topology.ingest_queue)
         dead, _ = await queue_state(url, topology.dead_letter_queue)
         cur = await poller.execute("SELECT count(*) FROM access_log WHERE action = 'ingest'")
         row = await cur.fetchone()
@@ -708,8 +839,10 @@ async def ingest_through_services(
         "stored": stored,
         "ingest_log_rows": logged,
         "left_in_queue": ready,
+        "left_unacknowledged": unacked,
         "dead_letters": dead,
         "window": args.window,
+        "batch": args.batch,
         "cpu_seconds": cpu,
         "service_cpu_ms_per_message": 1000 * cpu["services"] / total,
         "postgres_cpu_ms_per_message": None
@@ -834,6 +967,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         databases = Databases(admin)
         await asyncio.to_thread(broker.open)
         prefetch = args.prefetch or Settings().prefetch
+        publishing = await publish_only(broker, broker.topology("publish"), bodies, items, args)
         raw = await raw_roundtrip(broker.url, broker.prefix, bodies, prefetch, args.window)
         direct = await direct_ingest(await databases.create("direct"), items, prefetch, postmaster)
 
@@ -848,7 +982,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             async with Services(count, env, workdir, topology) as services:
                 try:
                     runs[f"services_{count}"] = await ingest_through_services(
-                        services, broker.url, conninfo, items, args, postmaster
+                        services, broker, conninfo, items, args, postmaster
                     )
                     if count == 1:
                         query = await query_latency(
@@ -884,6 +1018,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             "messages": args.messages,
             "queries": args.queries,
             "window": args.window,
+            "batch": args.batch,
             "prefetch": prefetch,
             "services": args.services,
             "poll_seconds": args.poll,
@@ -892,6 +1027,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             "quick": args.quick,
             "fsync_off": args.fsync_off,
         },
+        "publish": publishing,
         "ingest": {"raw_aiormq": raw, "direct_store": direct, **runs},
         "query": query,
         "wall_seconds": time.perf_counter() - started,
@@ -899,15 +1035,49 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def report(result: dict[str, Any]) -> str:
-    ingest, query = result["ingest"], result["query"]
+    ingest, query, publishing = result["ingest"], result["query"], result["publish"]
     raw = ingest["raw_aiormq"]
-    rows = []
+    raw_publish = publishing["raw_aiormq"]
+    sequential = publishing["store_many_sequential"]
+    pipelined = publishing["store_many_pipelined"]
+    rows = [
+        comparison_row(
+            "publish only: raw aiormq, pipelined confirms, msg/s",
+            raw_publish["publish_per_s"],
+            None,
+            "",
+            None,
+        ),
+        comparison_row(
+            "publish only: RemoteClient.store_many before (sequential confirms), msg/s"
+            " (vs raw aiormq pipelined)",
+            sequential["publish_per_s"],
+            raw_publish["publish_per_s"],
+            "",
+            None,
+        ),
+        comparison_row(
+            "publish only: RemoteClient.store_many now (pipelined), msg/s"
+            " (vs raw aiormq pipelined)",
+            pipelined["publish_per_s"],
+            raw_publish["publish_per_s"],
+            "",
+            None,
+        ),
+        comparison_row(
+            "publish only: RemoteClient.store_many now (pipelined), msg/s (vs before)",
+            pipelined["publish_per_s"],
+            sequential["publish_per_s"],
+            "",
+            None,
+        ),
+    ]
     for key in sorted(k for k in ingest if k.startswith("services_")):
         run = ingest[key]
         rows.append(
             comparison_row(
-                f"ingest end to end, {run['services']} service(s), msg/s (vs raw aiormq"
-                " publish+consume)",
+                f"ingest store_many -> {run['services']} service(s) -> committed, msg/s"
+                " (vs raw aiormq publish+consume with ack)",
                 run["messages_per_s"],
                 raw["messages_per_s"],
                 "",
@@ -938,8 +1108,8 @@ def report(result: dict[str, Any]) -> str:
         run = ingest[key]
         rows.append(
             comparison_row(
-                f"publish via RemoteClient, {run['services']} service(s) consuming, msg/s"
-                " (vs raw aiormq publish)",
+                f"publish via RemoteClient.store_many, {run['services']} service(s)"
+                " consuming, msg/s (vs raw aiormq publish, consumer running)",
                 run["publish_per_s"],
                 raw["publish_per_s"],
                 "",
@@ -980,7 +1150,11 @@ def report(result: dict[str, Any]) -> str:
         f"- store: {server['mode']}; PostgreSQL {server['server_version']}, fsync"
         f" {server['fsync']}, synchronous_commit {server['synchronous_commit']}",
         f"- {raw['messages']:,} messages of {raw['body_bytes_mean']:.0f} bytes on average;"
-        f" {raw['window']} publishes in flight; prefetch {raw['prefetch']}",
+        f" {raw['window']} publishes unconfirmed at once; store_many batches of"
+        f" {result['config']['batch']}; prefetch {raw['prefetch']}",
+        f"- publish only: raw {raw_publish['seconds']:.2f} s, store_many sequential"
+        f" {sequential['seconds']:.2f} s, pipelined {pipelined['seconds']:.2f} s; queued"
+        f" {raw_publish['queued']:,} / {sequential['queued']:,} / {pipelined['queued']:,}",
     ]
     for key in sorted(k for k in ingest if k.startswith("services_")):
         run = ingest[key]
@@ -988,7 +1162,8 @@ def report(result: dict[str, Any]) -> str:
             f"- {run['services']} service(s): {run['seconds']:.2f} s end to end, publishing"
             f" done after {run['publish_seconds']:.2f} s; stored {run['stored']:,},"
             f" ingest log rows {run['ingest_log_rows']:,}, left in queue"
-            f" {run['left_in_queue']}, dead letters {run['dead_letters']}; startup"
+            f" {run['left_in_queue']} (unacknowledged {run['left_unacknowledged']}),"
+            f" dead letters {run['dead_letters']}; startup"
             f" {run['startup_seconds']:.1f} s (not timed); exit codes {run['exit_codes']}"
         )
         cpu = run["cpu_seconds"]

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from apollo_domain.model import AccessScope, ContentType, Entry, Relation, SourceRef, Status, Viewer
 from apollo_domain.normalize import content_hash, make_source
+from apollo_domain.retry import OutboxRetry
 from apollo_domain.rules import Corroborator
 from apollo_domain.testing import (
     CHANNEL_NAMES,
@@ -214,6 +215,17 @@ graph_nodes = st.sampled_from(GRAPH_NODES)
 
 
 @st.composite
+def outbox_retries(draw: st.DrawFn) -> OutboxRetry:
+    """Any valid backoff: a base, a cap at least the base, an attempt budget, a lease."""
+    seconds = st.floats(min_value=0.01, max_value=86_400.0, allow_nan=False)
+    base, cap = sorted((draw(seconds), draw(seconds)))
+    return OutboxRetry(base, cap, draw(st.integers(1, 100)), draw(seconds))
+
+
+failure_counts = st.integers(min_value=0, max_value=120)
+
+
+@st.composite
 def relations(draw: st.DrawFn) -> Relation:
     return Relation(
         from_id=draw(graph_nodes),
@@ -265,11 +277,13 @@ __all__ = [
     "datetimes",
     "entries",
     "entry_counts",
+    "failure_counts",
     "graph_nodes",
     "hours",
     "knowledge_domains",
     "known_providers",
     "make_entry",
+    "outbox_retries",
     "owner_ids",
     "policies",
     "positive_weights",

@@ -32,6 +32,7 @@ from apollo_domain.ports import (
     Store,
 )
 from apollo_domain.retrieval import RetrievalSettings
+from apollo_domain.retry import OutboxRetry
 from apollo_domain.services import Deps
 from apollo_domain.topology import Topology
 
@@ -49,7 +50,8 @@ class Overrides:
     """Ports the embedding program (or a test) supplies itself; ``None`` takes the default:
     the cached hashing embedder (or the one the settings name), the system clock, the
     heuristic contradiction judge (or the configured LLM), no LLM, the default policy (or
-    the settings'), the default retrieval settings, the heuristic entity extractor."""
+    the settings'), the default retrieval settings, the heuristic entity extractor, the
+    default outbox backoff (or the settings')."""
 
     embedder: Embedder | None = None
     clock: Clock | None = None
@@ -58,6 +60,7 @@ class Overrides:
     policy: ConfidencePolicy | None = None
     retrieval: RetrievalSettings | None = None
     extractor: EntityExtractor | None = None
+    outbox_retry: OutboxRetry | None = None
 
 
 @frozen
@@ -132,6 +135,7 @@ def wire(store: Store, overrides: Overrides = Overrides()) -> Deps:
         llm=overrides.llm,
         retrieval=overrides.retrieval or RetrievalSettings(),
         extractor=overrides.extractor or HeuristicEntityExtractor(),
+        outbox_retry=overrides.outbox_retry or OutboxRetry(),
     )
 
 
@@ -258,6 +262,7 @@ async def open_durable(settings: Settings, overrides: Overrides = Overrides()) -
             policy=overrides.policy or settings.policy,
             retrieval=overrides.retrieval,
             extractor=overrides.extractor,
+            outbox_retry=overrides.outbox_retry or settings.outbox_retry,
         ),
     )
     return Wired(deps, tuple(closers))  # closed in reverse: the store first, the embedder last

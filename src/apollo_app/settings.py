@@ -12,6 +12,7 @@ from attrs import evolve, field, frozen
 from apollo_domain.errors import ConfigurationError, ValidationError
 from apollo_domain.model import Principal, Role
 from apollo_domain.policy import ConfidencePolicy
+from apollo_domain.retry import OutboxRetry
 from apollo_domain.secrets import MASK, redact
 
 EMBEDDERS = ("hashing", "sentence-transformers", "openai")
@@ -105,6 +106,13 @@ class Settings:
     expertise_interval: float = 1800.0
     corroboration_interval: float = 900.0
     outbox_interval: float = 5.0
+    #: A failed outbox item waits ``outbox_retry_base · 2^failures`` seconds, at most
+    #: ``outbox_retry_max``, and is dead after ``outbox_max_attempts`` failures; a claimed
+    #: item is leased to its claimer for ``outbox_lease`` seconds.
+    outbox_retry_base: float = 5.0
+    outbox_retry_max: float = 600.0
+    outbox_max_attempts: int = 20
+    outbox_lease: float = 900.0
     corroboration_batch: int = 100
     prefetch: int = 16
     max_redeliveries: int = 5
@@ -156,6 +164,10 @@ class Settings:
         number("APOLLO_EXPERTISE_INTERVAL", "expertise_interval", float, 1, 7 * 86_400)
         number("APOLLO_CORROBORATION_INTERVAL", "corroboration_interval", float, 1, 7 * 86_400)
         number("APOLLO_OUTBOX_INTERVAL", "outbox_interval", float, 0.05, 3_600)
+        number("APOLLO_OUTBOX_RETRY_BASE_SECONDS", "outbox_retry_base", float, 0.01, 86_400)
+        number("APOLLO_OUTBOX_RETRY_MAX_SECONDS", "outbox_retry_max", float, 0.01, 7 * 86_400)
+        number("APOLLO_OUTBOX_MAX_ATTEMPTS", "outbox_max_attempts", int, 1, 1_000)
+        number("APOLLO_OUTBOX_LEASE_SECONDS", "outbox_lease", float, 1, 86_400)
         number("APOLLO_CORROBORATION_BATCH", "corroboration_batch", int, 1, 100_000)
         number("APOLLO_PREFETCH", "prefetch", int, 1, 10_000)
         number("APOLLO_MAX_REDELIVERIES", "max_redeliveries", int, 0, 1_000)
@@ -200,7 +212,14 @@ class Settings:
                 kwargs["policy"] = ConfidencePolicy.from_overrides(**overrides)
             except ValidationError as exc:
                 raise ConfigurationError(prefix + exc.field.upper(), exc.message) from None
-        return cls(**kwargs)
+        settings = cls(**kwargs)
+        if settings.outbox_retry_max < settings.outbox_retry_base:
+            raise ConfigurationError(
+                "APOLLO_OUTBOX_RETRY_MAX_SECONDS",
+                "must be at least APOLLO_OUTBOX_RETRY_BASE_SECONDS "
+                f"({settings.outbox_retry_base:g}), got {settings.outbox_retry_max:g}",
+            )
+        return settings
 
     def replace(self, **changes: Any) -> Settings:
         return evolve(self, **changes)
@@ -216,6 +235,16 @@ class Settings:
         if self.gateway_users is None or user_id in self.gateway_users:
             return Principal(user_id, role=Role.GATEWAY)
         return Principal(user_id, role=Role.WRITER)
+
+    @property
+    def outbox_retry(self) -> OutboxRetry:
+        """The outbox's backoff and lease, as the use cases take them."""
+        return OutboxRetry(
+            self.outbox_retry_base,
+            self.outbox_retry_max,
+            self.outbox_max_attempts,
+            self.outbox_lease,
+        )
 
     @property
     def secrets(self) -> tuple[str, ...]:

@@ -30,7 +30,7 @@ Guarantees
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from attrs import frozen
@@ -145,6 +145,25 @@ class MessageBus(Protocol):
         exist, the broker refuses it (e.g. a ``user_id`` other than the login), or the
         broker cannot be reached. A publish interrupted by a lost connection is repeated
         after reconnecting (bounded), so it may arrive twice, with the same ``message_id``.
+        """
+
+    async def publish_many(
+        self, messages: Sequence[Message], *, exchange: str | None = None
+    ) -> None:
+        """Route every one of ``messages``, in order, through ``exchange`` like :meth:`publish`,
+        without waiting for each confirm before sending the next (a bounded number are
+        unconfirmed at once).
+
+        Returns only once the broker has confirmed every message; otherwise raises.
+        Messages are published in the order given, so one queue receives them in that
+        order. After a lost connection the unconfirmed ones are published again, in order
+        and with the same ``message_id`` (bounded like :meth:`publish`): a message may
+        therefore arrive twice, which handlers deduplicating by ``message_id`` absorb. A
+        refused message (unroutable, no such exchange, a foreign ``user_id``) raises
+        :class:`TransportError` like :meth:`publish`, for the first refused one in order:
+        the messages before it are confirmed; those after it may or may not have been
+        published (the ones sent before the refusal was known). An empty ``messages``
+        does nothing.
         """
 
     async def consume(

@@ -202,6 +202,8 @@ class AccessLogRecord:
 
 @frozen
 class OutboxItem:
+    """A claimed outbox item; ``attempts`` counts its failures so far."""
+
     id: int
     kind: str  # "contradiction_scan"
     payload: Mapping[str, Any]
@@ -355,8 +357,13 @@ class EntryRepository(Protocol):
     async def archive_stale(self, cutoff: datetime, now: datetime) -> int:
         """Archive non-archived entries with COALESCE(updated_at, created_at) < cutoff."""
 
-    async def candidates(self, limit: int) -> list[Entry]:
-        """Up to ``limit`` candidate entries with embeddings, oldest first (created_at, id)."""
+    async def candidates(self, limit: int, now: datetime) -> list[Entry]:
+        """Up to ``limit`` candidate entries with embeddings, least recently checked first
+        (never checked first, then created_at, id), each stamped as checked at ``now``; the
+        stamps commit with the unit of work, so successive runs reach every candidate.
+        The candidates are returned with their rows locked, as by :meth:`lock`: one a
+        concurrent unit of work holds is waited for, and left out when it committed a
+        status other than candidate. The stamp changes no field of the entry."""
 
     async def agent_domain_stats(
         self,
@@ -574,7 +581,15 @@ class CredibilityRegistry(Protocol):
 
 
 class Outbox(Protocol):
-    """Work queued in the same transaction as the change that caused it."""
+    """Work queued in the same transaction as the change that caused it.
+
+    An item is *due* when it is pending, its next attempt time (none until it fails) is
+    not after ``now`` and it is not under an unexpired lease. Claiming leases items: the
+    lease is written with the claim (PostgreSQL: one ``UPDATE … FOR UPDATE SKIP LOCKED``
+    statement) and commits with the claiming unit of work, so the claimer can commit at
+    once and work on the items outside any transaction while no other claimer, in this
+    process or another, sees them until the lease ends or they are completed or failed.
+    """
 
     async def enqueue(self, kind: str, payload: Mapping[str, Any], now: datetime) -> None: ...
 
@@ -582,15 +597,21 @@ class Outbox(Protocol):
         """:meth:`enqueue` for each ``(kind, payload, now)``, in order (one statement where
         the adapter can)."""
 
-    async def claim(self, limit: int, now: datetime) -> list[OutboxItem]:
-        """Up to ``limit`` pending items, oldest first; claimed items are invisible to other
-        claimers until completed or released by the enclosing unit of work ending."""
+    async def claim(self, limit: int, now: datetime, *, lease_until: datetime) -> list[OutboxItem]:
+        """Up to ``limit`` items due at ``now``, oldest first, each leased until
+        ``lease_until``. Items locked by a concurrent claimer that has not committed are
+        skipped, never waited for."""
 
-    async def complete(self, item_id: int) -> None: ...
+    async def complete(self, item_id: int) -> None:
+        """The item is done (never claimed again); an unknown or finished id is a no-op."""
 
-    async def fail(self, item_id: int, error: str, *, give_up: bool) -> None: ...
+    async def fail(self, item_id: int, error: str, *, retry_at: datetime | None) -> None:
+        """Count a failed attempt, keep ``error`` and end the lease: the item is due again
+        at ``retry_at``, or dead (kept, never claimed again) when ``retry_at`` is None. An
+        unknown or no longer pending id is a no-op."""
 
-    async def pending(self) -> int: ...
+    async def pending(self) -> int:
+        """Items neither done nor dead, due or waiting for their next attempt."""
 
 
 class ProcessedKeys(Protocol):

@@ -161,6 +161,130 @@ async def test_llm_audit_events_reach_the_gas_queue(bus_factory: BusFactory) -> 
         await bus.publish(Message("llm.audit.started", b"x"), exchange=topology.audit_exchange)
 
 
+# ------------------------------------------------------------------------------ publish_many
+
+
+async def test_publish_many_delivers_every_message_once_in_order(bus_factory: BusFactory) -> None:
+    """More messages than the publishes in flight at once: each arrives once, in the order
+    given, with its id; nothing else is left on the queue."""
+    bus = await bus_factory()
+    queue = bus_factory.topology.ingest_queue
+    inbox = Inbox()
+    subscription = await bus.consume(queue, inbox, prefetch=1)
+    count = 600
+    sent = [
+        Message(queue, f"m{n}".encode(), message_id=f"id-{n}", user_id=bus_factory.login)
+        for n in range(count)
+    ]
+
+    await bus.publish_many(sent)
+    received = await inbox.wait_for(count)
+    await subscription.cancel()
+
+    assert [m.body for m in sent] == [m.body for m in received]
+    assert [m.message_id for m in sent] == [m.message_id for m in received]
+    assert all(m.delivery_count == 1 and not m.redelivered for m in received)
+    assert (await next_message_on(bus, queue)).body == b"sentinel"
+
+
+async def test_publish_many_routes_through_the_given_exchange_and_fills_in_ids(
+    bus_factory: BusFactory,
+) -> None:
+    bus = await bus_factory()
+    topology = bus_factory.topology
+    inbox = Inbox()
+    await bus.consume(topology.gas_queue, inbox)
+
+    await bus.publish_many(
+        [Message(topology.audit_routing_key, f"a{n}".encode()) for n in range(3)],
+        exchange=topology.audit_exchange,
+    )
+    received = await inbox.wait_for(3)
+
+    assert [b"a0", b"a1", b"a2"] == [m.body for m in received]
+    assert all(m.message_id for m in received)
+    assert 3 == len({m.message_id for m in received})
+
+
+async def test_publish_many_of_nothing_does_nothing(bus_factory: BusFactory) -> None:
+    bus = await bus_factory()
+    queue = bus_factory.topology.ingest_queue
+
+    await bus.publish_many([])
+
+    assert (await next_message_on(bus, queue)).body == b"sentinel"
+
+
+async def test_publish_many_raises_for_an_unroutable_message_after_the_ones_before_it(
+    bus_factory: BusFactory,
+) -> None:
+    """Like publish: an unroutable message or a missing exchange raises; the messages
+    before the refused one are delivered; the bus keeps working."""
+    bus = await bus_factory()
+    queue = bus_factory.topology.ingest_queue
+    inbox = Inbox()
+    subscription = await bus.consume(queue, inbox, prefetch=1)
+
+    with pytest.raises(TransportError, match=r"unroutable.*legion\.apollo\.nowhere"):
+        await bus.publish_many(
+            [
+                Message(queue, b"first"),
+                Message(queue, b"second"),
+                Message("legion.apollo.nowhere", b"x"),
+            ]
+        )
+    with pytest.raises(TransportError):
+        await bus.publish_many([Message(queue, b"lost")], exchange="apollo.no-such-exchange")
+    await bus.publish_many([Message(queue, b"after")])
+    received = await inbox.wait_for(3)
+    await subscription.cancel()
+
+    assert [b"first", b"second", b"after"] == [m.body for m in received]
+    assert (await next_message_on(bus, queue)).body == b"sentinel"
+
+
+async def test_publish_many_blames_the_refused_message_among_messages_sharing_its_id(
+    bus_factory: BusFactory,
+) -> None:
+    """An id is not unique by contract: the refusal names the unroutable message even
+    when a routable one with the same id follows it."""
+    bus = await bus_factory()
+    queue = bus_factory.topology.ingest_queue
+
+    with pytest.raises(TransportError, match=r"legion\.apollo\.nowhere"):
+        await bus.publish_many(
+            [
+                Message("legion.apollo.nowhere", b"x", message_id="same"),
+                Message(queue, b"y", message_id="same"),
+            ]
+        )
+
+
+async def test_publish_many_raises_when_the_broker_refuses_a_message(
+    bus_factory: BusFactory,
+) -> None:
+    """A ``user_id`` other than the login is refused mid-batch: raises, the message before
+    it is delivered, and the bus goes on publishing."""
+    bus = await bus_factory()
+    queue = bus_factory.topology.ingest_queue
+    inbox = Inbox()
+    subscription = await bus.consume(queue, inbox, prefetch=1)
+
+    with pytest.raises(TransportError):
+        await bus.publish_many(
+            [
+                Message(queue, b"honest", user_id=bus_factory.login),
+                Message(queue, b"forged", user_id="someone-else"),
+            ]
+        )
+    await bus.publish_many([Message(queue, b"after", user_id=bus_factory.login)])
+    received = await inbox.wait_for(2)
+    await subscription.cancel()
+
+    assert [b"honest", b"after"] == [m.body for m in received]
+    assert (await next_message_on(bus, queue)).body == b"sentinel"
+
+
 # ------------------------------------------------------------------------ refused publishes
 
 
@@ -197,6 +321,8 @@ async def test_a_closed_bus_refuses_every_call(bus_factory: BusFactory) -> None:
 
     with pytest.raises(TransportError):
         await bus.publish(Message(queue, b"late"))
+    with pytest.raises(TransportError):
+        await bus.publish_many([Message(queue, b"late")])
     with pytest.raises(TransportError):
         await bus.consume(queue, Inbox())
     with pytest.raises(TransportError):

@@ -94,7 +94,7 @@ async def snapshot(store: Store, ids: Sequence[UUID]) -> dict[str, Any]:
             ],
             "browse": await uow.entries.browse(everything(), 1000),
             "nearest": await uow.entries.nearest(unit(1.0, 0.5, 0.25), everything(), 1000),
-            "candidates": await uow.entries.candidates(1000),
+            "candidates": await uow.entries.candidates(1000, T0),
             "agents": await uow.entries.agent_domain_stats(),
             "stats": await uow.entries.stats(Viewer("alice", frozenset({"bob"})), T0),
             "evidence": await uow.evidence.for_entries(ids),
@@ -103,7 +103,7 @@ async def snapshot(store: Store, ids: Sequence[UUID]) -> dict[str, Any]:
             "expertise": await uow.expertise.all(),
             "log": (await uow.access_log.count(), await uow.access_log.count("ingest")),
             "credibility": await uow.credibility.get("claude-1"),
-            "outbox": (await uow.outbox.pending(), await uow.outbox.claim(100, T0)),
+            "outbox": (await uow.outbox.pending(), await uow.outbox.claim(100, T0, lease_until=T0)),
             "processed": await uow.processed.seen("message-1"),
         }
 
@@ -159,8 +159,8 @@ async def mutate_everything(uow: UnitOfWork, ids: Sequence[UUID]) -> None:
     await uow.expertise.forget_agent("gemini-3")
     await uow.access_log.record([AccessLogRecord("query", "openai-2", first, LATER)])
     await uow.credibility.save(CredibilityRecord("claude-1", 1.0, 9.0, "troll"))
-    (item,) = await uow.outbox.claim(10, LATER)
-    await uow.outbox.fail(item.id, "boom", give_up=True)
+    (item,) = await uow.outbox.claim(10, LATER, lease_until=LATER + timedelta(minutes=5))
+    await uow.outbox.fail(item.id, "boom", retry_at=None)
     await uow.outbox.enqueue("contradiction_scan", {}, LATER)
     await uow.processed.mark("message-1", LATER)
     await uow.entries.delete([first, third])
@@ -556,13 +556,13 @@ async def test_repositories_round_trip_their_values(store: Store) -> None:
         await uow.commit()
 
     async with store.unit_of_work() as uow:
-        claimed = await uow.outbox.claim(2, T0)
+        claimed = await uow.outbox.claim(2, T0, lease_until=T0)
         assert [{"id": 1}, {"id": 2}] == [i.payload for i in claimed]
         assert [("contradiction_scan", 0, T0)] == [
             (i.kind, i.attempts, i.created_at) for i in claimed[:1]
         ]
         await uow.outbox.complete(claimed[0].id)
-        await uow.outbox.fail(claimed[1].id, "judge down", give_up=True)
+        await uow.outbox.fail(claimed[1].id, "judge down", retry_at=None)
         await uow.commit()
 
     async with store.unit_of_work() as uow:
@@ -590,7 +590,7 @@ async def test_repositories_round_trip_their_values(store: Store) -> None:
         assert await uow.processed.seen("k")
         assert not await uow.processed.seen("other")
         assert 1 == await uow.outbox.pending()
-        assert [{"id": 3}] == [i.payload for i in await uow.outbox.claim(5, T0)]
+        assert [{"id": 3}] == [i.payload for i in await uow.outbox.claim(5, T0, lease_until=T0)]
         stats = await uow.entries.stats(Viewer("t1"), T0)
         assert (2, 2, 1) == (stats.total, stats.by_status["active"], stats.total_relations)
         outsider = await uow.entries.stats(Viewer("z"), T0)

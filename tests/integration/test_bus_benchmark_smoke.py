@@ -33,8 +33,9 @@ def positive(value: Any) -> bool:
 def test_bus_bench_quick_reports_every_figure(
     tmp_path: Path, postgres_server: PostgresTestServer
 ) -> None:
-    """Raw aiormq, direct store, 1 and 2 service processes, RPC and direct query latency:
-    all measured, every ingest stored once, every service stopped cleanly."""
+    """Publishing alone (raw aiormq, store_many sequential and pipelined), raw aiormq
+    publish+consume, direct store, 1 and 2 service processes, RPC and direct query latency:
+    all measured, every message queued or stored once, every service stopped cleanly."""
     ensure_broker(configured_url())
     result = bus_bench.main(
         [
@@ -49,12 +50,25 @@ def test_bus_bench_quick_reports_every_figure(
     )
 
     written = json.loads((tmp_path / "bus_quick.json").read_text())
-    assert {"name", "command", "machine", "broker", "server", "config", "ingest", "query"} <= set(
-        written
-    )
+    assert {
+        "name",
+        "command",
+        "machine",
+        "broker",
+        "server",
+        "config",
+        "publish",
+        "ingest",
+        "query",
+    } <= set(written)
     assert "bus" == written["name"]
     assert result["config"] == written["config"]
     messages = written["config"]["messages"]
+    publishing = written["publish"]
+    assert {"raw_aiormq", "store_many_sequential", "store_many_pipelined"} == set(publishing)
+    for path, figures in publishing.items():
+        assert positive(figures["publish_per_s"]), path
+        assert (messages, messages) == (figures["messages"], figures["queued"]), path
     ingest = written["ingest"]
     assert {"raw_aiormq", "direct_store", "services_1", "services_2"} <= set(ingest)
     raw, direct = ingest["raw_aiormq"], ingest["direct_store"]
@@ -70,6 +84,7 @@ def test_bus_bench_quick_reports_every_figure(
             assert positive(figures[key]), (run, key)
         assert (messages, messages) == (figures["stored"], figures["ingest_log_rows"]), run
         assert (0, 0) == (figures["left_in_queue"], figures["dead_letters"]), run
+        assert figures["left_unacknowledged"] in (0, None), run
         assert [0] * services == figures["exit_codes"], run
     query = written["query"]
     assert messages == query["store_size"]

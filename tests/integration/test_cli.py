@@ -218,53 +218,53 @@ def test_ingest_reads_stdin(server_folder: Path) -> None:
 
 
 @pytest.mark.postgres
-def test_entity_and_entities_read_the_graph_as_the_principal_sees_it(tmp_path: Path) -> None:
+def test_entity_and_entities_read_the_graph_as_the_principal_sees_it(server_folder: Path) -> None:
     """``apollo entities`` lists names with their visible mention counts; ``apollo entity``
     shows edges and entries, ``--history`` the typed edges through time, ``--related`` the
     neighbours; another principal's private names stay out; unknown names exit 1."""
     texts = ("Today Lena Park works at Umbrella Labs.", "Now Lena Park leads Umbrella Labs.")
     public = "\n".join(json.dumps({"content": text}) for text in texts)
-    assert 0 == run("ingest", "-", data_dir=tmp_path, stdin=public + "\n").returncode
+    assert 0 == run("ingest", "-", data_dir=server_folder, stdin=public + "\n").returncode
     secret = json.dumps({"content": "Secret: Lena Park uses Kafka.", "access_scope": "private"})
-    stored = run("ingest", "-", "--principal", "alice", data_dir=tmp_path, stdin=secret + "\n")
+    stored = run("ingest", "-", "--principal", "alice", data_dir=server_folder, stdin=secret + "\n")
     assert 0 == stored.returncode, stored.stderr
 
-    listed = run("entities", "--prefix", "L", data_dir=tmp_path)
+    listed = run("entities", "--prefix", "L", data_dir=server_folder)
     assert 0 == listed.returncode, listed.stderr
     rows = [line.split() for line in listed.stdout.splitlines()[1:]]
     assert [["2", "name", "Lena", "Park"]] == rows
-    everything = run("entities", "--json", data_dir=tmp_path)
+    everything = run("entities", "--json", data_dir=server_folder)
     assert ["lena park", "umbrella labs"] == [e["key"] for e in json.loads(everything.stdout)]
-    as_alice = run("entities", "--json", "--principal", "alice", data_dir=tmp_path)
+    as_alice = run("entities", "--json", "--principal", "alice", data_dir=server_folder)
     assert {"kafka": 1, "lena park": 3, "umbrella labs": 2} == {
         e["key"]: e["mentions"] for e in json.loads(as_alice.stdout)
     }
 
-    detail = run("entity", "lena PARK", "--json", data_dir=tmp_path)
+    detail = run("entity", "lena PARK", "--json", data_dir=server_folder)
     assert 0 == detail.returncode, detail.stderr
     shown = json.loads(detail.stdout)
     assert ("Lena Park", 2) == (shown["name"], shown["mentions"])
     assert {"leads", "co_occurs"} == {e["relation"] for e in shown["edges"]}
-    table = run("entity", "Lena Park", data_dir=tmp_path)
+    table = run("entity", "Lena Park", data_dir=server_folder)
     assert "Lena Park -leads-> Umbrella Labs" in table.stdout
     assert "Now Lena Park leads Umbrella Labs." in table.stdout
 
-    shown_history = run("entity", "Lena Park", "--history", "--json", data_dir=tmp_path)
+    shown_history = run("entity", "Lena Park", "--history", "--json", data_dir=server_folder)
     history = json.loads(shown_history.stdout)
     works, leads = history["edges"]
     assert ("works_at", leads["id"]) == (works["relation"], works["superseded_by"])
     as_of = ("--as-of", works["valid_from"])
-    then = run("entity", "Lena Park", "--history", *as_of, "--json", data_dir=tmp_path)
+    then = run("entity", "Lena Park", "--history", *as_of, "--json", data_dir=server_folder)
     assert ["works_at"] == [e["relation"] for e in json.loads(then.stdout)["edges"]]
 
-    related = run("entity", "Umbrella Labs", "--related", "--depth", "2", data_dir=tmp_path)
+    related = run("entity", "Umbrella Labs", "--related", "--depth", "2", data_dir=server_folder)
     assert 0 == related.returncode, related.stderr
     assert "Lena Park" in related.stdout and "Kafka" not in related.stdout
 
-    hidden = run("entity", "Kafka", data_dir=tmp_path)
+    hidden = run("entity", "Kafka", data_dir=server_folder)
     assert 1 == hidden.returncode
     assert hidden.stderr.startswith("apollo: error: NotFound")
-    bad_time = run("entity", "Lena Park", "--history", "--as-of", "soon", data_dir=tmp_path)
+    bad_time = run("entity", "Lena Park", "--history", "--as-of", "soon", data_dir=server_folder)
     assert (2, True) == (bad_time.returncode, bad_time.stderr.startswith("apollo: error: as_of:"))
 
 

@@ -284,25 +284,28 @@ async def test_fifty_concurrent_boosts_on_separate_connections_are_never_lost(
 async def test_open_units_of_work_claim_disjoint_outbox_items(
     pg_store: DisposablePostgresStore,
 ) -> None:
-    """A claimed item stays invisible to a concurrent claimer until the claiming unit of
-    work ends. (The in-memory store runs one unit of work at a time: this interleaving
-    exists only on PostgreSQL.)"""
+    """An item claimed by a unit of work that has not committed is skipped by a concurrent
+    claimer, never waited for. (The in-memory store runs one unit of work at a time: this
+    interleaving exists only on PostgreSQL; the committed lease is a contract test.)"""
     async with pg_store.unit_of_work() as uow:
         await uow.outbox.enqueue("contradiction_scan", {"id": 1}, NOW)
         await uow.outbox.enqueue("contradiction_scan", {"id": 2}, NOW)
         await uow.commit()
 
     async with pg_store.unit_of_work() as first, pg_store.unit_of_work() as second:
-        claimed = await first.outbox.claim(1, NOW)
+        lease = NOW + timedelta(minutes=5)
+        claimed = await first.outbox.claim(1, NOW, lease_until=lease)
         assert [{"id": 1}] == [i.payload for i in claimed]
-        assert [{"id": 2}] == [i.payload for i in await second.outbox.claim(5, NOW)]
-        assert [] == await first.outbox.claim(5, NOW)
-        await first.outbox.fail(claimed[0].id, "judge down", give_up=True)
+        assert [{"id": 2}] == [
+            i.payload for i in await second.outbox.claim(5, NOW, lease_until=lease)
+        ]
+        assert [] == await first.outbox.claim(5, NOW, lease_until=lease)
+        await first.outbox.fail(claimed[0].id, "judge down", retry_at=None)
         await first.commit()
 
     async with pg_store.unit_of_work() as uow:
         assert 1 == await uow.outbox.pending()
-        assert [{"id": 2}] == [i.payload for i in await uow.outbox.claim(5, NOW)]
+        assert [{"id": 2}] == [i.payload for i in await uow.outbox.claim(5, NOW, lease_until=NOW)]
 
 
 # --------------------------------------------------------------------------- search

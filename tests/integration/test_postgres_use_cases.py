@@ -66,3 +66,26 @@ async def test_embedded_default_persists_across_reopen(server_folder):
     with pytest.raises(ConfigurationError):  # the store was made for 384 dimensions
         async with Apollo.open(settings, embedder=HashingEmbedder(64)):
             pass
+
+
+async def test_open_takes_the_outbox_backoff_from_the_settings(postgres_server):
+    """Apollo.open wires the settings' outbox backoff and lease into the use cases."""
+    database = await postgres_server.create_database(dimension=384)
+    settings = Settings(
+        database_url=postgres_server.conninfo(database),
+        outbox_retry_base=2.0,
+        outbox_retry_max=60.0,
+        outbox_max_attempts=7,
+        outbox_lease=30.0,
+    )
+    try:
+        async with Apollo.open(settings) as apollo:
+            assert settings.outbox_retry == apollo.deps.outbox_retry
+            assert (2.0, 60.0, 7, 30.0) == (
+                apollo.deps.outbox_retry.base_seconds,
+                apollo.deps.outbox_retry.max_seconds,
+                apollo.deps.outbox_retry.max_attempts,
+                apollo.deps.outbox_retry.lease_seconds,
+            )
+    finally:
+        await postgres_server.drop_database(database)

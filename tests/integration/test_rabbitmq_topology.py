@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 from uuid import uuid4
 
 import aiormq
@@ -169,3 +170,49 @@ async def test_publish_and_consume_continue_after_the_connection_is_dropped(
         assert reply.body == b"pong"
     finally:
         await bus.close()
+
+
+async def test_publish_many_publishes_the_unconfirmed_again_after_a_lost_connection(
+    rabbitmq_url: str, topology: Topology
+) -> None:
+    """The connection drops when the 40th of 100 publishes starts (16 in flight at once):
+    publish_many reconnects and publishes every unconfirmed message again, in order and with
+    its id, so each arrives at least once and first arrivals keep the order given."""
+    bus = await AiormqBus.connect(
+        rabbitmq_url, topology=topology, reconnect_timeout=PATIENCE, publish_window=16
+    )
+    reader = await AiormqBus.connect(rabbitmq_url, topology=topology)
+    sent = [
+        Message(topology.ingest_queue, f"m{n}".encode(), message_id=f"id-{n}") for n in range(100)
+    ]
+    arrived: list[str] = []
+    everything = asyncio.Event()
+
+    async def collect(delivery: Delivery) -> None:
+        await delivery.ack()
+        arrived.append(delivery.message.message_id)
+        if {m.message_id for m in sent} <= set(arrived):
+            everything.set()
+
+    publish_once = bus._publish_once
+    started = 0
+
+    async def drop_at_the_40th(*args: Any, **kwargs: Any) -> None:
+        nonlocal started
+        started += 1
+        if started == 40:
+            await bus._connection.close(ConnectionResetError("connection dropped"))  # type: ignore[union-attr]
+        await publish_once(*args, **kwargs)
+
+    bus._publish_once = drop_at_the_40th  # type: ignore[method-assign]
+    try:
+        await reader.consume(topology.ingest_queue, collect, prefetch=1)
+        await bus.publish_many(sent)
+        async with asyncio.timeout(PATIENCE):
+            await everything.wait()
+    finally:
+        await bus.close()
+        await reader.close()
+
+    assert started > len(sent), "the drop interrupted nothing"
+    assert [m.message_id for m in sent] == list(dict.fromkeys(arrived))

@@ -228,6 +228,31 @@ async def test_rpc_query_round_trip(mesh: Mesh):
     assert ("bgp", "routing") == best.tags
 
 
+async def test_remote_client_store_many_stores_each_item_once(mesh: Mesh):
+    """store_many over RabbitMQ returns one envelope per item, in item order, each with its
+    own message id; the service stores every item once."""
+    items = [
+        {"content": "BGP route reflectors reduce full-mesh iBGP complexity", "tags": ["bgp"]},
+        {"content": "PostgreSQL uses MVCC so readers never block writers", "tags": ["db"]},
+        {"content": "Kubernetes liveness probes restart containers that hang"},
+        {"content": "Anycast routes one address to the nearest of many hosts"},
+        {"content": "Terraform state must be locked before concurrent applies"},
+    ]
+
+    dispatches = await mesh.client.store_many(items)
+
+    assert [item["content"] for item in items] == [d.payload["content"] for d in dispatches]
+    assert len(items) == len({d.message_id for d in dispatches})
+
+    async def all_stored() -> bool:
+        return await mesh.total() >= len(items)
+
+    await eventually(all_stored, "every item is stored")
+    found = await mesh.client.retrieve("terraform state locked", min_confidence=0)
+    assert "Terraform state must be locked before concurrent applies" == found.entries[0].content
+    assert len(items) == await mesh.total()
+
+
 async def test_poison_messages_are_dead_lettered_and_the_consumer_keeps_going(mesh: Mesh):
     topology = mesh.service.topology
     await mesh.client_bus.publish(

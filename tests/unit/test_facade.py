@@ -34,3 +34,46 @@ async def test_in_memory_defaults_work_without_arguments():
         found = await client.query_knowledge(query="postgres concurrency mvcc")
         assert first.entry_id == found.entries[0].id
         assert apollo.policy.initial_confidence == 0.5
+
+
+async def test_remote_store_many_publishes_one_batch_and_returns_its_envelopes():
+    """Client mode: store_many validates every item, hands the whole batch to the bus's
+    publish_many in item order and returns one Dispatch per item, carrying its message id.
+    A bad item publishes nothing."""
+    import json
+
+    import pytest
+
+    from apollo_app import RemoteClient
+    from apollo_domain.errors import ValidationError
+    from apollo_domain.topology import Topology
+
+    class BatchBus:
+        login = "guest"
+
+        def __init__(self):
+            self.batches = []
+
+        async def publish_many(self, messages, *, exchange=None):
+            self.batches.append((list(messages), exchange))
+
+    bus = BatchBus()
+    client = RemoteClient(bus, agent_id="claude-batch")
+    dispatches = await client.store_many(
+        [{"content": "First note"}, {"content": "  Second note ", "tags": ["Ops"]}]
+    )
+
+    ((batch, exchange),) = bus.batches
+    assert exchange is None
+    assert [d.message_id for d in dispatches] == [m.message_id for m in batch]
+    assert 2 == len({m.message_id for m in batch})
+    assert ["ingest", "ingest"] == [d.action for d in dispatches]
+    assert ["First note", "Second note"] == [d.payload["content"] for d in dispatches]
+    assert [d.payload["content"] for d in dispatches] == [
+        json.loads(m.body)["payload"]["content"] for m in batch
+    ]
+    assert {(Topology().ingest_queue, "guest")} == {(m.routing_key, m.user_id) for m in batch}
+
+    with pytest.raises(ValidationError, match=r"items\[1\]\.content"):
+        await client.store_many([{"content": "fine"}, {"content": ""}])
+    assert 1 == len(bus.batches)

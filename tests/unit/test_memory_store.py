@@ -231,18 +231,27 @@ async def test_delete_removes_evidence_and_relations() -> None:
 
 
 async def test_outbox_claims_oldest_and_buries_the_dead() -> None:
+    """Oldest first by enqueue time; a failed item counts its attempt and waits for its
+    retry time; a dead one is never claimed again."""
     store = InMemoryStore()
     async with store.unit_of_work() as uow:
         await uow.outbox.enqueue("scan", {"n": 2}, T0 + timedelta(seconds=2))
         await uow.outbox.enqueue("scan", {"n": 1}, T0 + timedelta(seconds=1))
         await uow.outbox.enqueue("scan", {"n": 3}, T0 + timedelta(seconds=3))
-        claimed = await uow.outbox.claim(2, T0)
+        claimed = await uow.outbox.claim(2, T0, lease_until=T0)
         assert [item.payload for item in claimed] == [{"n": 1}, {"n": 2}]
         await uow.outbox.complete(claimed[0].id)
-        await uow.outbox.fail(claimed[1].id, "boom", give_up=False)
-        assert [i.attempts for i in await uow.outbox.claim(5, T0)] == [1, 0]
-        await uow.outbox.fail(claimed[1].id, "boom", give_up=True)
+        await uow.outbox.fail(claimed[1].id, "boom", retry_at=T0 + timedelta(seconds=1))
+        assert [i.payload for i in await uow.outbox.claim(5, T0, lease_until=T0)] == [{"n": 3}]
+        later = T0 + timedelta(seconds=1)
+        assert [i.attempts for i in await uow.outbox.claim(5, later, lease_until=later)] == [
+            1,
+            0,
+        ]
+        await uow.outbox.fail(claimed[1].id, "boom", retry_at=None)
         assert await uow.outbox.pending() == 1
+        far = T0 + timedelta(days=1)
+        assert [i.payload for i in await uow.outbox.claim(5, far, lease_until=far)] == [{"n": 3}]
         await uow.commit()
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from apollo_app import ConfigurationError, Settings
+from apollo_domain.retry import OutboxRetry
 
 
 def test_defaults_run_everything_embedded():
@@ -43,6 +44,21 @@ def test_values_are_read_and_converted():
     assert 60.0 == settings.decay_interval
 
 
+def test_outbox_backoff_is_read_and_reaches_the_use_cases():
+    """The three retry variables and the lease become the use cases' OutboxRetry; unset,
+    the defaults outlast an hour's outage (5 s doubling to 10 min, 20 attempts)."""
+    assert OutboxRetry(5.0, 600.0, 20, 900.0) == Settings.from_env({}).outbox_retry
+    settings = Settings.from_env(
+        {
+            "APOLLO_OUTBOX_RETRY_BASE_SECONDS": "2",
+            "APOLLO_OUTBOX_RETRY_MAX_SECONDS": "120",
+            "APOLLO_OUTBOX_MAX_ATTEMPTS": "7",
+            "APOLLO_OUTBOX_LEASE_SECONDS": "60",
+        }
+    )
+    assert OutboxRetry(2.0, 120.0, 7, 60.0) == settings.outbox_retry
+
+
 @pytest.mark.parametrize(
     ("variable", "value"),
     [
@@ -54,6 +70,11 @@ def test_values_are_read_and_converted():
         ("APOLLO_POLICY_RETRIEVAL_BOOST", "2"),
         ("APOLLO_POLICY_NO_SUCH_KNOB", "0.1"),
         ("APOLLO_EF_SEARCH", "0"),
+        ("APOLLO_OUTBOX_RETRY_BASE_SECONDS", "0"),
+        ("APOLLO_OUTBOX_RETRY_MAX_SECONDS", "1"),  # below the 5 s base
+        ("APOLLO_OUTBOX_MAX_ATTEMPTS", "0"),
+        ("APOLLO_OUTBOX_MAX_ATTEMPTS", "2.5"),
+        ("APOLLO_OUTBOX_LEASE_SECONDS", "soon"),
         ("APOLLO_DATABASE_URL", "mysql://root@localhost/apollo"),
         ("APOLLO_DATABASE_URL", "apollo-db"),
     ],

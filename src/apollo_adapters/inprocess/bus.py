@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import logging
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from uuid import uuid4
 
 from attrs import define, evolve, field
@@ -86,6 +86,13 @@ class InProcessBus:
         exchange = self.topology.exchange if exchange is None else exchange
         for queue in self._route(exchange, message.routing_key):
             self._enqueue(queue, _as_published(message))
+
+    async def publish_many(
+        self, messages: Sequence[Message], *, exchange: str | None = None
+    ) -> None:
+        self._check_open()
+        for message in messages:
+            await self.publish(message, exchange=exchange)
 
     def _route(self, exchange: str, routing_key: str) -> list[_Queue]:
         target = f"exchange {exchange!r} with routing key {routing_key!r}"

@@ -91,6 +91,7 @@ _COLUMNS: tuple[tuple[str, Any, Any], ...] = (
     ("created", np.int64, 0),
     ("updated", np.int64, 0),
     ("decayed", np.int64, NO_TIME),
+    ("checked", np.int64, NO_TIME),
     ("id_hi", np.uint64, 0),
     ("id_lo", np.uint64, 0),
 )
@@ -113,6 +114,7 @@ class EntryColumns:
     created: npt.NDArray[np.int64]
     updated: npt.NDArray[np.int64]
     decayed: npt.NDArray[np.int64]
+    checked: npt.NDArray[np.int64]  # the corroboration checker's last look; not an Entry field
     id_hi: npt.NDArray[np.uint64]
     id_lo: npt.NDArray[np.uint64]
 

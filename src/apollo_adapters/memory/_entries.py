@@ -40,6 +40,7 @@ from ._columns import (
     STATUSES,
     TYPE_CODE,
     US_PER_HOUR,
+    Rows,
     Undo,
     from_micros,
     micros,
@@ -90,6 +91,7 @@ class EntryTable(VectorSearch):
         self.alive[row] = True
         self.ctype[row] = ctype
         self.created[row] = created
+        self.checked[row] = NO_TIME
         value = entry.id.int
         self.id_hi[row] = value >> 64
         self.id_lo[row] = value & LOW64
@@ -326,15 +328,25 @@ class EntryTable(VectorSearch):
             ScoredEntry(entry=self.entry(int(rows[i])), similarity=float(values[i])) for i in order
         ]
 
-    def candidates(self, limit: int) -> list[Entry]:
+    def candidates(self, limit: int, now: datetime, undo: Undo) -> list[Entry]:
+        """Least recently checked first (never checked first, then created_at, id); each
+        returned row is stamped checked at ``now``."""
+        now_us = micros(now, "now")
         if limit <= 0:
             return []
         n = self.n
         rows = np.flatnonzero(self.alive[:n] & self.has_emb[:n] & (self.status[:n] == CANDIDATE))
-        return [
-            self._with_embedding(int(row), self.entry(int(row)))
-            for row in self._ordered(rows, newest_first=False)[:limit]
-        ]
+        order = np.lexsort(
+            (self.id_lo[rows], self.id_hi[rows], self.created[rows], self.checked[rows])
+        )
+        picked = rows[order[:limit]]
+        previous = self.checked[picked].copy()
+        self.checked[picked] = now_us
+        undo.append(partial(self._restore_checked, picked, previous))
+        return [self._with_embedding(int(row), self.entry(int(row))) for row in picked]
+
+    def _restore_checked(self, rows: Rows, previous: npt.NDArray[np.int64]) -> None:
+        self.checked[rows] = previous
 
     def by_agent(self, agent_id: str) -> list[Entry]:
         code = self.agents.codes.get(agent_id)

@@ -18,7 +18,7 @@ from apollo_domain.ports import (
     OutboxItem,
 )
 
-from ._columns import Undo, micros
+from ._columns import NO_TIME, Undo, micros
 
 
 class ExpertiseTable:
@@ -149,12 +149,17 @@ class _Queued:
     attempts: int = 0
     dead: bool = False
     error: str | None = None
+    due_us: int = NO_TIME  # the next attempt; NO_TIME: never failed, due at once
+    leased_us: int = NO_TIME  # the end of the current lease; NO_TIME: not leased
+
+    def due(self, now_us: int) -> bool:
+        return not self.dead and self.due_us <= now_us and self.leased_us <= now_us
 
 
 class OutboxTable:
     """Queued work. Item ids come from a sequence that, like a database sequence, never
-    rolls back. Units of work are serialized, so a claim is exclusive for the claiming
-    unit of work's lifetime by construction."""
+    rolls back. A claim writes each item's lease (undone if the unit of work rolls back);
+    a completed item is removed."""
 
     def __init__(self) -> None:
         self.items: dict[int, _Queued] = {}
@@ -180,35 +185,56 @@ class OutboxTable:
         self._sequence += 1
         self._set(self._sequence, _Queued(kind, dict(payload), now, created_us), undo)
 
-    def claim(self, limit: int) -> list[OutboxItem]:
+    def claim(
+        self, limit: int, now: datetime, lease_until: datetime, undo: Undo
+    ) -> list[OutboxItem]:
+        now_us = micros(now, "now")
+        lease_us = micros(lease_until, "lease_until")
         if limit <= 0:
             return []
         oldest = heapq.nsmallest(
             limit,
-            ((item.created_us, item_id) for item_id, item in self.items.items() if not item.dead),
+            (
+                (item.created_us, item_id)
+                for item_id, item in self.items.items()
+                if item.due(now_us)
+            ),
         )
-        return [
-            OutboxItem(
-                id=item_id,
-                kind=(item := self.items[item_id]).kind,
-                payload=item.payload,
-                attempts=item.attempts,
-                created_at=item.created_at,
+        claimed = []
+        for _, item_id in oldest:
+            item = self.items[item_id]
+            self._set(item_id, evolve(item, leased_us=lease_us), undo)
+            claimed.append(
+                OutboxItem(
+                    id=item_id,
+                    kind=item.kind,
+                    payload=item.payload,
+                    attempts=item.attempts,
+                    created_at=item.created_at,
+                )
             )
-            for _, item_id in oldest
-        ]
+        return claimed
 
     def complete(self, item_id: int, undo: Undo) -> None:
         """Remove a finished item; an unknown id changes nothing."""
         if item_id in self.items:
             self._set(item_id, None, undo)
 
-    def fail(self, item_id: int, error: str, give_up: bool, undo: Undo) -> None:
-        """Count a failed attempt (dead when ``give_up``); an unknown id changes nothing."""
+    def fail(self, item_id: int, error: str, retry_at: datetime | None, undo: Undo) -> None:
+        """Count a failed attempt, due again at ``retry_at`` (dead when None); an unknown or
+        dead id changes nothing."""
+        due_us = NO_TIME if retry_at is None else micros(retry_at, "retry_at")
         item = self.items.get(item_id)
-        if item is None:
+        if item is None or item.dead:
             return
-        failed = evolve(item, attempts=item.attempts + 1, error=error, dead=give_up)
+        failed = evolve(
+            item,
+            attempts=item.attempts + 1,
+            error=error,
+            dead=retry_at is None,
+            due_us=due_us,
+            leased_us=NO_TIME,
+        )
         self._set(item_id, failed, undo)
 
     def pending(self) -> int:

@@ -167,9 +167,9 @@ class InMemoryEntryRepository(_Repository):
     async def archive_stale(self, cutoff: datetime, now: datetime) -> int:
         return self._store._entries.archive_stale(cutoff, now, self._uow._open("entries"))
 
-    async def candidates(self, limit: int) -> list[Entry]:
-        self._uow._open("entries")
-        return self._store._entries.candidates(limit)
+    async def candidates(self, limit: int, now: datetime) -> list[Entry]:
+        undo = self._uow._open("entries")
+        return self._store._entries.candidates(limit, now, undo)
 
     async def agent_domain_stats(
         self,
@@ -406,15 +406,15 @@ class InMemoryOutbox(_Repository):
         for kind, payload, now in items:
             self._store._outbox.enqueue(kind, payload, now, undo)
 
-    async def claim(self, limit: int, now: datetime) -> list[OutboxItem]:
-        self._uow._open("outbox")
-        return self._store._outbox.claim(limit)
+    async def claim(self, limit: int, now: datetime, *, lease_until: datetime) -> list[OutboxItem]:
+        undo = self._uow._open("outbox")
+        return self._store._outbox.claim(limit, now, lease_until, undo)
 
     async def complete(self, item_id: int) -> None:
         self._store._outbox.complete(item_id, self._uow._open("outbox"))
 
-    async def fail(self, item_id: int, error: str, *, give_up: bool) -> None:
-        self._store._outbox.fail(item_id, error, give_up, self._uow._open("outbox"))
+    async def fail(self, item_id: int, error: str, *, retry_at: datetime | None) -> None:
+        self._store._outbox.fail(item_id, error, retry_at, self._uow._open("outbox"))
 
     async def pending(self) -> int:
         self._uow._open("outbox")

@@ -476,13 +476,19 @@ class PostgresEntryRepository:
             (now, cutoff),
         )
 
-    async def candidates(self, limit: int) -> list[Entry]:
+    async def candidates(self, limit: int, now: datetime) -> list[Entry]:
+        # The locked rows as they are now (FOR UPDATE waits, then re-checks the filter),
+        # stamped in the same statement, in the order they were picked.
         rows = await self._s.rows(
             sql.SQL(
-                "SELECT {} FROM entries WHERE status = 'candidate' AND embedding IS NOT NULL"
-                " ORDER BY created_at, id LIMIT %s"
-            ).format(ENTRY_COLUMNS_WITH_EMBEDDING),
-            (max(limit, 0),),
+                "WITH picked AS (SELECT {columns}, last_checked_at AS previous FROM entries"
+                "  WHERE status = 'candidate' AND embedding IS NOT NULL"
+                "  ORDER BY last_checked_at NULLS FIRST, created_at, id LIMIT %s FOR UPDATE),"
+                " stamped AS (UPDATE entries SET last_checked_at = %s"
+                "  WHERE id IN (SELECT id FROM picked))"
+                " SELECT {columns} FROM picked ORDER BY previous NULLS FIRST, created_at, id"
+            ).format(columns=ENTRY_COLUMNS_WITH_EMBEDDING),
+            (max(limit, 0), now),
         )
         return [entry_from_row(row) for row in rows]
 

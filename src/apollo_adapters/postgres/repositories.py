@@ -397,7 +397,6 @@ def _credibility(row: Row) -> CredibilityRecord:
 class PostgresOutbox:
     def __init__(self, session: Session) -> None:
         self._s = session
-        self._claimed: set[int] = set()
 
     async def enqueue(self, kind: str, payload: Mapping[str, Any], now: datetime) -> None:
         await self.enqueue_many([(kind, payload, now)])
@@ -416,16 +415,18 @@ class PostgresOutbox:
             ),
         )
 
-    async def claim(self, limit: int, now: datetime) -> list[OutboxItem]:
+    async def claim(self, limit: int, now: datetime, *, lease_until: datetime) -> list[OutboxItem]:
         rows = await self._s.rows(
             "WITH picked AS (SELECT id FROM outbox WHERE status = 'pending'"
-            " AND id <> ALL(%s::bigint[]) ORDER BY id LIMIT %s FOR UPDATE SKIP LOCKED)"
-            " UPDATE outbox o SET claimed_at = %s FROM picked WHERE o.id = picked.id"
+            " AND (next_attempt_at IS NULL OR next_attempt_at <= %(now)s)"
+            " AND (leased_until IS NULL OR leased_until <= %(now)s)"
+            " ORDER BY id LIMIT %(limit)s FOR UPDATE SKIP LOCKED)"
+            " UPDATE outbox o SET claimed_at = %(now)s, leased_until = %(lease)s"
+            " FROM picked WHERE o.id = picked.id"
             " RETURNING o.id, o.kind, o.payload, o.attempts, o.created_at",
-            (sorted(self._claimed), max(limit, 0), now),
+            {"now": now, "limit": max(limit, 0), "lease": lease_until},
         )
         rows.sort(key=lambda row: row["id"])
-        self._claimed.update(row["id"] for row in rows)
         return [
             OutboxItem(
                 id=row["id"],
@@ -438,13 +439,19 @@ class PostgresOutbox:
         ]
 
     async def complete(self, item_id: int) -> None:
-        await self._s.execute("UPDATE outbox SET status = 'done' WHERE id = %s", (item_id,))
-
-    async def fail(self, item_id: int, error: str, *, give_up: bool) -> None:
         await self._s.execute(
-            "UPDATE outbox SET attempts = attempts + 1, last_error = %s,"
-            " status = CASE WHEN %s THEN 'dead' ELSE status END WHERE id = %s",
-            (error, give_up, item_id),
+            "UPDATE outbox SET status = 'done', leased_until = NULL"
+            " WHERE id = %s AND status = 'pending'",
+            (item_id,),
+        )
+
+    async def fail(self, item_id: int, error: str, *, retry_at: datetime | None) -> None:
+        await self._s.execute(
+            "UPDATE outbox SET attempts = attempts + 1, last_error = %s, leased_until = NULL,"
+            " next_attempt_at = %s,"
+            " status = CASE WHEN %s::timestamptz IS NULL THEN 'dead' ELSE status END"
+            " WHERE id = %s AND status = 'pending'",
+            (error, retry_at, retry_at, item_id),
         )
 
     async def pending(self) -> int:

@@ -1,7 +1,9 @@
 """``AiormqBus``: the message bus over RabbitMQ (aiormq).
 
 Publishes go through one channel in confirm mode, ``mandatory`` and persistent; each
-consumer gets its own channel so that its ``prefetch`` is a broker-enforced bound. A
+consumer gets its own channel so that its ``prefetch`` is a broker-enforced bound.
+``publish_many`` pipelines that channel: it sends up to ``publish_window`` messages before
+their confirms arrive, in order (aiormq takes the channel's lock first come, first served). A
 supervisor task reconnects after a lost connection and re-establishes every consumer.
 
 Retries and dead letters are published by the bus itself: a retry goes back to the queue it
@@ -18,14 +20,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
 from uuid import uuid4
 
 import aiormq
 from aiormq.abc import AbstractChannel, AbstractConnection, DeliveredMessage
-from attrs import evolve
+from attrs import evolve, frozen
 from pamqp import commands as spec
 from yarl import URL
 
@@ -78,7 +80,10 @@ class AiormqBus:
         publish_timeout: float,
         close_timeout: float,
         gateway_users: frozenset[str] | None = None,
+        publish_window: int = 256,
     ) -> None:
+        if publish_window < 1:
+            raise ValidationError("publish_window", "must be at least 1")
         self._url = url
         self._gateway_users = gateway_users
         self.topology = topology
@@ -88,6 +93,7 @@ class AiormqBus:
         self._reconnect_timeout = reconnect_timeout
         self._publish_attempts = publish_attempts
         self._publish_timeout = publish_timeout
+        self._publish_window = publish_window
         self._close_timeout = close_timeout
 
         self._connection: AbstractConnection | None = None
@@ -115,6 +121,7 @@ class AiormqBus:
         publish_timeout: float = 30.0,
         close_timeout: float = 30.0,
         gateway_users: frozenset[str] | None = None,
+        publish_window: int = 256,
     ) -> AiormqBus:
         """Connect, declare ``topology`` and return the bus.
 
@@ -122,7 +129,8 @@ class AiormqBus:
         ``1 + max_redeliveries`` times); ``retry_backoff(n)`` is the delay in seconds after
         the n-th failed delivery. After a lost connection, a publish waits up to
         ``reconnect_timeout`` seconds for the reconnect and is tried ``publish_attempts``
-        times in all. ``close`` waits ``close_timeout`` seconds for handlers in flight.
+        times in all. ``publish_many`` has at most ``publish_window`` publishes unconfirmed
+        at once. ``close`` waits ``close_timeout`` seconds for handlers in flight.
         ``gateway_users`` (``None``: every user) are the logins whose messages may carry
         another identity in the ``x-apollo-user-id`` header: the bus's own retries and dead
         letters carry it, so they keep it only while the bus's login is a gateway.
@@ -138,6 +146,7 @@ class AiormqBus:
             publish_attempts=publish_attempts,
             publish_timeout=publish_timeout,
             close_timeout=close_timeout,
+            publish_window=publish_window,
         )
         await bus._open()
         bus._supervisor = asyncio.get_running_loop().create_task(bus._supervise())
@@ -235,6 +244,110 @@ class AiormqBus:
             mandatory=True,
         )
 
+    async def publish_many(
+        self, messages: Sequence[Message], *, exchange: str | None = None
+    ) -> None:
+        if self._closed:
+            raise TransportError("the bus is closed")
+        target = self.topology.exchange if exchange is None else exchange
+        unconfirmed = [_Outgoing.of(_stamped(message)) for message in messages]
+        after = 0
+        lost: BaseException | None = None
+        for _ in range(self._publish_attempts):
+            if not unconfirmed:
+                return
+            try:
+                channel, generation = await self._channel(after)
+            except _ConnectionLost as e:
+                lost = e
+                continue
+            unconfirmed, lost = await self._publish_pipelined(channel, target, unconfirmed)
+            if lost is not None:
+                log.warning(
+                    "%d publishes interrupted by a lost connection; publishing them again",
+                    len(unconfirmed),
+                )
+                if _connection_gone(channel):
+                    after = generation
+        if not unconfirmed:
+            return
+        raise TransportError(
+            f"publish of {len(unconfirmed)} messages to {target!r} failed after"
+            f" {self._publish_attempts} attempts: {lost}"
+        ) from lost
+
+    async def _publish_pipelined(
+        self, channel: AbstractChannel, exchange: str, batch: Sequence[_Outgoing]
+    ) -> tuple[list[_Outgoing], _ConnectionLost | None]:
+        """Publish ``batch`` in order on ``channel``, at most ``publish_window`` unconfirmed
+        at once, and wait for every confirm; send no more once one publish failed.
+
+        Raises the first refusal in order; otherwise returns the messages a lost
+        connection left unconfirmed (in order, including those not sent) and that loss.
+        """
+        room = asyncio.Semaphore(self._publish_window)
+        tasks: list[asyncio.Task[None]] = []
+        latest: dict[str, asyncio.Task[None]] = {}
+        failed = False
+
+        def finished(task: asyncio.Task[None]) -> None:
+            nonlocal failed
+            room.release()
+            if task.cancelled() or task.exception() is not None:
+                failed = True
+
+        loop = asyncio.get_running_loop()
+        try:
+            for item in batch:
+                await room.acquire()
+                same_id = latest.get(item.message_id)
+                if same_id is not None and not same_id.done():
+                    # The broker returns an unroutable message by its id only: one
+                    # publish per id in flight, or the refusal could blame another.
+                    await asyncio.wait({same_id})
+                if failed:
+                    break
+                # Tasks start in creation order and aiormq's channel lock is fair, so
+                # the messages reach the broker in this order.
+                task = loop.create_task(
+                    self._publish_once(
+                        channel,
+                        exchange,
+                        item.routing_key,
+                        item.body,
+                        item.properties,
+                        mandatory=True,
+                    )
+                )
+                task.add_done_callback(finished)
+                tasks.append(task)
+                latest[item.message_id] = task
+            if tasks:
+                await asyncio.wait(tasks)
+        except BaseException:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
+        unconfirmed: list[_Outgoing] = []
+        lost: _ConnectionLost | None = None
+        for index, item in enumerate(batch):
+            task_or_none = tasks[index] if index < len(tasks) else None
+            if task_or_none is None:
+                unconfirmed.append(item)  # never sent: another publish failed first
+                continue
+            if task_or_none.cancelled():
+                error: BaseException | None = _ConnectionLost("publish cancelled")
+            else:
+                error = task_or_none.exception()
+            if error is None:
+                continue
+            if not isinstance(error, _ConnectionLost):
+                raise error
+            lost = lost or error
+            unconfirmed.append(item)
+        return unconfirmed, lost
+
     async def _publish(
         self,
         exchange: str,
@@ -297,6 +410,11 @@ class AiormqBus:
             raise _ConnectionLost("channel closed during publish") from e
         except (aiormq.AMQPError, aiormq.ChannelInvalidStateError, OSError, RuntimeError) as e:
             raise _ConnectionLost(describe(e)) from e
+        except Exception as e:
+            # aiormq fails what was pending on a closing channel with a bare Exception
+            if channel.is_closed or _connection_gone(channel):
+                raise _ConnectionLost(describe(e)) from e
+            raise
         if not isinstance(confirmation, spec.Basic.Ack):
             raise TransportError(f"publish to {target} not confirmed: {confirmation!r}")
 
@@ -577,6 +695,21 @@ class _Delivery:
                 await self._channel.basic_reject(self._tag, requeue=False)
             raise
         await self._ack()
+
+
+@frozen
+class _Outgoing:
+    """A message as ``publish_many`` sends it."""
+
+    message_id: str
+    routing_key: str
+    body: bytes
+    properties: spec.Basic.Properties
+
+    @classmethod
+    def of(cls, message: Message) -> _Outgoing:
+        properties = _properties(message, delivery_mode=PERSISTENT)
+        return cls(properties.message_id or "", message.routing_key, message.body, properties)
 
 
 def _stamped(message: Message) -> Message:

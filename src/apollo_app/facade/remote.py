@@ -118,7 +118,9 @@ class RemoteClient:
 
     async def store_many(self, items: Sequence[Mapping[str, Any]]) -> list[Dispatch]:
         """Every item validated first (nothing is published when one is bad), then one
-        message per item, each exactly-once on the service side."""
+        message per item, each exactly-once on the service side. The messages are
+        published in item order without waiting for each confirm in turn; this returns
+        once the broker has confirmed them all."""
         batch = store_many_command(items)
         normalized = []
         for index, item in enumerate(batch.items):
@@ -126,7 +128,12 @@ class RemoteClient:
                 normalized.append(self._normalized(item))
             except ValidationError as exc:
                 raise ValidationError(f"items[{index}].{exc.field}", exc.message) from None
-        return [await self._publish(item) for item in normalized]
+        messages = [self._message(item) for item in normalized]
+        await self.bus.publish_many(messages)
+        return [
+            Dispatch(action_of(item), payload_of(item), message.message_id)
+            for item, message in zip(normalized, messages, strict=True)
+        ]
 
     def _normalized(self, command: c.StoreKnowledge) -> c.StoreKnowledge:
         """The command as the service will read it, validated here with the same rules."""
@@ -335,17 +342,18 @@ class RemoteClient:
 
     # -- transport ------------------------------------------------------------------------
 
-    async def _publish(self, command: c.Command[Any]) -> Dispatch:
-        message_id = uuid4().hex
-        await self.bus.publish(
-            Message(
-                routing_key=self.topology.ingest_queue,
-                body=encode_command(command),
-                message_id=message_id,
-                user_id=self.user_id,
-            )
+    def _message(self, command: c.Command[Any]) -> Message:
+        return Message(
+            routing_key=self.topology.ingest_queue,
+            body=encode_command(command),
+            message_id=uuid4().hex,
+            user_id=self.user_id,
         )
-        return Dispatch(action_of(command), payload_of(command), message_id)
+
+    async def _publish(self, command: c.Command[Any]) -> Dispatch:
+        message = self._message(command)
+        await self.bus.publish(message)
+        return Dispatch(action_of(command), payload_of(command), message.message_id)
 
     async def _request(self, command: c.Command[R]) -> R:
         action = action_of(command)

@@ -23,6 +23,7 @@ from ..ports import (
     UnitOfWork,
 )
 from ..retrieval import RetrievalSettings
+from ..retry import OutboxRetry
 from ..validation import bounded_float
 
 UNKNOWN_AGENT = "unknown"
@@ -41,6 +42,7 @@ class Deps:
     llm: GasLanguageModel | None = None
     retrieval: RetrievalSettings = field(factory=RetrievalSettings)
     extractor: EntityExtractor = field(factory=HeuristicEntityExtractor)
+    outbox_retry: OutboxRetry = field(factory=OutboxRetry)
 
 
 @frozen

@@ -18,7 +18,7 @@ from ..model import (
     Status,
 )
 from ..policy import ConfidencePolicy
-from ..ports import SearchFilter, UnitOfWork
+from ..ports import OutboxItem, ScoredEntry, SearchFilter, UnitOfWork
 from ..results import ContradictionReport, CorroborationReport
 from ..rules import Corroborator, agreeing_sources, independent, may_corroborate
 from ..secrets import redact
@@ -31,7 +31,6 @@ CONTRADICTION_WEIGHT = 0.8
 WELL_ESTABLISHED_CONFIDENCE = 0.8
 WELL_ESTABLISHED_EVIDENCE = 2
 LOW_CREDIBILITY = 0.4
-MAX_OUTBOX_ATTEMPTS = 5
 
 
 def _as_corroborator(entry: Entry) -> Corroborator:
@@ -91,7 +90,7 @@ async def check_corroboration(
     async with deps.store.unit_of_work() as uow:
         if not await first_application(uow, "corroboration", idempotency_key, deps.clock.now()):
             return CorroborationReport(0, 0, 0)
-        candidates = await uow.entries.candidates(bound)
+        candidates = await uow.entries.candidates(bound, deps.clock.now())
         recorded = await uow.evidence.for_entries([c.id for c in candidates])
         changed: set[UUID] = set()
         for candidate in candidates:
@@ -249,60 +248,118 @@ def _independent_evidence_count(evidence: list[Evidence]) -> int:
 async def process_outbox(
     deps: Deps, limit: object = 50, *, idempotency_key: str | None = None
 ) -> ContradictionReport:
-    """Run queued contradiction scans. For each new entry, active visible neighbours above
-    the contradiction similarity in the same scope are judged; a contradiction writes
-    ``contradicts`` (new → existing, weight 0.8) and disputes both — unless the existing
-    entry is well established (confidence ≥ 0.8, ≥ 2 independent evidence) and the new
-    source's credibility is below 0.4: then only the new entry is disputed. A redelivery
-    of ``idempotency_key`` changes nothing and reports zeros."""
+    """Run up to ``limit`` due outbox items, one at a time, each in three short units of
+    work with the judge (possibly a slow LLM) called between them, outside any
+    transaction (DESIGN §4 "Concurrency"):
+
+    1. claim the item under a lease (committed at once: no other claimer sees it);
+    2. read the new entry and its active visible neighbours above the contradiction
+       similarity in the same scope;
+    3. judge each pair with no unit of work open;
+    4. under row locks, re-read the entries and write what still holds — a contradiction
+       writes ``contradicts`` (new → existing, weight 0.8) and disputes both, unless the
+       existing entry is well established (confidence ≥ 0.8, ≥ 2 independent evidence)
+       and the new source's credibility is below 0.4: then only the new entry is
+       disputed; an entry archived meanwhile is left as it is, and no pair with it is
+       recorded — then complete the item in the same transaction.
+
+    A failure (the judge's included) counts an attempt and schedules the next one with
+    capped exponential backoff (:class:`~apollo_domain.retry.OutboxRetry`); the item is
+    dead once its attempts are spent. ``idempotency_key`` is recorded with the first
+    claim: a redelivery of it changes nothing and reports zeros."""
     bound = bounded_int("limit", limit, 1, 10_000)
+    retry = deps.outbox_retry
     processed = contradictions = failed = 0
-    async with deps.store.unit_of_work() as uow:
-        if not await first_application(uow, "outbox", idempotency_key, deps.clock.now()):
-            return ContradictionReport(0, 0, 0)
-        items = await uow.outbox.claim(bound, deps.clock.now())
-        for item in items:
-            try:
-                async with uow.savepoint():
-                    if item.kind == CONTRADICTION_SCAN:
-                        contradictions += await _scan(
-                            deps, uow, UUID(str(item.payload["entry_id"]))
-                        )
-                    await uow.outbox.complete(item.id)
-                processed += 1
-            except Exception as exc:
-                failed += 1
-                give_up = item.attempts + 1 >= MAX_OUTBOX_ATTEMPTS
-                error = redact(f"{type(exc).__name__}: {exc}")
-                await uow.outbox.fail(item.id, error, give_up=give_up)
-        await uow.commit()
+    key = idempotency_key
+    for _ in range(bound):
+        now = deps.clock.now()
+        async with deps.store.unit_of_work() as uow:
+            if not await first_application(uow, "outbox", key, now):
+                return ContradictionReport(0, 0, 0)
+            key = None  # recorded with this first claim
+            claimed = await uow.outbox.claim(1, now, lease_until=retry.lease_until(now))
+            await uow.commit()
+        if not claimed:
+            break
+        item = claimed[0]
+        try:
+            contradictions += await _run(deps, item)
+            processed += 1
+        except Exception as exc:
+            failed += 1
+            error = redact(f"{type(exc).__name__}: {exc}")
+            async with deps.store.unit_of_work() as uow:
+                retry_at = retry.retry_at(item.attempts, deps.clock.now())
+                await uow.outbox.fail(item.id, error, retry_at=retry_at)
+                await uow.commit()
     return ContradictionReport(processed, contradictions, failed)
 
 
-async def _scan(deps: Deps, uow: UnitOfWork, entry_id: UUID) -> int:
-    entry = await uow.entries.get(entry_id, with_embedding=True)
-    if entry is None or not entry.is_active or entry.embedding is None:
+async def _run(deps: Deps, item: OutboxItem) -> int:
+    """Do one claimed item; the contradictions it recorded."""
+    if item.kind != CONTRADICTION_SCAN:
+        async with deps.store.unit_of_work() as uow:
+            await uow.outbox.complete(item.id)
+            await uow.commit()
         return 0
-    viewer = await resolve_viewer(deps.store.directory, Principal(entry.owner_id))
-    neighbours = await uow.entries.nearest(
-        entry.embedding,
-        SearchFilter(
-            viewer, ACTIVE, access_scope=entry.access_scope, exclude_ids=frozenset({entry.id})
-        ),
-        CONTRADICTION_NEIGHBOURS,
-    )
-    found = 0
-    new_credibility = await _credibility(uow, entry.source.agent_id)
+    entry_id = UUID(str(item.payload["entry_id"]))
+    content, neighbours = await _neighbours(deps, entry_id)
+    verdicts: list[ScoredEntry] = []
     for scored in neighbours:
+        if await deps.judge.contradicts(content, scored.entry.content):
+            verdicts.append(scored)
+    async with deps.store.unit_of_work() as uow:
+        found = await _record(deps, uow, entry_id, verdicts) if verdicts else 0
+        await uow.outbox.complete(item.id)
+        await uow.commit()
+    return found
+
+
+async def _neighbours(deps: Deps, entry_id: UUID) -> tuple[str, list[ScoredEntry]]:
+    """The entry's content and the older active neighbours its scan judges (none when the
+    entry is gone, archived or without an embedding), read in a unit of work that writes
+    nothing."""
+    async with deps.store.unit_of_work() as uow:
+        entry = await uow.entries.get(entry_id, with_embedding=True)
+        if entry is None or not entry.is_active or entry.embedding is None:
+            return "", []
+        viewer = await resolve_viewer(deps.store.directory, Principal(entry.owner_id))
+        found = await uow.entries.nearest(
+            entry.embedding,
+            SearchFilter(
+                viewer, ACTIVE, access_scope=entry.access_scope, exclude_ids=frozenset({entry.id})
+            ),
+            CONTRADICTION_NEIGHBOURS,
+        )
+    neighbours = []
+    for scored in found:
         if scored.similarity <= deps.policy.contradiction_similarity:
             break
         existing = scored.entry
         if (existing.created_at, str(existing.id)) > (entry.created_at, str(entry.id)):
             continue  # a newer entry judges this one in its own scan
-        if not await deps.judge.contradicts(entry.content, existing.content):
+        neighbours.append(scored)
+    return entry.content, neighbours
+
+
+async def _record(deps: Deps, uow: UnitOfWork, entry_id: UUID, verdicts: list[ScoredEntry]) -> int:
+    """Write the contradictions the judge found, on the entries as they are now: each one
+    re-read under its row lock (in id order), a pair with an entry archived or erased
+    meanwhile skipped, the protection rule applied to current confidence and evidence."""
+    ids = sorted({entry_id, *(v.entry.id for v in verdicts)}, key=str)
+    locked = {i: await uow.entries.lock(i) for i in ids}
+    entry = locked[entry_id]
+    if entry is None or not entry.is_active:
+        return 0
+    new_credibility = await _credibility(uow, entry.source.agent_id)
+    evidence = await uow.evidence.for_entries([v.entry.id for v in verdicts])
+    found = 0
+    now = deps.clock.now()
+    for scored in verdicts:
+        existing = locked[scored.entry.id]
+        if existing is None or not existing.is_active:
             continue
         found += 1
-        now = deps.clock.now()
         await uow.relations.add(
             Relation(
                 entry.id,
@@ -313,15 +370,16 @@ async def _scan(deps: Deps, uow: UnitOfWork, entry_id: UUID) -> int:
                 {"similarity": scored.similarity},
             )
         )
-        evidence = await uow.evidence.for_entry(existing.id)
         protected = (
             existing.confidence >= WELL_ESTABLISHED_CONFIDENCE
-            and _independent_evidence_count(evidence) >= WELL_ESTABLISHED_EVIDENCE
+            and _independent_evidence_count(evidence.get(existing.id, []))
+            >= WELL_ESTABLISHED_EVIDENCE
             and new_credibility < LOW_CREDIBILITY
         )
+        disputed = dispute(existing, now)
+        if not protected and disputed is not existing:
+            await uow.entries.update(disputed)
         entry = dispute(entry, now)
-        if not protected:
-            await uow.entries.update(dispute(existing, now))
-    if found:
+    if entry is not locked[entry_id]:
         await uow.entries.update(entry)
     return found
