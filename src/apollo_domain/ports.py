@@ -142,6 +142,20 @@ class ScoredEntry:
 
 
 @frozen
+class BatchNeighbours:
+    """What :meth:`EntryRepository.nearest_batch` finds for one embedding of a batch.
+
+    ``stored``: the nearest stored entries, as :meth:`EntryRepository.nearest` returns them.
+    ``earlier``: ``(j, similarity)`` for the earlier embeddings ``j`` of the batch (``j`` less
+    than this one's index) that could rank among this one's nearest once their entries are
+    stored, highest similarity first (then lowest ``j``).
+    """
+
+    stored: list[ScoredEntry]
+    earlier: list[tuple[int, float]]
+
+
+@frozen
 class DecayOutcome:
     decayed: int
     archived: int
@@ -224,7 +238,8 @@ class EntryRepository(Protocol):
         """Insert a new entry (with ``entry.embedding`` when present).
 
         Raises :class:`Conflict` when an active entry with the same
-        (content_hash, access_scope, owner_id) exists — the dedup uniqueness rule.
+        (content_hash, access_scope, owner_id) exists — the dedup uniqueness rule — and
+        then writes nothing: the unit of work goes on as if the call had not been made.
         """
 
     async def get(self, entry_id: UUID, *, with_embedding: bool = False) -> Entry | None:
@@ -250,6 +265,12 @@ class EntryRepository(Protocol):
         by :meth:`lock`. A concurrent unit of work that holds the row lock is waited for,
         then the entry is judged as it committed: one it archived is not found."""
 
+    async def find_by_hashes(
+        self, keys: Sequence[tuple[str, AccessScope, str | None]]
+    ) -> list[Entry | None]:
+        """:meth:`find_by_hash` for each ``(content_hash, access_scope, owner_id)``, in order
+        (one statement where the adapter can)."""
+
     async def nearest(
         self, embedding: Sequence[float], flt: SearchFilter, limit: int
     ) -> list[ScoredEntry]:
@@ -264,6 +285,19 @@ class EntryRepository(Protocol):
     ) -> list[list[ScoredEntry]]:
         """``nearest`` for each embedding, in order, against the same filter (one pass over
         the store where the adapter can batch it)."""
+
+    async def nearest_batch(
+        self, embeddings: Sequence[Sequence[float]], flt: SearchFilter, limit: int
+    ) -> list[BatchNeighbours]:
+        """The neighbours of a batch of new entries that are to be stored in order, each as if
+        searched with :meth:`nearest` once the earlier ones of the batch were stored (the caller
+        guarantees that their entries would match ``flt``). One
+        :class:`BatchNeighbours` per embedding, in order: ``stored`` is
+        ``nearest(embeddings[i], flt, limit)`` over the entries stored now; ``earlier`` holds
+        every ``j < i`` whose similarity to ``i`` is at least the lowest similarity in
+        ``stored`` (every ``j < i`` when ``stored`` has fewer than ``limit`` entries), the
+        similarity computed exactly as :meth:`nearest` computes it for a stored entry. Where
+        the adapter can, the whole batch is one pass over the store."""
 
     async def lexical_search(self, query: str, flt: SearchFilter, limit: int) -> list[ScoredEntry]:
         """Up to ``limit`` entries matching ``flt`` that hold at least one of the query's
@@ -283,6 +317,16 @@ class EntryRepository(Protocol):
         writes on its strength locks it first: a concurrent unit of work locking the same
         entry waits, then sees the first one's committed writes."""
 
+    async def lock_many(self, entry_ids: Collection[UUID]) -> dict[UUID, Entry]:
+        """:meth:`lock` for each id (missing ids are absent from the result), the locks taken
+        in id order so that two units of work locking overlapping sets cannot deadlock."""
+
+    async def add_many(self, entries: Sequence[Entry]) -> set[UUID]:
+        """:meth:`add` for each entry, in order, except that an entry whose dedup partition
+        already holds an active entry with its content hash is skipped, not raised; returns
+        the ids of the entries inserted. The entries' own (content_hash, access_scope,
+        owner_id) keys must be distinct."""
+
     async def update(self, entry: Entry) -> None:
         """Replace the mutable fields of an existing entry (status, confidence, tags,
         source, owner, source_context, confirmed_at, updated_at). Raises NotFound."""
@@ -295,6 +339,10 @@ class EntryRepository(Protocol):
 
         Archived entries are never boosted: they are skipped and absent from the result,
         like unknown ids. Concurrent boosts are never lost (no read-modify-write)."""
+
+    async def boost_each(self, boosts: Sequence[tuple[UUID, float, datetime]]) -> dict[UUID, float]:
+        """:meth:`boost` (``count_access=False``) of each ``(entry_id, amount, now)``, in
+        order: an entry named twice is boosted twice. Returns the final confidences."""
 
     async def decay(
         self, now: datetime, factor_per_hour: float, archive_below: float
@@ -460,6 +508,10 @@ class EvidenceRepository(Protocol):
         """Record a source's evidence on an entry. False (and no change) when that exact
         source (agent_id, provider, channel) is already recorded on the entry."""
 
+    async def add_many(self, evidence: Sequence[Evidence]) -> list[bool]:
+        """:meth:`add` for each item, in order (one statement where the adapter can); True
+        for each item recorded. Raises :class:`NotFound` when an entry does not exist."""
+
     async def for_entry(self, entry_id: UUID) -> list[Evidence]:
         """Evidence on the entry in insertion order."""
 
@@ -474,6 +526,10 @@ class EvidenceRepository(Protocol):
 class ExpertiseRepository(Protocol):
     async def record_activity(self, agent_id: str, domain: str, now: datetime) -> None:
         """entry_count + 1 and last_active_at = now for (agent, domain), creating the row."""
+
+    async def record_activities(self, activities: Sequence[tuple[str, str, datetime]]) -> None:
+        """:meth:`record_activity` for each ``(agent_id, domain, now)``, in order (one
+        statement where the adapter can)."""
 
     async def replace_all(self, records: Sequence[ExpertiseRecord]) -> None:
         """Replace proficiency and counts with the aggregator's recomputation."""
@@ -490,7 +546,8 @@ class ExpertiseRepository(Protocol):
 
 
 class AccessLog(Protocol):
-    async def record(self, records: Sequence[AccessLogRecord]) -> None: ...
+    async def record(self, records: Sequence[AccessLogRecord]) -> None:
+        """Append the rows, in order (one statement where the adapter can)."""
 
     async def count(self, action: str | None = None) -> int: ...
 
@@ -535,6 +592,10 @@ class Outbox(Protocol):
     """
 
     async def enqueue(self, kind: str, payload: Mapping[str, Any], now: datetime) -> None: ...
+
+    async def enqueue_many(self, items: Sequence[tuple[str, Mapping[str, Any], datetime]]) -> None:
+        """:meth:`enqueue` for each ``(kind, payload, now)``, in order (one statement where
+        the adapter can)."""
 
     async def claim(self, limit: int, now: datetime, *, lease_until: datetime) -> list[OutboxItem]:
         """Up to ``limit`` items due at ``now``, oldest first, each leased until
@@ -641,6 +702,7 @@ __all__ = [
     "AccessLog",
     "AccessLogRecord",
     "AgentDomainStats",
+    "BatchNeighbours",
     "Clock",
     "ContradictionJudge",
     "CredibilityRecord",

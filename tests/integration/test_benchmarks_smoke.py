@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from benchmarks import hybrid_bench, memory_bench, postgres_bench, retrieval_bench
+from benchmarks import hybrid_bench, memory_bench, postgres_bench, retrieval_bench, write_path_bench
 
 from tests.postgres_support import PostgresTestServer
 
@@ -122,3 +122,30 @@ def test_hybrid_bench_reports_every_path_and_ratio(tmp_path: Path) -> None:
     assert positive(query["lexical_over_raw_ts_rank_p50"])
     assert positive(ingest["entries"]["extraction"]) and positive(ingest["entries"]["none"])
     assert positive(ingest["extraction_over_none"])
+
+
+@pytest.mark.postgres
+def test_write_path_bench_quick_counts_statements_per_entry(tmp_path: Path) -> None:
+    """Apollo's ingest paths and the raw baselines are each timed and their statements
+    counted on the bench's own embedded server (pg_stat_statements loaded)."""
+    write_path_bench.main(["--quick", "--output", str(tmp_path)])
+
+    written = json.loads((tmp_path / "write_path_bench_quick.json").read_text())
+    assert written["statements_counted"]
+    phases = {p["phase"]: p for p in written["phases"]}
+    assert {
+        "store_many",
+        "store_knowledge",
+        "raw binary COPY, 1 tx",
+        "raw nearest top-5 SELECT + INSERT, 1 tx/row",
+        "raw one-row INSERT, 1 tx/row",
+    } == set(phases)
+    for name, phase in phases.items():
+        for key in ("entries_per_s", "ms_per_entry", "statements_per_entry"):
+            assert positive(phase[key]), (name, key)
+    for name in ("store_many", "store_knowledge"):
+        assert {"created": written["config"]["entries"]} == phases[name]["outcomes"]
+        assert phases[name]["top_statements"], name
+    # autocommit: one statement a row; BEGIN, SELECT, INSERT and COMMIT with the nearest SELECT
+    assert 1.0 == phases["raw one-row INSERT, 1 tx/row"]["statements_per_entry"]
+    assert 4.0 == phases["raw nearest top-5 SELECT + INSERT, 1 tx/row"]["statements_per_entry"]

@@ -20,6 +20,7 @@ from apollo_domain.model import (
 from apollo_domain.ports import (
     AccessLogRecord,
     AgentDomainStats,
+    BatchNeighbours,
     CredibilityRecord,
     DecayOutcome,
     ExpertiseRecord,
@@ -88,11 +89,23 @@ class InMemoryEntryRepository(_Repository):
         self._uow._open("entries")  # units of work are serialized: a found entry is ours
         return self._store._entries.find_by_hash(content_hash, access_scope, owner_id)
 
+    async def find_by_hashes(
+        self, keys: Sequence[tuple[str, AccessScope, str | None]]
+    ) -> list[Entry | None]:
+        self._uow._open("entries")
+        return [self._store._entries.find_by_hash(*key) for key in keys]
+
     async def nearest(
         self, embedding: Sequence[float], flt: SearchFilter, limit: int
     ) -> list[ScoredEntry]:
         self._uow._open("entries")
         return self._store._entries.nearest(embedding, flt, limit)
+
+    async def nearest_batch(
+        self, embeddings: Sequence[Sequence[float]], flt: SearchFilter, limit: int
+    ) -> list[BatchNeighbours]:
+        self._uow._open("entries")
+        return self._store._entries.nearest_batch(embeddings, flt, limit)
 
     async def nearest_many(
         self, embeddings: Sequence[Sequence[float]], flt: SearchFilter, limit: int
@@ -112,6 +125,20 @@ class InMemoryEntryRepository(_Repository):
         self._uow._open("entries")  # units of work are serialized: the entry is ours
         return self._store._entries.get(entry_id, False)
 
+    async def lock_many(self, entry_ids: Collection[UUID]) -> dict[UUID, Entry]:
+        self._uow._open("entries")  # units of work are serialized: the entries are ours
+        return self._store._entries.get_many(entry_ids)
+
+    async def add_many(self, entries: Sequence[Entry]) -> set[UUID]:
+        undo = self._uow._open("entries")
+        table = self._store._entries
+        inserted = set()
+        for entry in entries:
+            if table.find_by_hash(entry.content_hash, entry.access_scope, entry.owner_id) is None:
+                table.add(entry, undo)
+                inserted.add(entry.id)
+        return inserted
+
     async def update(self, entry: Entry) -> None:
         self._store._entries.update(entry, self._uow._open("entries"))
 
@@ -120,6 +147,13 @@ class InMemoryEntryRepository(_Repository):
     ) -> dict[UUID, float]:
         undo = self._uow._open("entries")
         return self._store._entries.boost(entry_ids, amount, now, count_access, undo)
+
+    async def boost_each(self, boosts: Sequence[tuple[UUID, float, datetime]]) -> dict[UUID, float]:
+        undo = self._uow._open("entries")
+        final: dict[UUID, float] = {}
+        for entry_id, amount, now in boosts:
+            final.update(self._store._entries.boost([entry_id], amount, now, False, undo))
+        return final
 
     async def decay(
         self, now: datetime, factor_per_hour: float, archive_below: float
@@ -267,6 +301,10 @@ class InMemoryEvidenceRepository(_Repository):
     async def add(self, evidence: Evidence) -> bool:
         return self._store._entries.evidence.add(evidence, self._uow._open("evidence"))
 
+    async def add_many(self, evidence: Sequence[Evidence]) -> list[bool]:
+        undo = self._uow._open("evidence")
+        return [self._store._entries.evidence.add(item, undo) for item in evidence]
+
     async def for_entry(self, entry_id: UUID) -> list[Evidence]:
         self._uow._open("evidence")
         return self._store._entries.evidence.for_entry(entry_id)
@@ -287,6 +325,11 @@ class InMemoryExpertiseRepository(_Repository):
     async def record_activity(self, agent_id: str, domain: str, now: datetime) -> None:
         undo = self._uow._open("expertise")
         self._store._expertise.record_activity(agent_id, domain, now, undo)
+
+    async def record_activities(self, activities: Sequence[tuple[str, str, datetime]]) -> None:
+        undo = self._uow._open("expertise")
+        for agent_id, domain, now in activities:
+            self._store._expertise.record_activity(agent_id, domain, now, undo)
 
     async def replace_all(self, records: Sequence[ExpertiseRecord]) -> None:
         self._store._expertise.replace_all(records, self._uow._open("expertise"))
@@ -357,6 +400,11 @@ class InMemoryOutbox(_Repository):
 
     async def enqueue(self, kind: str, payload: Mapping[str, Any], now: datetime) -> None:
         self._store._outbox.enqueue(kind, payload, now, self._uow._open("outbox"))
+
+    async def enqueue_many(self, items: Sequence[tuple[str, Mapping[str, Any], datetime]]) -> None:
+        undo = self._uow._open("outbox")
+        for kind, payload, now in items:
+            self._store._outbox.enqueue(kind, payload, now, undo)
 
     async def claim(self, limit: int, now: datetime, *, lease_until: datetime) -> list[OutboxItem]:
         undo = self._uow._open("outbox")

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from apollo_domain.ports import ScoredEntry, SearchFilter
+from apollo_domain.ports import BatchNeighbours, ScoredEntry, SearchFilter
 
 from ._columns import Rows
 from ._filters import EntryFilters
@@ -47,6 +47,25 @@ class VectorSearch(EntryFilters):
                 mask[selected] = False
                 scores[:, mask] = np.float32(-np.inf)
         return [self._top(scores[i], rows, count, limit) for i in range(len(embeddings))]
+
+    def nearest_batch(
+        self, embeddings: Sequence[Sequence[float]], flt: SearchFilter, limit: int
+    ) -> list[BatchNeighbours]:
+        """``nearest_many``, and each embedding's similarity to the earlier ones of the batch
+        as ``nearest`` would score their stored entries (normalised float32 dot products)."""
+        stored = self.nearest_many(embeddings, flt, limit)
+        if not embeddings:
+            return []
+        queries = np.stack([self._vector(e) for e in embeddings])
+        batch: list[BatchNeighbours] = []
+        for i, found in enumerate(stored):
+            scores = [float(s) for s in queries[:i] @ queries[i]] if i else []
+            floor = found[-1].similarity if len(found) >= limit > 0 else -np.inf
+            earlier = sorted(
+                ((j, s) for j, s in enumerate(scores) if s >= floor), key=lambda p: (-p[1], p[0])
+            )
+            batch.append(BatchNeighbours(found, earlier))
+        return batch
 
     def _top(
         self,

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection, Sequence
 from datetime import datetime, timedelta
+from typing import Any
 from uuid import UUID
 
+from pgvector import Vector
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
@@ -14,6 +17,7 @@ from apollo_domain.lexical import STOPWORDS
 from apollo_domain.model import AccessScope, ContentType, Entry, Status, Viewer
 from apollo_domain.ports import (
     AgentDomainStats,
+    BatchNeighbours,
     DecayOutcome,
     ScoredEntry,
     SearchFilter,
@@ -30,9 +34,26 @@ from .rows import (
     as_vector,
     entry_from_row,
 )
-from .session import Row, Session
+from .session import Params, Row, Session
 
 EXACT_ONLY_IDS = 1_000  # ``nearest`` restricted to at most this many ids skips the index
+_SCAN_SETTINGS = (
+    "SELECT set_config('hnsw.ef_search', %s, true),"
+    " set_config('hnsw.iterative_scan', 'relaxed_order', true),"
+    " set_config('hnsw.max_scan_tuples', %s, true), set_config('enable_sort', 'off', true)"
+)
+_SORTING_BACK = (
+    "SELECT set_config('enable_sort', reset_val, true) FROM pg_settings WHERE name = 'enable_sort'"
+)
+
+
+def _scored(rows: list[Row], limit: int) -> list[ScoredEntry]:
+    """The best ``limit`` rows as scored entries, ties broken by id."""
+    scored = sorted(
+        (ScoredEntry(entry_from_row(row), 1.0 - row["distance"]) for row in rows),
+        key=lambda s: (-s.similarity, str(s.entry.id)),
+    )
+    return scored[:limit]
 
 
 def _decayed(factor: str, now: str) -> str:
@@ -70,6 +91,49 @@ _LEXICAL_QUERY = (
 _STOPWORDS = sorted(STOPWORDS)
 
 
+_ENTRY_INSERT_COLUMNS = (
+    "id, content, content_hash, content_type, knowledge_domain, tags, confidence, status,"
+    " source_agent, source_provider, source_channel, submitted_by, submitted_from,"
+    " access_scope, owner_id, source_context, embedding, access_count, created_at,"
+    " updated_at, confirmed_at, decayed_at"
+)
+_ENTRY_ROW = "(" + ", ".join(["%s"] * 22) + ")"
+_INSERT_ENTRIES = (
+    "INSERT INTO entries (" + _ENTRY_INSERT_COLUMNS + ") VALUES {values}"
+    " ON CONFLICT (content_hash, access_scope,"
+    " (CASE WHEN access_scope = 'global' THEN '' ELSE COALESCE(owner_id, '') END))"
+    " WHERE status <> 'archived' DO NOTHING RETURNING id"
+)
+_ROWS_PER_INSERT = 1_000  # 22 parameters a row: far below the protocol's 65,535
+
+
+def _entry_values(entry: Entry) -> tuple[Any, ...]:
+    return (
+        entry.id,
+        entry.content,
+        entry.content_hash,
+        entry.content_type.value,
+        entry.knowledge_domain,
+        list(entry.tags),
+        entry.confidence,
+        entry.status.value,
+        entry.source.agent_id,
+        entry.source.provider,
+        entry.source.channel,
+        entry.source.submitted_by,
+        entry.source.submitted_from,
+        entry.access_scope.value,
+        entry.owner_id,
+        Jsonb(dict(entry.source_context)),
+        None if entry.embedding is None else as_vector(entry.embedding),
+        entry.access_count,
+        entry.created_at,
+        entry.updated_at,
+        entry.confirmed_at,
+        entry.decayed_at,
+    )
+
+
 class PostgresEntryRepository:
     def __init__(self, session: Session, ef_search: int, max_scan_tuples: int) -> None:
         self._s = session
@@ -77,46 +141,25 @@ class PostgresEntryRepository:
         self._max_scan_tuples = max_scan_tuples
 
     async def add(self, entry: Entry) -> None:
-        inserted = await self._s.rows(
-            "INSERT INTO entries (id, content, content_hash, content_type, knowledge_domain,"
-            " tags, confidence, status, source_agent, source_provider, source_channel,"
-            " submitted_by, submitted_from, access_scope, owner_id, source_context, embedding,"
-            " access_count, created_at, updated_at, confirmed_at, decayed_at)"
-            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s,"
-            " %s, %s, %s, %s, %s)"
-            " ON CONFLICT (content_hash, access_scope,"
-            " (CASE WHEN access_scope = 'global' THEN '' ELSE COALESCE(owner_id, '') END))"
-            " WHERE status <> 'archived' DO NOTHING RETURNING id",
-            (
-                entry.id,
-                entry.content,
-                entry.content_hash,
-                entry.content_type.value,
-                entry.knowledge_domain,
-                list(entry.tags),
-                entry.confidence,
-                entry.status.value,
-                entry.source.agent_id,
-                entry.source.provider,
-                entry.source.channel,
-                entry.source.submitted_by,
-                entry.source.submitted_from,
-                entry.access_scope.value,
-                entry.owner_id,
-                Jsonb(dict(entry.source_context)),
-                None if entry.embedding is None else as_vector(entry.embedding),
-                entry.access_count,
-                entry.created_at,
-                entry.updated_at,
-                entry.confirmed_at,
-                entry.decayed_at,
-            ),
-        )
+        inserted = await self.add_many([entry])
         if not inserted:
             raise Conflict(
                 f"an active entry with hash {entry.content_hash} already exists in"
                 f" ({entry.access_scope.value}, {entry.owner_id})"
             )
+
+    async def add_many(self, entries: Sequence[Entry]) -> set[UUID]:
+        inserted: set[UUID] = set()
+        for start in range(0, len(entries), _ROWS_PER_INSERT):
+            batch = entries[start : start + _ROWS_PER_INSERT]
+            rows = await self._s.rows(
+                sql.SQL(_INSERT_ENTRIES).format(
+                    values=sql.SQL(", ").join(sql.SQL(_ENTRY_ROW) for _ in batch)
+                ),
+                [value for entry in batch for value in _entry_values(entry)],
+            )
+            inserted.update(row["id"] for row in rows)
+        return inserted
 
     async def get(self, entry_id: UUID, *, with_embedding: bool = False) -> Entry | None:
         columns = ENTRY_COLUMNS_WITH_EMBEDDING if with_embedding else ENTRY_COLUMNS
@@ -124,6 +167,17 @@ class PostgresEntryRepository:
             sql.SQL("SELECT {} FROM entries WHERE id = %s").format(columns), (entry_id,)
         )
         return None if row is None else entry_from_row(row)
+
+    async def lock_many(self, entry_ids: Collection[UUID]) -> dict[UUID, Entry]:
+        if not entry_ids:
+            return {}
+        rows = await self._s.rows(
+            sql.SQL("SELECT {} FROM entries WHERE id = ANY(%s) ORDER BY id FOR UPDATE").format(
+                ENTRY_COLUMNS
+            ),
+            (sorted(set(entry_ids)),),
+        )
+        return {row["id"]: entry_from_row(row) for row in rows}
 
     async def lock(self, entry_id: UUID) -> Entry | None:
         row = await self._s.row(
@@ -161,6 +215,30 @@ class PostgresEntryRepository:
         )
         return None if row is None else entry_from_row(row)
 
+    async def find_by_hashes(
+        self, keys: Sequence[tuple[str, AccessScope, str | None]]
+    ) -> list[Entry | None]:
+        if not keys:
+            return []
+        rows = await self._s.rows(
+            sql.SQL(
+                "SELECT k.i AS key_index, {} FROM unnest(%s::text[], %s::text[], %s::text[])"
+                " WITH ORDINALITY AS k(hash, scope, owner, i)"
+                " JOIN entries ON content_hash = k.hash AND access_scope = k.scope"
+                " AND (access_scope = 'global' OR owner_id IS NOT DISTINCT FROM k.owner)"
+                " AND status <> 'archived'"
+            ).format(ENTRY_COLUMNS),
+            (
+                [k[0] for k in keys],
+                [k[1].value for k in keys],
+                [k[2] for k in keys],
+            ),
+        )
+        found: list[Entry | None] = [None] * len(keys)
+        for row in rows:
+            found[row["key_index"] - 1] = entry_from_row(row)
+        return found
+
     async def nearest(
         self, embedding: Sequence[float], flt: SearchFilter, limit: int
     ) -> list[ScoredEntry]:
@@ -175,29 +253,102 @@ class PostgresEntryRepository:
         # A few named entries are cheaper to sort exactly than to hunt for in the graph.
         rows: list[Row] = []
         if flt.only_ids is None or len(flt.only_ids) > EXACT_ONLY_IDS:
-            ef_search = min(max(self._ef_search, fetch), 1000)
-            await self._s.execute(
-                "SELECT set_config('hnsw.ef_search', %s, true),"
-                " set_config('hnsw.iterative_scan', 'relaxed_order', true),"
-                " set_config('hnsw.max_scan_tuples', %s, true)",
-                (str(ef_search), str(self._max_scan_tuples)),
-            )
             rows = await self._nearest_rows(where, query_vector, fetch, exact=False)
         if len(rows) < limit:
             # The approximate scan gave up early (scan budget), or was not worth starting:
             # an exact scan is the answer.
             rows = await self._nearest_rows(where, query_vector, fetch, exact=True)
-        scored = sorted(
-            (ScoredEntry(entry_from_row(row), 1.0 - row["distance"]) for row in rows),
-            key=lambda s: (-s.similarity, str(s.entry.id)),
-        )
-        return scored[:limit]
+        return _scored(rows, limit)
 
     async def nearest_many(
         self, embeddings: Sequence[Sequence[float]], flt: SearchFilter, limit: int
     ) -> list[list[ScoredEntry]]:
-        # Each query uses the HNSW index on its own; one statement per embedding.
-        return [await self.nearest(embedding, flt, limit) for embedding in embeddings]
+        if limit <= 0 or not embeddings:
+            return [[] for _ in embeddings]
+        where = Where()
+        where.matching(flt)
+        where.add("embedding IS NOT NULL")
+        vectors = [as_vector(e) for e in embeddings]
+        fetch = limit + max(10, limit)
+        found: dict[int, list[Row]] = {i: [] for i in range(len(vectors))}
+        if flt.only_ids is None or len(flt.only_ids) > EXACT_ONLY_IDS:
+            for row in await self._nearest_batch_rows(where, vectors, fetch, exact=False):
+                found[row["query_index"] - 1].append(row)
+        short = [i for i, rows in found.items() if len(rows) < limit]
+        if short:  # the approximate scan gave up early, or was not worth starting
+            exact = await self._nearest_batch_rows(
+                where, [vectors[i] for i in short], fetch, exact=True
+            )
+            for i in short:
+                found[i] = []
+            for row in exact:
+                found[short[row["query_index"] - 1]].append(row)
+        return [_scored(found[i], limit) for i in range(len(vectors))]
+
+    async def nearest_batch(
+        self, embeddings: Sequence[Sequence[float]], flt: SearchFilter, limit: int
+    ) -> list[BatchNeighbours]:
+        stored = await self.nearest_many(embeddings, flt, limit)
+        floors = [
+            found[-1].similarity if limit > 0 and len(found) >= limit else -math.inf
+            for found in stored
+        ]
+        earlier: list[list[tuple[int, float]]] = [[] for _ in embeddings]
+        if len(embeddings) > 1:
+            # ``nearest`` scores a stored entry as ``1 - (embedding <=> query)``: the same
+            # operands, in the same order, give the same float.
+            rows = await self._s.rows(
+                "WITH q AS (SELECT v, i, floor FROM unnest(%s::vector[], %s::float8[])"
+                " WITH ORDINALITY AS q(v, floor, i))"
+                " SELECT a.i, b.i AS j, b.v <=> a.v AS distance FROM q a JOIN q b ON b.i < a.i"
+                " WHERE 1 - (b.v <=> a.v) >= a.floor",
+                ([as_vector(e) for e in embeddings], floors),
+            )
+            for row in rows:
+                earlier[row["i"] - 1].append((row["j"] - 1, 1.0 - row["distance"]))
+        return [
+            BatchNeighbours(found, sorted(pairs, key=lambda p: (-p[1], p[0])))
+            for found, pairs in zip(stored, earlier, strict=True)
+        ]
+
+    async def _approximate(self, query: sql.Composable, params: Params, fetch: int) -> list[Row]:
+        """The rows of an approximate nearest-neighbour ``query``, run through the HNSW index.
+
+        Planned with sorting off: an ordered scan of the index is then the only plan left,
+        where the planner would otherwise sort an exact scan of a table of a few thousand
+        rows, which it estimates cheaper (the distance operator is costed as one addition)
+        though it takes several times longer. The setting is restored right after, in the
+        same round trip. ``hnsw.iterative_scan`` keeps a filtered scan going until ``fetch``
+        rows match (or the scan budget is spent)."""
+        ef_search = min(max(self._ef_search, fetch), 1000)
+        return await self._s.rows_between(
+            (_SCAN_SETTINGS, (str(ef_search), str(self._max_scan_tuples))),
+            query,
+            params,
+            (_SORTING_BACK, None),
+        )
+
+    async def _nearest_batch_rows(
+        self, where: Where, vectors: list[Vector], fetch: int, *, exact: bool
+    ) -> list[Row]:
+        """Each vector's nearest rows in one statement: a top-``fetch`` search per vector,
+        run once per ``unnest`` row (a nested loop over the HNSW index when not ``exact``)."""
+        order = "(embedding <=> q.v) + 0, id" if exact else "embedding <=> q.v"
+        query = sql.SQL(
+            "SELECT q.i AS query_index, n.* FROM unnest({vectors}::vector[])"
+            " WITH ORDINALITY AS q(v, i) CROSS JOIN LATERAL ("
+            " SELECT {columns}, embedding <=> q.v AS distance FROM entries"
+            " WHERE {where} ORDER BY " + order + " LIMIT {fetch}) n"
+        ).format(
+            vectors=sql.Placeholder("vectors"),
+            columns=ENTRY_COLUMNS,
+            where=where.sql(),
+            fetch=sql.Literal(fetch),
+        )
+        params = {**where.params, "vectors": vectors}
+        if exact:
+            return await self._s.rows(query, params)
+        return await self._approximate(query, params, fetch)
 
     async def _nearest_rows(
         self, where: Where, query_vector: sql.Placeholder, fetch: int, *, exact: bool
@@ -208,7 +359,9 @@ class PostgresEntryRepository:
             "SELECT {columns}, embedding <=> {q} AS distance FROM entries"
             " WHERE {where} ORDER BY " + order + " LIMIT {fetch}"
         ).format(columns=ENTRY_COLUMNS, q=query_vector, where=where.sql(), fetch=sql.Literal(fetch))
-        return await self._s.rows(query, where.params)
+        if exact:
+            return await self._s.rows(query, where.params)
+        return await self._approximate(query, where.params, fetch)
 
     async def lexical_search(self, query: str, flt: SearchFilter, limit: int) -> list[ScoredEntry]:
         if limit <= 0:
@@ -276,6 +429,29 @@ class PostgresEntryRepository:
             (amount, 1 if count_access else 0, now, list(entry_ids)),
         )
         return {row["id"]: row["confidence"] for row in rows}
+
+    async def boost_each(self, boosts: Sequence[tuple[UUID, float, datetime]]) -> dict[UUID, float]:
+        rounds: list[dict[UUID, tuple[float, datetime]]] = []  # round k: each entry's k-th
+        for entry_id, amount, now in boosts:
+            k = next((k for k, r in enumerate(rounds) if entry_id not in r), len(rounds))
+            if k == len(rounds):
+                rounds.append({})
+            rounds[k][entry_id] = (amount, now)
+        final: dict[UUID, float] = {}
+        for boosted in rounds:
+            rows = await self._s.rows(
+                "UPDATE entries e SET confidence = LEAST(e.confidence + b.amount, 1.0),"
+                " updated_at = b.now FROM unnest(%s::uuid[], %s::float8[], %s::timestamptz[])"
+                " AS b(id, amount, now) WHERE e.id = b.id AND e.status <> 'archived'"
+                " RETURNING e.id, e.confidence",
+                (
+                    list(boosted),
+                    [amount for amount, _ in boosted.values()],
+                    [now for _, now in boosted.values()],
+                ),
+            )
+            final.update({row["id"]: row["confidence"] for row in rows})
+        return final
 
     async def decay(
         self, now: datetime, factor_per_hour: float, archive_below: float

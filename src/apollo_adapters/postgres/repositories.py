@@ -125,34 +125,49 @@ class PostgresEvidenceRepository:
         self._s = session
 
     async def add(self, evidence: Evidence) -> bool:
-        source = evidence.source
-        inserted = await self._s.rows(
+        (added,) = await self.add_many([evidence])
+        return added
+
+    async def add_many(self, evidence: Sequence[Evidence]) -> list[bool]:
+        if not evidence:
+            return []
+        rows = await self._s.rows(
             "INSERT INTO evidence (" + EVIDENCE_COLUMNS + ")"
-            " SELECT %(entry)s, %(agent)s, %(provider)s, %(channel)s, %(by)s, %(from)s,"
-            " %(similarity)s, %(kind)s, %(at)s, %(credibility)s"
-            " WHERE EXISTS (SELECT 1 FROM entries WHERE id = %(entry)s)"
+            " SELECT entry_id, agent_id, provider, channel, submitted_by, submitted_from,"
+            " similarity, kind, created_at, credibility FROM unnest(%s::uuid[], %s::text[],"
+            " %s::text[], %s::text[], %s::text[], %s::text[], %s::float8[], %s::text[],"
+            " %s::timestamptz[], %s::float8[]) WITH ORDINALITY AS v(entry_id, agent_id,"
+            " provider, channel, submitted_by, submitted_from, similarity, kind, created_at,"
+            " credibility, i)"
+            " WHERE EXISTS (SELECT 1 FROM entries e WHERE e.id = v.entry_id) ORDER BY i"
             " ON CONFLICT (entry_id, agent_id, provider, (COALESCE(channel, '')))"
-            " DO NOTHING RETURNING id",
-            {
-                "entry": evidence.entry_id,
-                "agent": source.agent_id,
-                "provider": source.provider,
-                "channel": source.channel,
-                "by": source.submitted_by,
-                "from": source.submitted_from,
-                "similarity": evidence.similarity,
-                "kind": evidence.kind.value,
-                "at": evidence.created_at,
-                "credibility": evidence.credibility,
-            },
+            " DO NOTHING RETURNING entry_id, agent_id, provider, COALESCE(channel, '') AS channel",
+            [
+                [e.entry_id for e in evidence],
+                [e.source.agent_id for e in evidence],
+                [e.source.provider for e in evidence],
+                [e.source.channel for e in evidence],
+                [e.source.submitted_by for e in evidence],
+                [e.source.submitted_from for e in evidence],
+                [e.similarity for e in evidence],
+                [e.kind.value for e in evidence],
+                [e.created_at for e in evidence],
+                [e.credibility for e in evidence],
+            ],
         )
-        if inserted:
-            return True
-        if not await self._s.value(
-            "SELECT EXISTS (SELECT 1 FROM entries WHERE id = %s)", (evidence.entry_id,)
-        ):
-            raise NotFound(f"entry {evidence.entry_id} does not exist")
-        return False
+        fresh = {(r["entry_id"], r["agent_id"], r["provider"], r["channel"]) for r in rows}
+        added = []
+        for e in evidence:  # the first item of each key was the one inserted
+            key = (e.entry_id, e.source.agent_id, e.source.provider, e.source.channel or "")
+            added.append(key in fresh)
+            fresh.discard(key)
+        if not all(added):
+            wanted = list({e.entry_id for e, ok in zip(evidence, added, strict=True) if not ok})
+            present = await self._s.rows("SELECT id FROM entries WHERE id = ANY(%s)", (wanted,))
+            missing = set(wanted) - {row["id"] for row in present}
+            if missing:
+                raise NotFound(f"entry {min(missing)} does not exist")
+        return added
 
     async def for_entry(self, entry_id: UUID) -> list[Evidence]:
         return (await self.for_entries([entry_id])).get(entry_id, [])
@@ -193,12 +208,35 @@ class PostgresExpertiseRepository:
         self._s = session
 
     async def record_activity(self, agent_id: str, domain: str, now: datetime) -> None:
-        await self._s.execute(
+        self._s.defer(
             "INSERT INTO expertise (agent_id, knowledge_domain, entry_count, proficiency,"
             " last_active_at) VALUES (%s, %s, 1, 0, %s)"
             " ON CONFLICT (agent_id, knowledge_domain) DO UPDATE SET"
             " entry_count = expertise.entry_count + 1, last_active_at = EXCLUDED.last_active_at",
             (agent_id, domain, now),
+        )
+
+    async def record_activities(self, activities: Sequence[tuple[str, str, datetime]]) -> None:
+        totals: dict[tuple[str, str], tuple[int, datetime]] = {}
+        for agent_id, domain, now in activities:  # the latest call sets last_active_at
+            count = totals.get((agent_id, domain), (0, now))[0]
+            totals[(agent_id, domain)] = (count + 1, now)
+        if not totals:
+            return
+        keys = sorted(totals)  # one lock order for every writer
+        self._s.defer(
+            "INSERT INTO expertise (agent_id, knowledge_domain, entry_count, proficiency,"
+            " last_active_at) SELECT a, d, n, 0, t FROM unnest(%s::text[], %s::text[],"
+            " %s::int[], %s::timestamptz[]) AS v(a, d, n, t)"
+            " ON CONFLICT (agent_id, knowledge_domain) DO UPDATE SET"
+            " entry_count = expertise.entry_count + EXCLUDED.entry_count,"
+            " last_active_at = EXCLUDED.last_active_at",
+            (
+                [k[0] for k in keys],
+                [k[1] for k in keys],
+                [totals[k][0] for k in keys],
+                [totals[k][1] for k in keys],
+            ),
         )
 
     async def replace_all(self, records: Sequence[ExpertiseRecord]) -> None:
@@ -239,13 +277,20 @@ class PostgresAccessLog:
         self._s = session
 
     async def record(self, records: Sequence[AccessLogRecord]) -> None:
-        await self._s.executemany(
+        if not records:
+            return
+        self._s.defer(
             "INSERT INTO access_log (action, agent_id, entry_id, detail, created_at)"
-            " VALUES (%s, %s, %s, %s, %s)",
-            [
-                (r.action, r.agent_id, r.entry_id, Jsonb(dict(r.detail)), r.created_at)
-                for r in records
-            ],
+            " SELECT action, agent_id, entry_id, detail, created_at FROM unnest(%s::text[],"
+            " %s::text[], %s::uuid[], %s::jsonb[], %s::timestamptz[]) WITH ORDINALITY"
+            " AS v(action, agent_id, entry_id, detail, created_at, i) ORDER BY i",
+            (
+                [r.action for r in records],
+                [r.agent_id for r in records],
+                [r.entry_id for r in records],
+                [Jsonb(dict(r.detail)) for r in records],
+                [r.created_at for r in records],
+            ),
         )
 
     async def count(self, action: str | None = None) -> int:
@@ -354,9 +399,20 @@ class PostgresOutbox:
         self._s = session
 
     async def enqueue(self, kind: str, payload: Mapping[str, Any], now: datetime) -> None:
-        await self._s.execute(
-            "INSERT INTO outbox (kind, payload, created_at) VALUES (%s, %s, %s)",
-            (kind, Jsonb(dict(payload)), now),
+        await self.enqueue_many([(kind, payload, now)])
+
+    async def enqueue_many(self, items: Sequence[tuple[str, Mapping[str, Any], datetime]]) -> None:
+        if not items:
+            return
+        self._s.defer(
+            "INSERT INTO outbox (kind, payload, created_at) SELECT kind, payload, created_at"
+            " FROM unnest(%s::text[], %s::jsonb[], %s::timestamptz[]) WITH ORDINALITY"
+            " AS v(kind, payload, created_at, i) ORDER BY i",
+            (
+                [kind for kind, _, _ in items],
+                [Jsonb(dict(payload)) for _, payload, _ in items],
+                [now for _, _, now in items],
+            ),
         )
 
     async def claim(self, limit: int, now: datetime, *, lease_until: datetime) -> list[OutboxItem]:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
 from typing import Any
 
 import psycopg
@@ -15,44 +16,95 @@ from .errors import translated
 
 Row = dict[str, Any]
 Params = Mapping[str, Any] | Sequence[Any] | None
+Query = sql.Composable | str
 
 
 class Session:
-    """The unit of work's connection; every statement passes through here, translated."""
+    """The unit of work's connection; every statement passes through here, translated.
+
+    Writes whose result nobody reads (:meth:`defer`) are held back and sent with the next
+    statement, or the commit, in one round trip (pipeline mode). An error of a deferred
+    write surfaces at that next statement; the unit of work fails as it would have.
+    """
 
     def __init__(self, conn: psycopg.AsyncConnection[Any]) -> None:
         self.conn = conn
         self.open = True
+        self._deferred: list[tuple[Query, Params]] = []
 
     def check_open(self) -> None:
         if not self.open:
             raise PersistenceFailed("this unit of work has ended; start a new one")
 
-    async def execute(self, query: sql.Composable | str, params: Params = None) -> int:
+    def defer(self, query: Query, params: Params = None) -> None:
+        """Queue a write whose result is not needed."""
+        self.check_open()
+        self._deferred.append((query, params))
+
+    def discard(self) -> None:
+        """Forget the deferred writes (their transaction or savepoint is rolled back)."""
+        self._deferred.clear()
+
+    async def flush(self) -> None:
+        """Send the deferred writes now."""
+        async with self.sending():
+            pass
+
+    @asynccontextmanager
+    async def sending(self) -> AsyncIterator[None]:
+        """A block that talks to the server: errors translated, the deferred writes sent
+        first, in the same pipeline as the block's statements."""
         self.check_open()
         with translated():
+            if not self._deferred:
+                yield
+                return
+            deferred, self._deferred = self._deferred, []
+            async with self.conn.pipeline():
+                for query, params in deferred:
+                    await self.conn.execute(query, params)  # type: ignore[arg-type]
+                yield
+
+    async def execute(self, query: Query, params: Params = None) -> int:
+        async with self.sending():
             cur = await self.conn.execute(query, params)  # type: ignore[arg-type]
-            return cur.rowcount
+        return cur.rowcount
 
     async def executemany(self, query: str, params: Sequence[Sequence[Any]]) -> None:
-        self.check_open()
         if not params:
+            self.check_open()
             return
-        with translated():
-            async with self.conn.cursor() as cur:
-                await cur.executemany(query, params)
+        async with self.sending(), self.conn.cursor() as cur:
+            await cur.executemany(query, params)
 
-    async def rows(self, query: sql.Composable | str, params: Params = None) -> list[Row]:
-        self.check_open()
-        with translated():
-            async with self.conn.cursor(row_factory=dict_row) as cur:
-                await cur.execute(query, params)  # type: ignore[arg-type]
-                return await cur.fetchall()
+    async def rows(self, query: Query, params: Params = None) -> list[Row]:
+        async with self.sending(), self.conn.cursor(row_factory=dict_row) as cur:
+            await cur.execute(query, params)  # type: ignore[arg-type]
+            return await cur.fetchall()
 
-    async def row(self, query: sql.Composable | str, params: Params = None) -> Row | None:
+    async def rows_between(
+        self,
+        before: tuple[str, Params],
+        query: Query,
+        params: Params,
+        after: tuple[str, Params],
+    ) -> list[Row]:
+        """``query``'s rows, with the statements ``before`` and ``after`` run around it: three
+        statements in one round trip (pipeline mode)."""
+        async with (
+            self.sending(),
+            self.conn.pipeline(),
+            self.conn.cursor(row_factory=dict_row) as cur,
+        ):
+            await self.conn.execute(*before)
+            await cur.execute(query, params)  # type: ignore[arg-type]
+            await self.conn.execute(*after)
+            return await cur.fetchall()
+
+    async def row(self, query: Query, params: Params = None) -> Row | None:
         rows = await self.rows(query, params)
         return rows[0] if rows else None
 
-    async def value(self, query: sql.Composable | str, params: Params = None) -> Any:
+    async def value(self, query: Query, params: Params = None) -> Any:
         row = await self.row(query, params)
         return None if row is None else next(iter(row.values()))

@@ -105,26 +105,33 @@ class PostgresUnitOfWork:
                     await tx.__aexit__(None, None, None)
         finally:
             if self._session is not None:
+                self._session.discard()
                 self._session.open = False
             await self._stack.aclose()
 
     async def commit(self) -> None:
         if self._session is None or self._tx is None:
             raise PersistenceFailed("commit outside an open unit of work")
-        self._session.check_open()
+        session = self._session
         tx, self._tx = self._tx, None
-        self._session.open = False
-        with translated():
+        async with session.sending():  # the deferred writes and COMMIT: one round trip
+            session.open = False
             await tx.__aexit__(None, None, None)
 
     @asynccontextmanager
     async def savepoint(self) -> AsyncIterator[None]:
         if self._session is None:
             raise PersistenceFailed("savepoint outside an open unit of work")
-        self._session.check_open()
+        session = self._session
+        await session.flush()  # what was written before the savepoint stays
         with translated():
-            async with self._session.conn.transaction():
-                yield
+            async with session.conn.transaction():
+                try:
+                    yield
+                except BaseException:
+                    session.discard()  # deferred inside it: rolled back with it
+                    raise
+                await session.flush()
 
 
 async def _configure(conn: psycopg.AsyncConnection[Any]) -> None:

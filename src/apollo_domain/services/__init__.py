@@ -1,5 +1,6 @@
 """Use cases: application services over the ports. Async, I/O only through ports."""
 
+from .bulk_ingest import ingest_many
 from .context import Caller, Deps, resolve_viewer
 from .curation import (
     agent_profile,
@@ -19,7 +20,7 @@ from .entity_reads import entity_history, get_entity, list_entities, related_ent
 from .erasure import erase_agent
 from .gas import process_gas_event
 from .graph import entry_relations, link_entries, related_entries
-from .ingest import IngestRequest, ingest, ingest_many, prepare
+from .ingest import IngestRequest, ingest, prepare
 from .maintenance import check_corroboration, process_outbox
 from .query import query
 

@@ -34,7 +34,7 @@ from ..normalize import (
     normalize_tags,
 )
 from ..policy import ConfidencePolicy
-from ..ports import AccessLogRecord, ScoredEntry, SearchFilter, UnitOfWork
+from ..ports import AccessLogRecord, CredibilityRecord, ScoredEntry, SearchFilter, UnitOfWork
 from ..results import IngestResult
 from ..rules import Corroborator, independent_of_all, may_corroborate
 from ..validation import check_depth
@@ -253,7 +253,7 @@ async def _locked(uow: UnitOfWork, entry_id: uuid.UUID) -> tuple[Entry, list[Evi
     return entry, await uow.evidence.for_entry(entry_id)
 
 
-def _supports(
+def supports(
     policy: ConfidencePolicy,
     viewer: Viewer,
     request: IngestRequest,
@@ -293,24 +293,45 @@ async def _record_duplicate(
     source's evidence corroborates a confirmed entry (boost, once per source); a source
     that corroboration allows agrees with a candidate; anything else is a duplicate."""
     recorded = await uow.evidence.for_entry(existing.id)
-    if existing.status is Status.CONFIRMED and independent_of_all(
-        request.source, [e.source for e in recorded]
-    ):
-        kind = EvidenceKind.CORROBORATION
-    elif _supports(deps.policy, viewer, request, existing, 1.0, recorded, EvidenceKind.AGREEMENT):
-        kind = EvidenceKind.AGREEMENT
-    else:
-        kind = EvidenceKind.DUPLICATE
+    kind = duplicate_kind(deps.policy, viewer, request, existing, recorded)
     added = await uow.evidence.add(
         Evidence(existing.id, request.source, 1.0, now, kind, credibility)
     )
     confidence = existing.confidence
-    reason = "exact duplicate"
     if added and kind is EvidenceKind.CORROBORATION:
         boosted = await uow.entries.boost(
             [existing.id], deps.policy.corroboration_amount(credibility), now, count_access=False
         )
         confidence = boosted.get(existing.id, confidence)
+    return duplicate_outcome(existing, kind, added, confidence)
+
+
+def duplicate_kind(
+    policy: ConfidencePolicy,
+    viewer: Viewer,
+    request: IngestRequest,
+    existing: Entry,
+    recorded: Sequence[Evidence],
+) -> EvidenceKind:
+    """Step 4's evidence for an exact repeat of ``existing`` (with ``recorded`` evidence):
+    an independent source corroborates a confirmed entry; a source that corroboration
+    allows agrees with a candidate; anything else is a duplicate."""
+    if existing.status is Status.CONFIRMED and independent_of_all(
+        request.source, [e.source for e in recorded]
+    ):
+        return EvidenceKind.CORROBORATION
+    if supports(policy, viewer, request, existing, 1.0, recorded, EvidenceKind.AGREEMENT):
+        return EvidenceKind.AGREEMENT
+    return EvidenceKind.DUPLICATE
+
+
+def duplicate_outcome(
+    existing: Entry, kind: EvidenceKind, added: bool, confidence: float
+) -> IngestResult:
+    """The result of recording ``kind`` evidence (``added``: it was new for this source)
+    against ``existing``, whose confidence is now ``confidence``."""
+    reason = "exact duplicate"
+    if added and kind is EvidenceKind.CORROBORATION:
         reason = "corroborated by an independent source"
     elif added and kind is EvidenceKind.AGREEMENT:
         reason = AGREEMENT_RECORDED
@@ -349,7 +370,7 @@ async def _place(
         for scored in neighbours:
             target_id = scored.entry.id
             recorded = evidence.get(target_id, [])
-            if not _supports(
+            if not supports(
                 policy, viewer, request, scored.entry, scored.similarity, recorded, kind
             ):
                 continue
@@ -357,49 +378,19 @@ async def _place(
             if locked is None:  # erased meanwhile
                 continue
             target, evidence[target_id] = locked
-            if _supports(
+            if supports(
                 policy, viewer, request, target, scored.similarity, evidence[target_id], kind
             ):
                 return await _support(
                     deps, uow, request, target, scored.similarity, kind, credibility, now
                 )
 
-    max_similarity = neighbours[0].similarity if neighbours else None
-    repeats_own_source = any(
-        policy.is_near_duplicate(n.similarity)
-        and not independent_of_all(request.source, [e.source for e in evidence.get(n.entry.id, ())])
-        for n in neighbours
-    )
-    decision = admission.admit(  # steps 6 (near duplicate) and 7 (novelty)
-        policy, credibility, max_similarity, repeats_own_source=repeats_own_source
-    )
+    decision = admit_new(policy, request, credibility, neighbours, evidence)
     if not decision.admitted:
         return IngestResult(Outcome.REJECTED, reason=f"{decision.reason}: {decision.detail}")
-
-    entry = Entry(  # step 8
-        id=uuid.uuid4(),
-        content=request.content,
-        content_hash=request.content_hash,
-        content_type=request.content_type,
-        knowledge_domain=request.knowledge_domain,
-        tags=request.tags,
-        confidence=(
-            policy.initial_confidence
-            if request.initial_confidence is None
-            else request.initial_confidence
-        ),
-        status=Status.CANDIDATE,
-        source=request.source,
-        access_scope=request.access_scope,
-        owner_id=request.owner_id,
-        created_at=now,
-        updated_at=now,
-        source_context=dict(request.context),
-        embedding=embedding,
-    )
+    entry = new_entry(policy, request, embedding, now)  # step 8
     try:
-        async with uow.savepoint():
-            await uow.entries.add(entry)
+        await uow.entries.add(entry)  # a conflict writes nothing: no savepoint needed
     except Conflict:
         # a concurrent writer committed the same content first: record against the winner
         winner = await _find_duplicate(uow, request, lock=True)
@@ -430,16 +421,24 @@ async def _support(
     added = await uow.evidence.add(
         Evidence(target.id, request.source, similarity, now, kind, credibility)
     )
-    if kind is EvidenceKind.AGREEMENT:
-        return IngestResult(
-            Outcome.DEDUPLICATED, target.id, target.status, target.confidence, AGREEMENT_RECORDED
-        )
     confidence = target.confidence
-    if added:
+    if added and kind is EvidenceKind.CORROBORATION:
         boosted = await uow.entries.boost(
             [target.id], deps.policy.corroboration_amount(credibility), now, count_access=False
         )
         confidence = boosted.get(target.id, confidence)
+    return support_outcome(target, similarity, kind, confidence)
+
+
+def support_outcome(
+    target: Entry, similarity: float, kind: EvidenceKind, confidence: float
+) -> IngestResult:
+    """The result of recording ``kind`` evidence at ``similarity`` on ``target`` (step 6),
+    whose confidence is now ``confidence``."""
+    if kind is EvidenceKind.AGREEMENT:
+        return IngestResult(
+            Outcome.DEDUPLICATED, target.id, target.status, target.confidence, AGREEMENT_RECORDED
+        )
     return IngestResult(
         Outcome.CORROBORATED,
         target.id,
@@ -449,58 +448,82 @@ async def _support(
     )
 
 
-BATCH_SIZE = 256
+def admit_new(
+    policy: ConfidencePolicy,
+    request: IngestRequest,
+    credibility: float,
+    neighbours: Sequence[ScoredEntry],
+    evidence: Mapping[uuid.UUID, Sequence[Evidence]],
+) -> admission.AdmissionDecision:
+    """Steps 6 (a source repeating itself) and 7 (novelty) for a text with these nearest
+    neighbours (highest similarity first) and their evidence."""
+    max_similarity = neighbours[0].similarity if neighbours else None
+    repeats_own_source = any(
+        policy.is_near_duplicate(n.similarity)
+        and not independent_of_all(request.source, [e.source for e in evidence.get(n.entry.id, ())])
+        for n in neighbours
+    )
+    return admission.admit(
+        policy, credibility, max_similarity, repeats_own_source=repeats_own_source
+    )
 
 
-async def ingest_many(
+def new_entry(
+    policy: ConfidencePolicy, request: IngestRequest, embedding: tuple[float, ...], now: Any
+) -> Entry:
+    """Step 8: the candidate a request creates."""
+    return Entry(
+        id=uuid.uuid4(),
+        content=request.content,
+        content_hash=request.content_hash,
+        content_type=request.content_type,
+        knowledge_domain=request.knowledge_domain,
+        tags=request.tags,
+        confidence=(
+            policy.initial_confidence
+            if request.initial_confidence is None
+            else request.initial_confidence
+        ),
+        status=Status.CANDIDATE,
+        source=request.source,
+        access_scope=request.access_scope,
+        owner_id=request.owner_id,
+        created_at=now,
+        updated_at=now,
+        source_context=dict(request.context),
+        embedding=embedding,
+    )
+
+
+def partition_key(request: IngestRequest) -> tuple[str, AccessScope, str | None]:
+    """The request's content in its dedup partition (every global entry shares one)."""
+    owner = None if request.access_scope is AccessScope.GLOBAL else request.owner_id
+    return (request.content_hash, request.access_scope, owner)
+
+
+async def ingest_chunk_in_order(
     deps: Deps,
     caller: Caller,
     requests: Sequence[IngestRequest],
-    *,
-    idempotency_key: str | None = None,
+    embeddings: Sequence[tuple[float, ...]],
+    extractions: Sequence[Extraction],
+    idempotency_key: str | None,
 ) -> list[IngestResult]:
-    """Bulk ingest with the same rules and outcomes as ingesting the requests one by one,
-    in order. Each chunk of up to ``BATCH_SIZE`` requests is embedded in one call, searched
-    against the store in one pass, and committed in one transaction (all or nothing).
-
-    ``idempotency_key`` (a message id) is recorded per chunk in that chunk's transaction: a
-    redelivery writes nothing for the chunks already committed and reports each of their
-    requests as a replayed ingest does."""
-    results: list[IngestResult] = []
-    for number, start in enumerate(range(0, len(requests), BATCH_SIZE)):
-        key = None if idempotency_key is None else f"{idempotency_key}:{number}"
-        results.extend(await _ingest_chunk(deps, caller, requests[start : start + BATCH_SIZE], key))
-    return results
-
-
-async def _ingest_chunk(
-    deps: Deps, caller: Caller, requests: Sequence[IngestRequest], idempotency_key: str | None
-) -> list[IngestResult]:
+    """The requests ingested one after the other, as :func:`ingest` would, but in ONE unit
+    of work (all or nothing) that records ``idempotency_key``: each sees what the earlier
+    ones wrote. The reference the set-based bulk ingest must agree with, and its path when
+    a concurrent writer gets in its way."""
     store = deps.store
-    await store.preflight(INGEST_PARTS)
     viewer = await resolve_viewer(store.directory, caller.principal)
-    vectors = await deps.embedder.embed([r.content for r in requests])
-    embeddings = [tuple(float(x) for x in v) for v in vectors]
-    extractions = [await extract(deps.extractor, r.content) for r in requests]
     results: list[IngestResult] = []
     async with store.unit_of_work() as uow:
         if not await first_application(uow, "store_many", idempotency_key, deps.clock.now()):
             return [_replayed(await _find_duplicate(uow, r)) for r in requests]
         credibility: dict[str, float] = {}
-        for agent in {r.source.agent_id for r in requests}:
+        for agent in dict.fromkeys(r.source.agent_id for r in requests):
             record = await uow.credibility.get(agent)
             credibility[agent] = _credibility(record.alpha, record.beta, record.label)
-        searched: dict[int, list[ScoredEntry]] = {}
-        for scope in {r.access_scope for r in requests}:
-            positions = [i for i, r in enumerate(requests) if r.access_scope is scope]
-            found = await uow.entries.nearest_many(
-                [embeddings[i] for i in positions],
-                SearchFilter(viewer, ACTIVE, access_scope=scope),
-                NEIGHBOURS,
-            )
-            searched.update(zip(positions, found, strict=True))
-        created: dict[AccessScope, set[uuid.UUID]] = {}
-        for i, request in enumerate(requests):
+        for request, embedding, extraction in zip(requests, embeddings, extractions, strict=True):
             now = deps.clock.now()
             cred = credibility[request.source.agent_id]
             floor = admission.check_credibility(deps.policy, cred)
@@ -513,28 +536,9 @@ async def _ingest_chunk(
             if duplicate is not None:
                 result = await _record_duplicate(deps, uow, viewer, request, duplicate, cred, now)
             else:
-                earlier = created.get(request.access_scope)
-                neighbours = searched[i]
-                if earlier:  # entries this chunk created since the search
-                    neighbours = _merge(
-                        neighbours,
-                        await uow.entries.nearest(
-                            embeddings[i],
-                            SearchFilter(
-                                viewer,
-                                ACTIVE,
-                                access_scope=request.access_scope,
-                                only_ids=frozenset(earlier),
-                            ),
-                            NEIGHBOURS,
-                        ),
-                    )
-                result = await _place(
-                    deps, uow, viewer, request, embeddings[i], cred, now, neighbours
-                )
+                result = await _place(deps, uow, viewer, request, embedding, cred, now)
                 if result.outcome is Outcome.CREATED and result.entry_id is not None:
-                    created.setdefault(request.access_scope, set()).add(result.entry_id)
-                    await index_entry(uow, result.entry_id, extractions[i], now)
+                    await index_entry(uow, result.entry_id, extraction, now)
             if result.outcome is not Outcome.REJECTED:
                 await _bookkeep(uow, request, result, now)
             results.append(result)
@@ -542,9 +546,11 @@ async def _ingest_chunk(
     return results
 
 
-def _merge(a: list[ScoredEntry], b: list[ScoredEntry]) -> list[ScoredEntry]:
-    """The best ``NEIGHBOURS`` of two neighbour lists, fresher entries winning on id ties."""
-    best: dict[uuid.UUID, ScoredEntry] = {n.entry.id: n for n in a}
-    best.update({n.entry.id: n for n in b})
-    ranked = sorted(best.values(), key=lambda n: (-n.similarity, str(n.entry.id)))
-    return ranked[:NEIGHBOURS]
+def replayed(entries: Sequence[Entry | None]) -> list[IngestResult]:
+    """The results of a redelivered chunk, from the live entry holding each request's text."""
+    return [_replayed(entry) for entry in entries]
+
+
+def credibility_of(record: CredibilityRecord) -> float:
+    """The credibility a source's record gives it (labels override)."""
+    return _credibility(record.alpha, record.beta, record.label)

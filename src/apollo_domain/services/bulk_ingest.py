@@ -1,0 +1,338 @@
+"""Bulk ingest (``store_many``): the rules and outcomes of ingesting one by one, in order,
+with set-based reads and writes.
+
+Each chunk runs in one unit of work. The store is read a fixed number of times whatever the
+chunk's size: credibility of its sources, its exact duplicates, its nearest neighbours (with
+the similarities between its own texts), the entries it may write evidence on, locked, and
+their evidence. The steps of :mod:`.ingest` are then decided in memory, in order, over a
+view that holds what the chunk itself wrote so far (an entry it created deduplicates or
+neighbours a later one, evidence it recorded counts for the independence rule, a boost
+raises the confidence a later one sees), and the chunk's writes go out table by table. When
+a concurrent writer got in the way (an entry the reads found is gone or archived, a content
+hash taken meanwhile), the chunk is redone one request after the other
+(:func:`.ingest.ingest_chunk_in_order`).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from datetime import datetime
+
+from attrs import define, evolve, field
+
+from .. import admission
+from ..entities import Extraction
+from ..model import AccessScope, Entry, Evidence, EvidenceKind, Outcome, Viewer
+from ..ports import AccessLogRecord, ScoredEntry, SearchFilter, UnitOfWork
+from ..results import IngestResult
+from .context import ACTIVE, INGEST_PARTS, Caller, Deps, first_application, resolve_viewer
+from .entities import extract, index_entry
+from .ingest import (
+    CONTRADICTION_SCAN,
+    NEIGHBOURS,
+    IngestRequest,
+    admit_new,
+    credibility_of,
+    duplicate_kind,
+    duplicate_outcome,
+    ingest_chunk_in_order,
+    new_entry,
+    partition_key,
+    replayed,
+    support_outcome,
+    supports,
+)
+
+BATCH_SIZE = 256
+_Key = tuple[str, AccessScope, str | None]
+
+
+async def ingest_many(
+    deps: Deps,
+    caller: Caller,
+    requests: Sequence[IngestRequest],
+    *,
+    idempotency_key: str | None = None,
+) -> list[IngestResult]:
+    """Bulk ingest with the same rules and outcomes as ingesting the requests one by one,
+    in order. Each chunk of up to ``BATCH_SIZE`` requests is embedded in one call, searched
+    against the store in one pass, and committed in one transaction (all or nothing).
+
+    ``idempotency_key`` (a message id) is recorded per chunk in that chunk's transaction: a
+    redelivery writes nothing for the chunks already committed and reports each of their
+    requests as a replayed ingest does."""
+    results: list[IngestResult] = []
+    for number, start in enumerate(range(0, len(requests), BATCH_SIZE)):
+        key = None if idempotency_key is None else f"{idempotency_key}:{number}"
+        results.extend(await _ingest_chunk(deps, caller, requests[start : start + BATCH_SIZE], key))
+    return results
+
+
+class _Interrupted(Exception):
+    """A concurrent writer changed what the chunk's reads found: redo it in order."""
+
+
+async def _ingest_chunk(
+    deps: Deps, caller: Caller, requests: Sequence[IngestRequest], idempotency_key: str | None
+) -> list[IngestResult]:
+    store = deps.store
+    await store.preflight(INGEST_PARTS)
+    viewer = await resolve_viewer(store.directory, caller.principal)
+    vectors = await deps.embedder.embed([r.content for r in requests])
+    embeddings = [tuple(float(x) for x in v) for v in vectors]
+    extractions = [await extract(deps.extractor, r.content) for r in requests]
+    try:
+        async with store.unit_of_work() as uow:
+            if not await first_application(uow, "store_many", idempotency_key, deps.clock.now()):
+                return replayed(
+                    await uow.entries.find_by_hashes([partition_key(r) for r in requests])
+                )
+            chunk = await _Chunk.read(deps, uow, viewer, requests, embeddings)
+            results = [chunk.decide(i, deps.clock.now()) for i in range(len(requests))]
+            await chunk.write(uow, extractions)
+            await uow.commit()
+            return results
+    except _Interrupted:
+        return await ingest_chunk_in_order(
+            deps, caller, requests, embeddings, extractions, idempotency_key
+        )
+
+
+@define
+class _Chunk:
+    """A chunk's requests, what the store held for them when read, and the chunk's own
+    writes so far: the view one-by-one ingest would have at each request."""
+
+    deps: Deps
+    viewer: Viewer
+    requests: Sequence[IngestRequest]
+    embeddings: Sequence[tuple[float, ...]]
+    credibility: dict[str, float]
+    #: each request's live entry holding its content (store or chunk), by partition key
+    live: dict[_Key, uuid.UUID]
+    #: each searched request's stored neighbours and earlier requests of its batch
+    stored: dict[int, list[ScoredEntry]]
+    earlier: dict[int, list[tuple[int, float]]]
+    #: the current state of the entries this chunk may write on: locked or its own
+    entries: dict[uuid.UUID, Entry]
+    evidence: dict[uuid.UUID, list[Evidence]]
+    created: dict[int, Entry] = field(factory=dict)
+    # the writes, in request order
+    new_entries: list[Entry] = field(factory=list)
+    new_evidence: list[Evidence] = field(factory=list)
+    boosts: list[tuple[uuid.UUID, float, datetime]] = field(factory=list)
+    scans: list[tuple[uuid.UUID, datetime]] = field(factory=list)
+    activities: list[tuple[str, str, datetime]] = field(factory=list)
+    log: list[AccessLogRecord] = field(factory=list)
+
+    # ------------------------------------------------------------------ reads
+
+    @classmethod
+    async def read(
+        cls,
+        deps: Deps,
+        uow: UnitOfWork,
+        viewer: Viewer,
+        requests: Sequence[IngestRequest],
+        embeddings: Sequence[tuple[float, ...]],
+    ) -> _Chunk:
+        policy = deps.policy
+        credibility = {
+            agent: credibility_of(await uow.credibility.get(agent))
+            for agent in dict.fromkeys(r.source.agent_id for r in requests)
+        }
+        admitted = [
+            i
+            for i, r in enumerate(requests)
+            if admission.check_credibility(policy, credibility[r.source.agent_id]).admitted
+        ]
+        found = await uow.entries.find_by_hashes([partition_key(requests[i]) for i in admitted])
+        duplicates = {i: e for i, e in zip(admitted, found, strict=True) if e is not None}
+        stored: dict[int, list[ScoredEntry]] = {}
+        earlier: dict[int, list[tuple[int, float]]] = {}
+        searched = [i for i in admitted if i not in duplicates]
+        for scope in dict.fromkeys(requests[i].access_scope for i in searched):
+            batch = [i for i in searched if requests[i].access_scope is scope]
+            neighbours = await uow.entries.nearest_batch(
+                [embeddings[i] for i in batch],
+                SearchFilter(viewer, ACTIVE, access_scope=scope),
+                NEIGHBOURS,
+            )
+            for i, near in zip(batch, neighbours, strict=True):
+                stored[i] = near.stored
+                earlier[i] = [(batch[j], similarity) for j, similarity in near.earlier]
+
+        # Every entry the chunk may record evidence on is locked before its evidence is
+        # read: the exact duplicates, and each neighbour that could be supported by a
+        # request whatever evidence it holds (the independence rule can only say no).
+        targets = {e.id for e in duplicates.values()}
+        for i, nearest in stored.items():
+            for n in nearest:
+                if any(
+                    supports(policy, viewer, requests[i], n.entry, n.similarity, (), kind)
+                    for kind in (EvidenceKind.CORROBORATION, EvidenceKind.AGREEMENT)
+                ):
+                    targets.add(n.entry.id)
+        entries = await uow.entries.lock_many(targets)
+        for duplicate in duplicates.values():
+            locked = entries.get(duplicate.id)
+            if locked is None or not locked.status.is_active:
+                raise _Interrupted  # removed or archived since it was found
+        repeat_checked = {
+            n.entry.id for nearest in stored.values() for n in nearest
+            if policy.is_near_duplicate(n.similarity)
+        }  # fmt: skip
+        evidence = await uow.evidence.for_entries(sorted(set(entries) | repeat_checked))
+        return cls(
+            deps=deps,
+            viewer=viewer,
+            requests=requests,
+            embeddings=embeddings,
+            credibility=credibility,
+            live={partition_key(requests[i]): e.id for i, e in duplicates.items()},
+            stored=stored,
+            earlier=earlier,
+            entries=entries,
+            evidence={k: list(v) for k, v in evidence.items()},
+        )
+
+    # ------------------------------------------------------------------ decisions
+
+    def decide(self, i: int, now: datetime) -> IngestResult:
+        """Request ``i`` decided as :func:`.ingest.ingest` decides it, on the chunk's view."""
+        request = self.requests[i]
+        credibility = self.credibility[request.source.agent_id]
+        floor = admission.check_credibility(self.deps.policy, credibility)
+        if not floor.admitted:
+            return IngestResult(Outcome.REJECTED, reason=f"{floor.reason}: {floor.detail}")
+        existing = self.live.get(partition_key(request))
+        if existing is not None:  # step 4
+            result = self._duplicate(request, self.entries[existing], credibility, now)
+        else:
+            result = self._place(i, request, credibility, now)
+        if result.outcome is not Outcome.REJECTED:
+            self.activities.append((request.source.agent_id, request.knowledge_domain, now))
+            self.log.append(
+                AccessLogRecord(
+                    "ingest",
+                    request.source.agent_id,
+                    result.entry_id,
+                    now,
+                    {"outcome": result.outcome.value},
+                )
+            )
+        return result
+
+    def _neighbours(self, i: int) -> list[ScoredEntry]:
+        """Request ``i``'s nearest: the stored ones and the entries earlier requests of the
+        chunk created, ranked as one search of the store would rank them."""
+        mine = [
+            ScoredEntry(self.created[j], similarity)
+            for j, similarity in self.earlier.get(i, ())
+            if j in self.created
+        ]
+        ranked = sorted(
+            [*self.stored.get(i, ()), *mine], key=lambda n: (-n.similarity, str(n.entry.id))
+        )
+        return [
+            ScoredEntry(self.entries.get(n.entry.id, n.entry), n.similarity)
+            for n in ranked[:NEIGHBOURS]
+        ]
+
+    def _place(
+        self, i: int, request: IngestRequest, credibility: float, now: datetime
+    ) -> IngestResult:
+        policy, viewer = self.deps.policy, self.viewer
+        neighbours = self._neighbours(i)
+        if any(_key_of(n.entry) == partition_key(request) for n in neighbours):
+            raise _Interrupted  # a concurrent writer committed this very content
+        for kind in (EvidenceKind.CORROBORATION, EvidenceKind.AGREEMENT):  # step 6
+            for n in neighbours:
+                recorded = self.evidence.get(n.entry.id, [])
+                if supports(policy, viewer, request, n.entry, n.similarity, recorded, kind):
+                    if n.entry.id not in self.entries:
+                        raise _Interrupted  # it was not a possible target when locked
+                    added = self._record(
+                        Evidence(n.entry.id, request.source, n.similarity, now, kind, credibility)
+                    )
+                    confidence = self._boost(n.entry.id, added, kind, credibility, now)
+                    return support_outcome(self.entries[n.entry.id], n.similarity, kind, confidence)
+        decision = admit_new(policy, request, credibility, neighbours, self.evidence)
+        if not decision.admitted:
+            return IngestResult(Outcome.REJECTED, reason=f"{decision.reason}: {decision.detail}")
+        entry = new_entry(policy, request, self.embeddings[i], now)  # step 8
+        self.created[i] = self.entries[entry.id] = entry
+        self.live[partition_key(request)] = entry.id
+        self.new_entries.append(entry)
+        self._record(Evidence(entry.id, request.source, 1.0, now, EvidenceKind.ORIGIN, credibility))
+        self.scans.append((entry.id, now))
+        return IngestResult(Outcome.CREATED, entry.id, entry.status, entry.confidence, None)
+
+    def _duplicate(
+        self, request: IngestRequest, existing: Entry, credibility: float, now: datetime
+    ) -> IngestResult:
+        recorded = self.evidence.get(existing.id, [])
+        kind = duplicate_kind(self.deps.policy, self.viewer, request, existing, recorded)
+        added = self._record(Evidence(existing.id, request.source, 1.0, now, kind, credibility))
+        confidence = self._boost(existing.id, added, kind, credibility, now)
+        return duplicate_outcome(self.entries[existing.id], kind, added, confidence)
+
+    def _record(self, item: Evidence) -> bool:
+        """Evidence, unless that exact source is already recorded on the entry."""
+        recorded = self.evidence.setdefault(item.entry_id, [])
+        if any(_same_source(e, item) for e in recorded):
+            return False
+        recorded.append(item)
+        self.new_evidence.append(item)
+        return True
+
+    def _boost(
+        self,
+        entry_id: uuid.UUID,
+        added: bool,
+        kind: EvidenceKind,
+        credibility: float,
+        now: datetime,
+    ) -> float:
+        """The corroboration boost of newly recorded corroboration; the confidence after."""
+        entry = self.entries[entry_id]
+        if added and kind is EvidenceKind.CORROBORATION:
+            amount = self.deps.policy.corroboration_amount(credibility)
+            entry = self.entries[entry_id] = evolve(
+                entry, confidence=min(entry.confidence + amount, 1.0), updated_at=now
+            )
+            self.boosts.append((entry_id, amount, now))
+        return entry.confidence
+
+    # ------------------------------------------------------------------ writes
+
+    async def write(self, uow: UnitOfWork, extractions: Sequence[Extraction]) -> None:
+        inserted = await uow.entries.add_many(self.new_entries)
+        if len(inserted) != len(self.new_entries):
+            raise _Interrupted  # a concurrent writer took one of these content hashes
+        if not all(await uow.evidence.add_many(self.new_evidence)):
+            raise _Interrupted
+        await uow.entries.boost_each(self.boosts)
+        await uow.outbox.enqueue_many(
+            [(CONTRADICTION_SCAN, {"entry_id": str(entry_id)}, now) for entry_id, now in self.scans]
+        )
+        for i, entry in self.created.items():
+            await index_entry(uow, entry.id, extractions[i], entry.created_at)
+        await uow.expertise.record_activities(self.activities)
+        await uow.access_log.record(self.log)
+
+
+def _key_of(entry: Entry) -> _Key:
+    owner = None if entry.access_scope is AccessScope.GLOBAL else entry.owner_id
+    return (entry.content_hash, entry.access_scope, owner)
+
+
+def _same_source(a: Evidence, b: Evidence) -> bool:
+    """The evidence uniqueness rule: one row per (entry, agent, provider, channel), an
+    absent channel equal to an empty one."""
+    return (a.source.agent_id, a.source.provider, a.source.channel or "") == (
+        b.source.agent_id,
+        b.source.provider,
+        b.source.channel or "",
+    )
