@@ -38,7 +38,6 @@ import asyncio
 import os
 import shutil
 import sys
-import tempfile
 import time
 import uuid
 from collections import Counter
@@ -58,6 +57,7 @@ from psycopg.conninfo import make_conninfo
 
 from apollo_adapters.embedders import HashingEmbedder
 from apollo_adapters.postgres import EmbeddedPostgres, PostgresStore
+from apollo_adapters.postgres.embedded import temporary_folder
 from apollo_app import Apollo
 from apollo_domain.normalize import content_hash
 from benchmarks._common import (
@@ -195,7 +195,7 @@ async def start_server(
 ) -> tuple[str, EmbeddedPostgres | None, Path | None]:
     if args.admin_url:
         return args.admin_url, None, None
-    workdir = Path(tempfile.mkdtemp(prefix="apollo-bench-write-"))
+    workdir = temporary_folder("apollo-bench-write-")
     settings = {"shared_preload_libraries": STATEMENTS_LIBRARY}
     if args.fsync_off:
         settings.update(UNSAFE_SETTINGS)

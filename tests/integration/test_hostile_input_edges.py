@@ -196,8 +196,10 @@ def _no_backoff(attempt: int) -> float:
     return 0.01
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def amqp_url() -> Iterator[str]:
+    """This run's vhost, released at the end of the session: the other files' session
+    fixtures hand out the same one, so a module must not delete it under them."""
     url = amqp_test_url()
     yield url
     release_test_broker()
