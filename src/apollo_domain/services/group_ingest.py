@@ -94,14 +94,14 @@ async def _in_order(
     replays: list[int] = []
     for principal in principals:
         for i, item in enumerate(items):
-            key = _key(item)
-            if item.caller.principal != principal:
-                continue
-            if key is None or (key in new and key not in applying):
-                if key is not None:
+            if item.caller.principal == principal:
+                key = _key(item)
+                if key is None:
+                    continue
+                if key in new and key not in applying:
                     applying[key] = i
-            else:
-                replays.append(i)
+                else:
+                    replays.append(i)
     stored = dict(
         zip(
             replays,
