@@ -149,6 +149,12 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--latency-seconds", type=float, default=10.0, help="lone-message latency run length"
     )
+    parser.add_argument(
+        "--ingest-batch",
+        type=int,
+        default=None,
+        help="APOLLO_INGEST_BATCH of the group-commit runs (default: the service's)",
+    )
     parser.add_argument("--quick", action="store_true", help="small sizes (smoke run)")
     parser.add_argument("--output", type=Path, default=None, help="results folder")
     args = parser.parse_args(argv)
@@ -1066,7 +1072,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         half_load = 0.0
         for name, count, batch in [
             ("services_1_unbatched", 1, 1),
-            *((f"services_{n}", n, None) for n in args.services),
+            *((f"services_{n}", n, args.ingest_batch) for n in args.services),
         ]:
             conninfo = await databases.create(name.removeprefix("services_"))
             topology = broker.topology(name.removeprefix("services_").replace("_", ""))
@@ -1083,10 +1089,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                             broker.url, conninfo, topology, broker.topology("echo"), texts
                         )
                     if count == 1:
-                        if batch == 1:
+                        if name.endswith("unbatched"):
                             half_load = runs[name]["messages_per_s"] / 2
                         loads = {"half_unbatched_load": half_load}
-                        if batch is None:
+                        if not name.endswith("unbatched"):
                             loads["half_own_load"] = runs[name]["messages_per_s"] / 2
                         for load_name, load_rate in loads.items():
                             latency[f"{name}_{load_name}"] = await lone_latency(
@@ -1120,7 +1126,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "name": "bus",
         "command": "PYTHONPATH=src:. .venv/bin/python benchmarks/bus_bench.py"
         + (" --quick" if args.quick else "")
-        + (" --fsync-off" if args.fsync_off else ""),
+        + (" --fsync-off" if args.fsync_off else "")
+        + (f" --ingest-batch {args.ingest_batch}" if args.ingest_batch else ""),
         "machine": {**machine(), "load_average": os.getloadavg()},
         "broker": {"rabbitmq": broker.version, "own_vhost": broker.vhost is not None},
         "server": settings,
@@ -1136,7 +1143,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             "seed": args.seed,
             "quick": args.quick,
             "fsync_off": args.fsync_off,
-            "ingest_batch": Settings().ingest_batch,
+            "ingest_batch": args.ingest_batch or Settings().ingest_batch,
             "ingest_batch_ms": Settings().ingest_batch_ms,
             "latency_seconds": args.latency_seconds,
         },

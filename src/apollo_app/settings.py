@@ -118,7 +118,7 @@ class Settings:
     #: The ingest consumer commits up to ``ingest_batch`` ``store_knowledge`` messages in
     #: one transaction: those that arrived within ``ingest_batch_ms`` of the first (1: each
     #: message alone). Its prefetch is raised to twice the batch when lower.
-    ingest_batch: int = 64
+    ingest_batch: int = 16
     ingest_batch_ms: float = 10.0
     max_redeliveries: int = 5
     pool_max: int = 10

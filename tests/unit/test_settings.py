@@ -60,9 +60,9 @@ def test_outbox_backoff_is_read_and_reaches_the_use_cases():
 
 
 def test_group_commit_is_read_with_defaults_that_batch():
-    """Unset: batches of up to 64 ingests gathered for at most 10 ms; 1 turns it off."""
+    """Unset: batches of up to 16 ingests gathered for at most 10 ms; 1 turns it off."""
     defaults = Settings.from_env({})
-    assert (64, 10.0) == (defaults.ingest_batch, defaults.ingest_batch_ms)
+    assert (16, 10.0) == (defaults.ingest_batch, defaults.ingest_batch_ms)
     settings = Settings.from_env({"APOLLO_INGEST_BATCH": "1", "APOLLO_INGEST_BATCH_MS": "2.5"})
     assert (1, 2.5) == (settings.ingest_batch, settings.ingest_batch_ms)
 
