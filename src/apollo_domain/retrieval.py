@@ -58,6 +58,9 @@ class RetrievalSettings:
     - ``vector_weight`` / ``lexical_weight`` / ``graph_weight``: each signal's share of the
       fused score; the graph fill is a weaker hint than a direct match.
     - ``graph_seeds``: at most this many entities named in the query seed the graph fill.
+    - ``graph_neighbours``: at most this many neighbours of the seeds join them, those
+      that the most entries link to a seed first (a hub such as a common date or quantity
+      links to everything, and would make the scan read every entry that names it).
     - ``graph_scan``: at most this many entries tagged with the seeds or their neighbours
       are examined.
     """
@@ -69,6 +72,7 @@ class RetrievalSettings:
     lexical_weight: float = _weight_field(1.0)
     graph_weight: float = _weight_field(0.5)
     graph_seeds: int = _int_field(8)
+    graph_neighbours: int = _int_field(32)
     graph_scan: int = _int_field(200)
 
     @classmethod

@@ -1,10 +1,12 @@
-"""Hybrid query: vector and lexical rankings fused by reciprocal rank (DESIGN §4 "Query")."""
+"""Hybrid query: vector, lexical and graph rankings fused into one (DESIGN §4 "Query")."""
 
 from __future__ import annotations
 
+import attrs
 import pytest
 
-from apollo_app import Principal, ValidationError
+from apollo_app import Apollo, Principal, ValidationError
+from apollo_domain.retrieval import RetrievalSettings
 from tests.support import KeyedEmbedder, at_cosine
 
 
@@ -155,6 +157,27 @@ async def test_graph_fill_walks_only_edges_the_caller_may_see(make_apollo):
     assert {ids["works"], ids["office"], ids["secret"], ids["globex"]} == {
         view.id for view in owner.entries
     }
+
+
+async def test_graph_fill_keeps_the_neighbours_most_entries_link_to_a_seed(make_apollo):
+    """Two notes link Alice Moreau to Bruno Diaz, one to Carla Okafor: with room for one
+    neighbour, the graph reaches Bruno's own note and not Carla's."""
+    apollo = await make_apollo()
+    writer = apollo.client("writer")
+    for content in (
+        "Alice Moreau met Bruno Diaz in Lisbon.",
+        "Alice Moreau hired Bruno Diaz again.",
+        "Alice Moreau called Carla Okafor.",
+    ):
+        await writer.store_knowledge(content=content)
+    bruno = (await writer.store_knowledge(content="Bruno Diaz builds boats.")).entry_id
+    carla = (await writer.store_knowledge(content="Carla Okafor paints walls.")).entry_id
+    narrow = Apollo(attrs.evolve(apollo.deps, retrieval=RetrievalSettings(graph_neighbours=1)))
+    query = {"query": "Alice Moreau", "min_similarity": 0.99, "limit": 20}
+    found = {view.id for view in (await narrow.client("reader").query_knowledge(**query)).entries}
+    assert bruno in found and carla not in found
+    wide = {view.id for view in (await apollo.client("reader").query_knowledge(**query)).entries}
+    assert {bruno, carla} <= wide
 
 
 async def test_single_signal_modes_have_no_graph_fill(make_apollo):

@@ -12,7 +12,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from benchmarks import hybrid_bench, memory_bench, postgres_bench, retrieval_bench, write_path_bench
+from benchmarks import (
+    hybrid_bench,
+    memory_bench,
+    model_ingest_bench,
+    postgres_bench,
+    retrieval_bench,
+    write_path_bench,
+)
 
 from tests.postgres_support import PostgresTestServer
 
@@ -149,3 +156,15 @@ def test_write_path_bench_quick_counts_statements_per_entry(tmp_path: Path) -> N
     # autocommit: one statement a row; BEGIN, SELECT, INSERT and COMMIT with the nearest SELECT
     assert 1.0 == phases["raw one-row INSERT, 1 tx/row"]["statements_per_entry"]
     assert 4.0 == phases["raw nearest top-5 SELECT + INSERT, 1 tx/row"]["statements_per_entry"]
+
+
+@pytest.mark.postgres
+def test_model_ingest_bench_reports_both_rates(tmp_path: Path) -> None:
+    """The bundled model embeds the texts alone, then store_many stores them through it."""
+    result = model_ingest_bench.main(["--entries", "24", "--chunk", "8", "--output", str(tmp_path)])
+
+    written = json.loads((tmp_path / "model_ingest_bench.json").read_text())
+    assert written["ratio"] == result["ratio"]
+    assert positive(written["model_texts_per_s"]) and positive(written["store_many_texts_per_s"])
+    assert 0 < written["entries_stored"] <= 24
+    assert positive(written["ratio"])

@@ -321,10 +321,17 @@ class PostgresEntityGraph:
         where = Where()
         where.matching(flt)
         query = sql.SQL(
-            "SELECT {columns}, array_agg(m.entity_id) AS matched FROM entries"
-            " JOIN entity_mentions m ON m.entry_id = entries.id"
-            " WHERE m.entity_id = ANY({ids}) AND {where}"
-            " GROUP BY entries.id ORDER BY created_at DESC, id DESC LIMIT {limit}"
+            # The mentions come first (their index), each entry is then checked through
+            # its primary key (LIMIT 1 keeps the planner from turning that into a scan of
+            # every entry), the newest ``limit`` are kept, and only they are read whole.
+            "WITH m AS MATERIALIZED (SELECT entry_id, array_agg(entity_id) AS matched"
+            " FROM entity_mentions WHERE entity_id = ANY({ids}) GROUP BY entry_id),"
+            " picked AS (SELECT e.pid, e.picked_at, m.matched FROM m CROSS JOIN LATERAL"
+            " (SELECT entries.id AS pid, entries.created_at AS picked_at FROM entries"
+            " WHERE entries.id = m.entry_id AND {where} LIMIT 1) AS e"
+            " ORDER BY e.picked_at DESC, e.pid DESC LIMIT {limit})"
+            " SELECT {columns}, picked.matched FROM picked JOIN entries ON entries.id = pid"
+            " ORDER BY picked_at DESC, pid DESC"
         ).format(
             columns=ENTRY_COLUMNS,
             ids=where.param(list(entity_ids)),

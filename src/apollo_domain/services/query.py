@@ -185,7 +185,8 @@ async def graph_fill(
 ) -> list[tuple[Entry, float]]:
     """The graph signal: entries tagged with entities the query names (the seeds, at most
     ``graph_seeds``, longest names first) or with their neighbours over live edges either
-    way; a capped scan of ``graph_scan`` entries, newest first. An entry scores 1 per seed
+    way (at most ``graph_neighbours``, those the most entries link to a seed first); a
+    capped scan of ``graph_scan`` entries, newest first. An entry scores 1 per seed
     and 0.5 per neighbour it mentions; the best ``limit`` by score (newest first on ties).
     Only entities and edges the viewer may see take part."""
     names = query_names(text)
@@ -195,14 +196,14 @@ async def graph_fill(
     seeds = [visible[name].id for name in names if name in visible][: settings.graph_seeds]
     if not seeds:
         return []
-    neighbours: set[UUID] = set()
-    for edge in await uow.graph.edges(seeds, flt.viewer):
-        neighbours.update((edge.src_id, edge.dst_id))
-    neighbours.difference_update(seeds)
-    tagged = await uow.graph.entries_mentioning(
-        [*seeds, *sorted(neighbours)], flt, settings.graph_scan
-    )
     seed_set = set(seeds)
+    support: dict[UUID, int] = {}
+    for edge in await uow.graph.edges(seeds, flt.viewer):
+        for end in (edge.src_id, edge.dst_id):
+            if end not in seed_set:
+                support[end] = support.get(end, 0) + max(len(edge.entry_ids), 1)
+    neighbours = sorted(support, key=lambda e: (-support[e], str(e)))[: settings.graph_neighbours]
+    tagged = await uow.graph.entries_mentioning([*seeds, *neighbours], flt, settings.graph_scan)
     scored = [
         (entry, len(matched & seed_set) + 0.5 * len(matched - seed_set))
         for entry, matched in tagged
