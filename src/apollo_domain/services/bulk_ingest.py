@@ -37,6 +37,7 @@ from .ingest import (
     duplicate_kind,
     duplicate_outcome,
     ingest_chunk_in_order,
+    ingest_log_record,
     new_entry,
     partition_key,
     replayed,
@@ -213,15 +214,7 @@ class _Chunk:
             result = self._place(i, request, credibility, now)
         if result.outcome is not Outcome.REJECTED:
             self.activities.append((request.source.agent_id, request.knowledge_domain, now))
-            self.log.append(
-                AccessLogRecord(
-                    "ingest",
-                    request.source.agent_id,
-                    result.entry_id,
-                    now,
-                    {"outcome": result.outcome.value},
-                )
-            )
+            self.log.append(ingest_log_record(request, result, now))
         return result
 
     def _neighbours(self, i: int) -> list[ScoredEntry]:

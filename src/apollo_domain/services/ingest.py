@@ -201,16 +201,13 @@ async def _bookkeep(
     """Expertise (agent × domain) and the ``ingest`` access-log row, in the ingest's
     transaction."""
     await uow.expertise.record_activity(request.source.agent_id, request.knowledge_domain, now)
-    await uow.access_log.record(
-        [
-            AccessLogRecord(
-                "ingest",
-                request.source.agent_id,
-                result.entry_id,
-                now,
-                {"outcome": result.outcome.value},
-            )
-        ]
+    await uow.access_log.record([ingest_log_record(request, result, now)])
+
+
+def ingest_log_record(request: IngestRequest, result: IngestResult, now: Any) -> AccessLogRecord:
+    """The ``ingest`` access-log row of one request's outcome."""
+    return AccessLogRecord(
+        "ingest", request.source.agent_id, result.entry_id, now, {"outcome": result.outcome.value}
     )
 
 
