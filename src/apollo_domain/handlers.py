@@ -366,15 +366,6 @@ async def _related_entities(
     return await services.related_entities(deps, caller, command.name, command.depth)
 
 
-#: The entity graph reads: every role may run them (visibility decides what they show).
-ENTITY_READ_HANDLERS: Final[Mapping[type[c.Command[Any]], Handler]] = {
-    c.ListEntities: Handler(_entities, Access.READ),
-    c.GetEntity: Handler(_entity, Access.READ),
-    c.GetEntityHistory: Handler(_entity_history, Access.READ),
-    c.RelatedEntities: Handler(_related_entities, Access.READ),
-}
-
-
 def _read(run: Run) -> Handler:
     return Handler(run, Access.READ)
 
@@ -408,6 +399,10 @@ COMMAND_HANDLERS: Final[Mapping[type[c.Command[Any]], Handler]] = {
     c.GetEntry: _read(_get_entry),
     c.GetEvidence: _read(_get_evidence),
     c.GetRelations: _read(_relations),
+    c.ListEntities: _read(_entities),
+    c.GetEntity: _read(_entity),
+    c.GetEntityHistory: _read(_entity_history),
+    c.RelatedEntities: _read(_related_entities),
     c.GetExpertise: _read(_expertise),
     c.DomainsAtRisk: _read(_at_risk),
     c.GetAgentProfile: _read(_profile),
@@ -416,7 +411,6 @@ COMMAND_HANDLERS: Final[Mapping[type[c.Command[Any]], Handler]] = {
     c.CheckCorroboration: _admin(_corroboration),
     c.AggregateExpertise: _admin(_aggregate),
     c.ProcessOutbox: _admin(_outbox),
-    **ENTITY_READ_HANDLERS,
 }
 
 
