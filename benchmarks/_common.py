@@ -6,9 +6,12 @@ import json
 import os
 import platform
 import random
+import shutil
 import statistics
 import time
-from collections.abc import Iterable, Mapping, Sequence
+import uuid
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -154,6 +157,32 @@ def comparison_row(
 ) -> list[Any]:
     ratio = None if baseline in (None, 0) else value / baseline  # type: ignore[operator]
     return [name, value, baseline, ratio, target, "" if met is None else ("yes" if met else "NO")]
+
+
+@asynccontextmanager
+async def embedded_database(prefix: str) -> AsyncIterator[str]:
+    """A new embedded PostgreSQL + pgvector server with one empty database named after
+    ``prefix``; yields its conninfo, then stops the server and removes its folder."""
+    import psycopg
+    from psycopg import sql
+    from psycopg.conninfo import make_conninfo
+
+    from apollo_adapters.postgres import EmbeddedPostgres
+    from apollo_adapters.postgres.embedded import temporary_folder
+
+    folder = temporary_folder(f"apollo-{prefix}-")
+    server = EmbeddedPostgres(folder / "pgdata", database="postgres")
+    try:
+        await server.start()
+        name = f"apollo_{prefix}_{uuid.uuid4().hex[:8]}"
+        async with await psycopg.AsyncConnection.connect(
+            server.admin_conninfo, autocommit=True
+        ) as admin:
+            await admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+        yield make_conninfo(server.admin_conninfo, dbname=name)
+    finally:
+        await server.stop()
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def write_json(name: str, payload: Mapping[str, Any], directory: Path | None = None) -> Path:

@@ -26,7 +26,6 @@ import asyncio
 import itertools
 import os
 import random
-import shutil
 import sys
 import time
 import uuid
@@ -38,14 +37,11 @@ from typing import Any
 import attrs
 import numpy as np
 import psycopg
-from psycopg import sql
-from psycopg.conninfo import make_conninfo
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from apollo_adapters.embedders import HashingEmbedder
-from apollo_adapters.postgres import EmbeddedPostgres, PostgresStore
-from apollo_adapters.postgres.embedded import temporary_folder
+from apollo_adapters.postgres import PostgresStore
 from apollo_app import Apollo
 from apollo_domain.entities import Extraction, canonical_pair
 from apollo_domain.extraction import extract_entities
@@ -54,6 +50,7 @@ from benchmarks._common import (
     DOMAINS,
     Stopwatch,
     TextGenerator,
+    embedded_database,
     machine,
     rate,
     summary_ms,
@@ -236,20 +233,8 @@ async def measure_ingest(
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     started = time.perf_counter()
-    workdir = temporary_folder("apollo-hybrid-bench-")
-    server = EmbeddedPostgres(workdir / "pgdata", database="postgres")
-    await server.start()
-    name = f"apollo_hybrid_{uuid.uuid4().hex[:8]}"
-    try:
-        async with await psycopg.AsyncConnection.connect(
-            server.admin_conninfo, autocommit=True
-        ) as admin:
-            await admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-        conninfo = make_conninfo(server.admin_conninfo, dbname=name)
+    async with embedded_database("hybrid") as conninfo:
         result = await _run(args, conninfo)
-    finally:
-        await server.stop()
-        shutil.rmtree(workdir, ignore_errors=True)
     result["wall_seconds"] = time.perf_counter() - started
     return result
 

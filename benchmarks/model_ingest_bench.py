@@ -17,26 +17,19 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import shutil
 import sys
 import time
-import uuid
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
-
-import psycopg
-from psycopg import sql
-from psycopg.conninfo import make_conninfo
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from apollo_adapters.embedders import SentenceTransformerEmbedder
 from apollo_adapters.embedders.sentence import default_model_path
-from apollo_adapters.postgres import EmbeddedPostgres, PostgresStore
-from apollo_adapters.postgres.embedded import temporary_folder
+from apollo_adapters.postgres import PostgresStore
 from apollo_app import Apollo
-from benchmarks._common import machine, rate, table, write_json
+from benchmarks._common import embedded_database, machine, rate, table, write_json
 from benchmarks.retrieval_bench import corpus
 
 TARGET = 0.8
@@ -67,21 +60,11 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     model.embed_sync(corpus_texts)
     model_seconds = time.perf_counter() - started
 
-    folder = temporary_folder("apollo-bench-model-")
-    server = EmbeddedPostgres(folder / "pgdata", database="postgres")
-    await server.start()
-    name = f"apollo_model_{uuid.uuid4().hex[:8]}"
-    try:
-        async with await psycopg.AsyncConnection.connect(
-            server.admin_conninfo, autocommit=True
-        ) as admin:
-            await admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    async with embedded_database("model") as conninfo:
         fresh = SentenceTransformerEmbedder(default_model_path())
         fresh.embed_sync(["warm up"])
         store = await PostgresStore.open(
-            make_conninfo(server.admin_conninfo, dbname=name),
-            embedder_model_id=fresh.model_id,
-            dimension=fresh.dimension,
+            conninfo, embedder_model_id=fresh.model_id, dimension=fresh.dimension
         )
         try:
             client = Apollo.with_store(store, embedder=fresh).client("bench-writer")
@@ -94,9 +77,6 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             ingest_seconds = time.perf_counter() - started
         finally:
             await store.close()
-    finally:
-        await server.stop()
-        shutil.rmtree(folder, ignore_errors=True)
     model_rate = rate(len(corpus_texts), model_seconds)
     ingest_rate = rate(len(corpus_texts), ingest_seconds)
     return {

@@ -36,7 +36,7 @@ from apollo_adapters.memory import InMemoryStore
 from apollo_app import Apollo
 from apollo_domain.ports import Embedder, Store
 from apollo_domain.retrieval import RetrievalSettings
-from benchmarks._common import machine, table, write_json
+from benchmarks._common import embedded_database, machine, table, write_json
 
 KINDS = ("direct", "detail", "hop", "dialogue")
 FIRST = [
@@ -375,33 +375,16 @@ async def run_memory(embedder: Embedder, notes: list[str], questions: Any) -> di
 
 
 async def run_postgres(embedder: Embedder, notes: list[str], questions: Any) -> dict[str, Any]:
-    import psycopg
-    from psycopg import sql
-    from psycopg.conninfo import make_conninfo
+    from apollo_adapters.postgres import PostgresStore
 
-    from apollo_adapters.postgres import EmbeddedPostgres, PostgresStore
-    from apollo_adapters.postgres.embedded import temporary_folder
-
-    workdir = temporary_folder("apollo-retrieval-")
-    server = EmbeddedPostgres(workdir / "pgdata", database="postgres")
-    await server.start()
-    try:
-        name = f"retrieval_{uuid.uuid4().hex[:8]}"
-        async with await psycopg.AsyncConnection.connect(
-            server.admin_conninfo, autocommit=True
-        ) as conn:
-            await conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    async with embedded_database("retrieval") as conninfo:
         store = await PostgresStore.open(
-            make_conninfo(server.admin_conninfo, dbname=name),
-            embedder_model_id=embedder.model_id,
-            dimension=embedder.dimension,
+            conninfo, embedder_model_id=embedder.model_id, dimension=embedder.dimension
         )
         try:
             return await evaluate(store, embedder, notes, questions)
         finally:
             await store.close()
-    finally:
-        await server.stop()
 
 
 def embedders(use_model: bool) -> list[tuple[str, Embedder]]:
