@@ -18,7 +18,7 @@ Consumers (one per queue, ``settings.prefetch`` deliveries in flight each):
 
 Group commit: ``store_knowledge`` messages on the ingest queue are ingested together, up
 to ``settings.ingest_batch`` of them (those that arrived within ``settings.ingest_batch_ms``
-of the first), in ONE transaction (:func:`apollo_domain.handlers.store_each`): each keeps
+of the first), in ONE transaction (:func:`apollo_domain.services.ingest_each`): each keeps
 its own caller and its ``message_id`` key, recorded in that transaction, and is
 acknowledged only after it committed. At most ``COMMITS_IN_FLIGHT`` batches commit at
 once; a batch whose window is over while they run keeps filling until one ends, so under
@@ -49,11 +49,11 @@ from attrs import define, field
 
 from apollo_domain import commands as c
 from apollo_domain.errors import ApolloError, TransportError
-from apollo_domain.handlers import handle, handler_of, store_each, store_item
+from apollo_domain.handlers import handle, handler_of, store_item
 from apollo_domain.messaging import Delivery, MessageBus, MessageHandler, Subscription
 from apollo_domain.model import Principal, Role
 from apollo_domain.secrets import redact
-from apollo_domain.services import Caller
+from apollo_domain.services import Caller, IngestItem, ingest_each
 from apollo_domain.topology import Topology
 
 from ...bootstrap import topology_of
@@ -227,7 +227,7 @@ class ApolloService:
             return
         settled = asyncio.get_running_loop().create_future()
         batch = self._batch
-        batch.pending.append(_Pending(delivery, item, settled))
+        batch.pending.append(_Pending(delivery, *item, settled))
         if len(batch.pending) >= self.settings.ingest_batch:
             self._ready.append(self._take())
             self._start()
@@ -237,7 +237,7 @@ class ApolloService:
             )
         await asyncio.shield(settled)
 
-    def _store_item(self, delivery: Delivery) -> tuple[Caller, c.StoreKnowledge, str | None] | None:
+    def _store_item(self, delivery: Delivery) -> tuple[c.StoreKnowledge, IngestItem] | None:
         """The delivery's ``store_knowledge`` checked for a batch; None for any other
         command, or one that fails its checks."""
         try:
@@ -246,10 +246,10 @@ class ApolloService:
                 return None
             caller = self._caller(delivery)
             key = delivery.message.message_id or None
-            store_item(caller, command, key)
+            item = store_item(caller, command, key)
         except Exception:
             return None
-        return caller, command, key
+        return command, item
 
     def _take(self) -> list[_Pending]:
         """The filling batch's deliveries; a new batch begins."""
@@ -287,7 +287,7 @@ class ApolloService:
         try:
             started = time.perf_counter()
             try:
-                results = await store_each(self.apollo.deps, [p.item for p in pending])
+                results = await ingest_each(self.apollo.deps, [p.item for p in pending])
             except Exception as exc:
                 log.warning(
                     "a batch of %d messages failed (%s); each is carried out alone",
@@ -299,7 +299,7 @@ class ApolloService:
             seconds = time.perf_counter() - started
             for p, result in zip(pending, results, strict=True):
                 if self.metrics is not None:
-                    self.metrics.observe_command(p.item[1], result, seconds)
+                    self.metrics.observe_command(p.command, result, seconds)
                 log.debug("StoreKnowledge %s: %s", p.delivery.message.message_id, result)
             await asyncio.gather(*(_ack(p.delivery) for p in pending))
         finally:
@@ -373,7 +373,8 @@ class _Pending:
     was settled."""
 
     delivery: Delivery
-    item: tuple[Caller, c.StoreKnowledge, str | None]
+    command: c.StoreKnowledge
+    item: IngestItem
     settled: asyncio.Future[None]
 
 
