@@ -158,8 +158,8 @@ async def _lock_sides(uow: UnitOfWork, entry_id: UUID) -> dict[UUID, Entry]:
     locked: dict[UUID, Entry | None] = {}
     wanted = {entry_id, *await _contradiction_partners(uow, entry_id)}
     while missing := wanted - locked.keys():
-        for other in sorted(missing, key=str):
-            locked[other] = await uow.entries.lock(other)
+        found = await uow.entries.lock_many(missing)
+        locked.update({other: found.get(other) for other in missing})
         wanted.update(await _contradiction_partners(uow, entry_id))
     return {k: v for k, v in locked.items() if v is not None}
 

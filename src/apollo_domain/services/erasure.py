@@ -72,9 +72,5 @@ async def _locked(uow: UnitOfWork, entries: list[Entry]) -> list[Entry]:
     """``entries`` as they are under their row locks (taken in id order), those gone
     meanwhile left out: whether one is deleted or redacted, and the redacted entry written
     back, follow its state as of the lock, so a concurrent change to it is never lost."""
-    locked = []
-    for entry in sorted(entries, key=lambda e: str(e.id)):
-        current = await uow.entries.lock(entry.id)
-        if current is not None:
-            locked.append(current)
-    return locked
+    locked = await uow.entries.lock_many([entry.id for entry in entries])
+    return [locked[entry_id] for entry_id in sorted(locked, key=str)]

@@ -346,9 +346,8 @@ async def _record(deps: Deps, uow: UnitOfWork, entry_id: UUID, verdicts: list[Sc
     """Write the contradictions the judge found, on the entries as they are now: each one
     re-read under its row lock (in id order), a pair with an entry archived or erased
     meanwhile skipped, the protection rule applied to current confidence and evidence."""
-    ids = sorted({entry_id, *(v.entry.id for v in verdicts)}, key=str)
-    locked = {i: await uow.entries.lock(i) for i in ids}
-    entry = locked[entry_id]
+    locked = await uow.entries.lock_many({entry_id, *(v.entry.id for v in verdicts)})
+    entry = locked.get(entry_id)
     if entry is None or not entry.is_active:
         return 0
     new_credibility = await _credibility(uow, entry.source.agent_id)
@@ -356,7 +355,7 @@ async def _record(deps: Deps, uow: UnitOfWork, entry_id: UUID, verdicts: list[Sc
     found = 0
     now = deps.clock.now()
     for scored in verdicts:
-        existing = locked[scored.entry.id]
+        existing = locked.get(scored.entry.id)
         if existing is None or not existing.is_active:
             continue
         found += 1
