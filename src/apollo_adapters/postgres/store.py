@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Collection, Mapping
-from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager, suppress
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any, Self
 
 import psycopg
@@ -63,24 +63,15 @@ class PostgresUnitOfWork:
     def __init__(self, store: PostgresStore) -> None:
         self._store = store
         self._stack: AsyncExitStack | None = None
-        self._tx: AbstractAsyncContextManager[psycopg.AsyncTransaction] | None = None
-        self._transaction: psycopg.AsyncTransaction | None = None
         self._session: Session | None = None
 
     async def __aenter__(self) -> PostgresUnitOfWork:
         if self._stack is not None:
             raise PersistenceFailed("a unit of work can be entered only once")
         self._stack = AsyncExitStack()
-        try:
-            conn = await self._stack.enter_async_context(self._store.connection())
-            tx = conn.transaction()
-            with translated():
-                self._transaction = await tx.__aenter__()
-        except BaseException:
-            await self._stack.aclose()
-            raise
-        self._tx = tx
+        conn = await self._stack.enter_async_context(self._store.connection())
         session = self._session = Session(conn)
+        session.begin()  # sent with the first statement
         store = self._store
         self.entries = PostgresEntryRepository(session, store.ef_search, store.max_scan_tuples)
         self.relations = PostgresRelationRepository(session)
@@ -96,27 +87,15 @@ class PostgresUnitOfWork:
     async def __aexit__(self, *exc: object) -> None:
         assert self._stack is not None
         try:
-            if self._tx is not None:
-                tx, self._tx = self._tx, None
-                assert self._transaction is not None
-                self._transaction.force_rollback = True
-                # A failed rollback means the connection is gone, and the transaction with it.
-                with suppress(psycopg.Error):
-                    await tx.__aexit__(None, None, None)
-        finally:
             if self._session is not None:
-                self._session.discard()
-                self._session.open = False
+                await self._session.end()  # rolls back unless committed
+        finally:
             await self._stack.aclose()
 
     async def commit(self) -> None:
-        if self._session is None or self._tx is None:
+        if self._session is None or not self._session.open:
             raise PersistenceFailed("commit outside an open unit of work")
-        session = self._session
-        tx, self._tx = self._tx, None
-        async with session.sending():  # the deferred writes and COMMIT: one round trip
-            session.open = False
-            await tx.__aexit__(None, None, None)
+        await self._session.commit()  # the deferred writes and COMMIT: one round trip
 
     @asynccontextmanager
     async def savepoint(self) -> AsyncIterator[None]:
