@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import select
 from collections.abc import AsyncIterator, Collection, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any, Self
@@ -113,6 +114,16 @@ class PostgresUnitOfWork:
                 await session.flush()
 
 
+async def _check(conn: psycopg.AsyncConnection[Any]) -> None:
+    """The pool's check of a connection it hands out. A connection idle in the pool has
+    nothing to read: a server that closed it (restarted, or ended the session) has left its
+    error and end of stream on the socket, and only then does the check cost a round trip
+    (which raises, so the pool replaces the connection). A quiet socket is used as is."""
+    readable, _, _ = select.select([conn.pgconn.socket], [], [], 0)
+    if readable:
+        await AsyncConnectionPool.check_connection(conn)
+
+
 async def _configure(conn: psycopg.AsyncConnection[Any]) -> None:
     await register_vector_async(conn)
     await conn.execute("SET TIME ZONE 'UTC'")
@@ -121,9 +132,10 @@ async def _configure(conn: psycopg.AsyncConnection[Any]) -> None:
 class PostgresStore:
     """Apollo's durable store. Open it with :meth:`open`; close it with :meth:`close`.
 
-    Connections are checked before use, so a restarted server costs nothing but a
-    reconnect. When the pool has backed off from a server that was down and is up
-    again, the pool is replaced instead of making callers wait out the back-off.
+    Connections are checked before use (a round trip only when the server has written
+    to one since it was last used), so a restarted server costs nothing but a reconnect.
+    When the pool has backed off from a server that was down and is up again, the pool is
+    replaced instead of making callers wait out the back-off.
     """
 
     def __init__(
@@ -193,7 +205,7 @@ class PostgresStore:
             max_size=self._pool_max,
             kwargs={"autocommit": True},
             configure=_configure,
-            check=AsyncConnectionPool.check_connection,
+            check=_check,
             timeout=self._pool_timeout,
             name="apollo",
             open=False,
