@@ -132,9 +132,13 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 async def load_graph(
-    raw: psycopg.AsyncConnection[Any], ids: Sequence[uuid.UUID], corpus: Sequence[str]
+    raw: psycopg.AsyncConnection[Any],
+    ids: Sequence[uuid.UUID],
+    corpus: Sequence[str],
+    created_at: datetime,
 ) -> dict[str, int]:
-    """The entity graph ingest would write for these entries, by COPY."""
+    """The entity graph ingest would write for these entries (created at ``created_at``),
+    by COPY."""
     now = datetime.now(UTC)
     entities: dict[str, tuple[uuid.UUID, str, str | None]] = {}
     mentions: list[tuple[uuid.UUID, uuid.UUID, int]] = []
@@ -154,10 +158,10 @@ async def load_graph(
             for key, (entity_id, name, kind) in entities.items():
                 await copy.write_row((entity_id, name, key, kind, now))
         async with cur.copy(
-            "COPY entity_mentions (entry_id, entity_id, position) FROM STDIN"
+            "COPY entity_mentions (entry_id, entity_id, position, entry_created_at) FROM STDIN"
         ) as copy:
             for row in mentions:
-                await copy.write_row(row)
+                await copy.write_row((*row, created_at))
         async with cur.copy(
             "COPY entity_edges (id, src_id, dst_id, relation, valid_from) FROM STDIN"
         ) as copy:
@@ -330,6 +334,7 @@ async def _load(
         [embedder.embed_sync(loaded[i : i + 2048]) for i in range(0, len(loaded), 2048)]
     )
     ids = [uuid.uuid4() for _ in loaded]
+    created_at = datetime.now(UTC)
     with Stopwatch() as load_sw:
         await raw.execute("DROP INDEX entries_embedding_hnsw")  # rebuilt after the load
         async with raw.transaction():
@@ -340,9 +345,9 @@ async def _load(
                 [DOMAINS[0]] * len(loaded),
                 [False] * len(loaded),
                 matrix,
-                datetime.now(UTC),
+                created_at,
             )
-        graph = await load_graph(raw, ids, loaded)
+        graph = await load_graph(raw, ids, loaded, created_at)
         await raw.execute("SET maintenance_work_mem = '1GB'")
         await raw.execute(HNSW_INDEX.format(options=""))
         await raw.execute("RESET maintenance_work_mem")

@@ -285,6 +285,12 @@ class InMemoryEntityGraph(_Repository):
         graph = self._store._entries.graph
         return graph.edges(entity_ids, viewer, as_of, history=history, typed=typed, limit=limit)
 
+    async def neighbours(
+        self, entity_ids: Collection[UUID], viewer: Viewer, limit: int
+    ) -> list[tuple[UUID, int]]:
+        self._uow._open("graph")
+        return self._store._entries.graph.neighbours(entity_ids, viewer, limit)
+
     async def entries_mentioning(
         self, entity_ids: Collection[UUID], flt: SearchFilter, limit: int
     ) -> list[tuple[Entry, frozenset[UUID]]]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Final
 from uuid import UUID
 
@@ -11,7 +11,7 @@ from ..errors import ValidationError
 from ..lexical import STOPWORDS
 from ..model import Entry, Status
 from ..normalize import normalize_domain_filter, normalize_tag_filter
-from ..ports import AccessLogRecord, SearchFilter, UnitOfWork
+from ..ports import AccessLogRecord, Reads, SearchFilter
 from ..results import EntryView, QueryResult
 from ..retrieval import GRAPH, LEXICAL, VECTOR, Fused, RetrievalSettings, fuse
 from ..validation import bounded_float
@@ -28,6 +28,8 @@ QUERY_MODES: Final = ("hybrid", "vector", "lexical")
 DEFAULT_MODE: Final = "hybrid"
 
 Ranking = list[tuple[UUID, float]]
+#: One signal's candidates, best first, each with the signal's own score.
+Candidates = list[tuple[Entry, float]]
 #: Names of up to this many words are looked for in the query text.
 MAX_NAME_WORDS = 4
 _EDGE_PUNCTUATION = ".,;:!?\"'()[]{}<>“”‘’"
@@ -105,25 +107,36 @@ async def query(
     if mode != LEXICAL:
         (vector,) = await deps.embedder.embed([text])
     depth = count if mode != "hybrid" else max(count, deps.retrieval.candidates)
+    reads: dict[str, Callable[[Reads], Awaitable[Candidates]]] = {}
+    if vector is not None:
+        embedding = vector
+
+        async def nearest(reads: Reads) -> Candidates:
+            hits = await reads.entries.nearest(embedding, flt, depth)
+            return [(h.entry, h.similarity) for h in hits if h.similarity > similarity_floor]
+
+        reads[VECTOR] = nearest
+    if mode != VECTOR:
+
+        async def lexical(reads: Reads) -> Candidates:
+            hits = await reads.entries.lexical_search(text, flt, depth)
+            return [(h.entry, h.similarity) for h in hits]
+
+        reads[LEXICAL] = lexical
+    if mode == "hybrid":
+
+        async def graph(reads: Reads) -> Candidates:
+            return await graph_fill(reads, text, flt, deps.retrieval, depth)
+
+        reads[GRAPH] = graph
     async with store.unit_of_work() as uow:
+        # The signals are independent reads: the store may run them at once.
+        candidates: Sequence[Candidates] = await uow.read_concurrently(list(reads.values()))
         found: dict[UUID, Entry] = {}
         rankings: dict[str, Ranking] = {}
-        if vector is not None:
-            hits = [
-                h
-                for h in await uow.entries.nearest(vector, flt, depth)
-                if h.similarity > similarity_floor
-            ]
-            found.update((h.entry.id, h.entry) for h in hits)
-            rankings[VECTOR] = [(h.entry.id, h.similarity) for h in hits]
-        if mode != VECTOR:
-            lexical = await uow.entries.lexical_search(text, flt, depth)
-            found.update((h.entry.id, h.entry) for h in lexical)
-            rankings[LEXICAL] = [(h.entry.id, h.similarity) for h in lexical]
-        if mode == "hybrid":
-            graph = await graph_fill(uow, text, flt, deps.retrieval, depth)
-            found.update((entry.id, entry) for entry, _ in graph)
-            rankings[GRAPH] = [(entry.id, score) for entry, score in graph]
+        for signal, ranking in zip(reads, candidates, strict=True):
+            found.update((entry.id, entry) for entry, _ in ranking)
+            rankings[signal] = [(entry.id, score) for entry, score in ranking]
         ranked = fuse(rankings, deps.retrieval)[:count]
         if not ranked:
             return QueryResult("semantic", ())
@@ -181,7 +194,7 @@ def query_names(text: str) -> list[str]:
 
 
 async def graph_fill(
-    uow: UnitOfWork, text: str, flt: SearchFilter, settings: RetrievalSettings, limit: int
+    uow: Reads, text: str, flt: SearchFilter, settings: RetrievalSettings, limit: int
 ) -> list[tuple[Entry, float]]:
     """The graph signal: entries tagged with entities the query names (the seeds, at most
     ``graph_seeds``, longest names first) or with their neighbours over live edges either
@@ -197,12 +210,8 @@ async def graph_fill(
     if not seeds:
         return []
     seed_set = set(seeds)
-    support: dict[UUID, int] = {}
-    for edge in await uow.graph.edges(seeds, flt.viewer):
-        for end in (edge.src_id, edge.dst_id):
-            if end not in seed_set:
-                support[end] = support.get(end, 0) + max(len(edge.entry_ids), 1)
-    neighbours = sorted(support, key=lambda e: (-support[e], str(e)))[: settings.graph_neighbours]
+    linked = await uow.graph.neighbours(seeds, flt.viewer, settings.graph_neighbours)
+    neighbours = [entity_id for entity_id, _ in linked]
     tagged = await uow.graph.entries_mentioning([*seeds, *neighbours], flt, settings.graph_scan)
     scored = [
         (entry, len(matched & seed_set) + 0.5 * len(matched - seed_set))
