@@ -506,6 +506,11 @@ class EntityGraph(Protocol):
         """Up to ``limit`` entries matching ``flt`` that mention any of ``entity_ids``, newest
         first (created_at, then id), each with the ids among ``entity_ids`` it mentions."""
 
+    async def mentioning(
+        self, entity_ids: Collection[UUID], flt: SearchFilter, limit: int
+    ) -> list[tuple[UUID, frozenset[UUID]]]:
+        """:meth:`entries_mentioning` with each entry's id in place of the entry."""
+
     async def prune(self) -> int:
         """Erasure: delete the edges no remaining entry supports and the entities no entry
         mentions and no edge touches; returns the number of rows deleted."""

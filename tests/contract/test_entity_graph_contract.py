@@ -173,9 +173,12 @@ async def test_entries_mentioning_is_capped_newest_first_and_filtered(make_apoll
         (eve,) = await uow.graph.find(["eve park"], EVERYONE)
         flt = SearchFilter(EVERYONE, frozenset({Status.CANDIDATE}))
         newest = await uow.graph.entries_mentioning([eve.id], flt, 2)
-        tagged = await uow.graph.entries_mentioning(
-            [eve.id], SearchFilter(EVERYONE, frozenset({Status.CANDIDATE}), tags=("t1",)), 10
-        )
+        only_t1 = SearchFilter(EVERYONE, frozenset({Status.CANDIDATE}), tags=("t1",))
+        tagged = await uow.graph.entries_mentioning([eve.id], only_t1, 10)
+        # ``mentioning``: the same, by id
+        assert [(e.id, m) for e, m in newest] == await uow.graph.mentioning([eve.id], flt, 2)
+        assert [(ids[1], frozenset({eve.id}))] == await uow.graph.mentioning([eve.id], only_t1, 9)
+        assert [] == await uow.graph.mentioning([eve.id], flt, 0)
     assert [ids[3], ids[2]] == [entry.id for entry, _ in newest]
     assert [ids[1]] == [entry.id for entry, _ in tagged]
 

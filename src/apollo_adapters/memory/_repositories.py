@@ -297,6 +297,12 @@ class InMemoryEntityGraph(_Repository):
         self._uow._open("graph")
         return self._store._entries.graph.entries_mentioning(entity_ids, flt, limit)
 
+    async def mentioning(
+        self, entity_ids: Collection[UUID], flt: SearchFilter, limit: int
+    ) -> list[tuple[UUID, frozenset[UUID]]]:
+        found = await self.entries_mentioning(entity_ids, flt, limit)
+        return [(entry.id, matched) for entry, matched in found]
+
     async def prune(self) -> int:
         return self._store._entries.graph.prune(self._uow._open("graph"))
 

@@ -339,6 +339,18 @@ class PostgresEntityGraph:
     async def entries_mentioning(
         self, entity_ids: Collection[UUID], flt: SearchFilter, limit: int
     ) -> list[tuple[Entry, frozenset[UUID]]]:
+        rows = await self._mentioning(entity_ids, flt, limit, ENTRY_COLUMNS)
+        return [(entry_from_row(row), frozenset(row["matched"])) for row in rows]
+
+    async def mentioning(
+        self, entity_ids: Collection[UUID], flt: SearchFilter, limit: int
+    ) -> list[tuple[UUID, frozenset[UUID]]]:
+        rows = await self._mentioning(entity_ids, flt, limit, sql.SQL("id"))
+        return [(row["id"], frozenset(row["matched"])) for row in rows]
+
+    async def _mentioning(
+        self, entity_ids: Collection[UUID], flt: SearchFilter, limit: int, columns: sql.SQL
+    ) -> list[Row]:
         if not entity_ids or limit <= 0:
             return []
         where = Where()
@@ -357,10 +369,9 @@ class PostgresEntityGraph:
             " WHERE entries.id = m.entry_id AND {where} LIMIT 1) AS e"
             " ORDER BY m.created_at DESC, m.entry_id DESC LIMIT {limit}"
         ).format(
-            columns=ENTRY_COLUMNS,
+            columns=columns,
             ids=where.param(list(entity_ids)),
             where=where.sql(),
             limit=where.param(limit),
         )
-        rows = await self._s.rows(query, where.params)
-        return [(entry_from_row(row), frozenset(row["matched"])) for row in rows]
+        return await self._s.rows(query, where.params)

@@ -28,8 +28,9 @@ QUERY_MODES: Final = ("hybrid", "vector", "lexical")
 DEFAULT_MODE: Final = "hybrid"
 
 Ranking = list[tuple[UUID, float]]
-#: One signal's candidates, best first, each with the signal's own score.
-Candidates = list[tuple[Entry, float]]
+#: One signal's ranking (best first, each entry id with the signal's own score) and the
+#: entries it read whole (the graph fill reads only ids).
+Candidates = tuple[Ranking, list[Entry]]
 #: Names of up to this many words are looked for in the query text.
 MAX_NAME_WORDS = 4
 _EDGE_PUNCTUATION = ".,;:!?\"'()[]{}<>“”‘’"
@@ -112,21 +113,22 @@ async def query(
         embedding = vector
 
         async def nearest(reads: Reads) -> Candidates:
-            hits = await reads.entries.nearest(embedding, flt, depth)
-            return [(h.entry, h.similarity) for h in hits if h.similarity > similarity_floor]
+            found = await reads.entries.nearest(embedding, flt, depth)
+            hits = [h for h in found if h.similarity > similarity_floor]
+            return [(h.entry.id, h.similarity) for h in hits], [h.entry for h in hits]
 
         reads[VECTOR] = nearest
     if mode != VECTOR:
 
         async def lexical(reads: Reads) -> Candidates:
             hits = await reads.entries.lexical_search(text, flt, depth)
-            return [(h.entry, h.similarity) for h in hits]
+            return [(h.entry.id, h.similarity) for h in hits], [h.entry for h in hits]
 
         reads[LEXICAL] = lexical
     if mode == "hybrid":
 
         async def graph(reads: Reads) -> Candidates:
-            return await graph_fill(reads, text, flt, deps.retrieval, depth)
+            return await graph_fill(reads, text, flt, deps.retrieval, depth), []
 
         reads[GRAPH] = graph
     async with store.unit_of_work() as uow:
@@ -134,10 +136,14 @@ async def query(
         candidates: Sequence[Candidates] = await uow.read_concurrently(list(reads.values()))
         found: dict[UUID, Entry] = {}
         rankings: dict[str, Ranking] = {}
-        for signal, ranking in zip(reads, candidates, strict=True):
-            found.update((entry.id, entry) for entry, _ in ranking)
-            rankings[signal] = [(entry.id, score) for entry, score in ranking]
+        for signal, (ranking, entries) in zip(reads, candidates, strict=True):
+            found.update((entry.id, entry) for entry in entries)
+            rankings[signal] = ranking
         ranked = fuse(rankings, deps.retrieval)[:count]
+        unread = [r.entry_id for r in ranked if r.entry_id not in found]
+        if unread:  # found by the graph fill alone: read now (one deleted since is left out)
+            found.update(await uow.entries.get_many(unread))
+            ranked = [r for r in ranked if r.entry_id in found]
         if not ranked:
             return QueryResult("semantic", ())
         now = deps.clock.now()
@@ -195,13 +201,13 @@ def query_names(text: str) -> list[str]:
 
 async def graph_fill(
     uow: Reads, text: str, flt: SearchFilter, settings: RetrievalSettings, limit: int
-) -> list[tuple[Entry, float]]:
+) -> Ranking:
     """The graph signal: entries tagged with entities the query names (the seeds, at most
     ``graph_seeds``, longest names first) or with their neighbours over live edges either
     way (at most ``graph_neighbours``, those the most entries link to a seed first); a
     capped scan of ``graph_scan`` entries, newest first. An entry scores 1 per seed
-    and 0.5 per neighbour it mentions; the best ``limit`` by score (newest first on ties).
-    Only entities and edges the viewer may see take part."""
+    and 0.5 per neighbour it mentions; the best ``limit`` entry ids by score (newest first
+    on ties). Only entities and edges the viewer may see take part."""
     names = query_names(text)
     if not names:
         return []
@@ -212,10 +218,10 @@ async def graph_fill(
     seed_set = set(seeds)
     linked = await uow.graph.neighbours(seeds, flt.viewer, settings.graph_neighbours)
     neighbours = [entity_id for entity_id, _ in linked]
-    tagged = await uow.graph.entries_mentioning([*seeds, *neighbours], flt, settings.graph_scan)
+    tagged = await uow.graph.mentioning([*seeds, *neighbours], flt, settings.graph_scan)
     scored = [
-        (entry, len(matched & seed_set) + 0.5 * len(matched - seed_set))
-        for entry, matched in tagged
+        (entry_id, len(matched & seed_set) + 0.5 * len(matched - seed_set))
+        for entry_id, matched in tagged
     ]
     scored.sort(key=lambda item: -item[1])  # stable: newest first among equals
     return scored[:limit]
