@@ -9,6 +9,7 @@ from typing import Any, Self, TypeVar
 
 import psycopg
 from pgvector.psycopg import register_vector_async
+from psycopg.pq import TransactionStatus
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from apollo_domain.errors import (
@@ -301,17 +302,20 @@ class PostgresStore:
     @asynccontextmanager
     async def _reader(self) -> AsyncIterator[_Reader]:
         """Read repositories on a reserved connection, in a read-only transaction that is
-        rolled back at the end."""
+        rolled back at the end. The transaction begins with the first read's statement, in
+        the same round trip."""
         async with self.connection(reserved=True) as conn:
-            with translated():
-                async with conn.transaction(force_rollback=True):
-                    session = Session(conn)
-                    session.defer("SET TRANSACTION READ ONLY")  # sent with the first read
-                    try:
-                        yield _Reader(self, session)
-                    finally:
-                        session.discard()
-                        session.open = False
+            session = Session(conn)
+            session.defer("BEGIN READ ONLY")
+            try:
+                yield _Reader(self, session)
+            finally:
+                session.discard()
+                session.open = False
+                if conn.info.transaction_status != TransactionStatus.IDLE:
+                    # A connection that fails here is one the pool discards when it is back.
+                    with suppress(psycopg.Error):
+                        await conn.execute("ROLLBACK")
 
     async def _recover(
         self, stale: AsyncConnectionPool[psycopg.AsyncConnection[Any]]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final
 from uuid import UUID
 
@@ -131,12 +131,17 @@ async def query(
             return await graph_fill(reads, text, flt, deps.retrieval, depth), []
 
         reads[GRAPH] = graph
+    # The signals are independent reads: the store may run them at once. The graph fill,
+    # a chain of statements, goes first: on the unit of work's own connection, already open.
+    order = sorted(reads, key=lambda signal: signal != GRAPH)
     async with store.unit_of_work() as uow:
-        # The signals are independent reads: the store may run them at once.
-        candidates: Sequence[Candidates] = await uow.read_concurrently(list(reads.values()))
+        candidates = dict(
+            zip(order, await uow.read_concurrently([reads[s] for s in order]), strict=True)
+        )
         found: dict[UUID, Entry] = {}
         rankings: dict[str, Ranking] = {}
-        for signal, (ranking, entries) in zip(reads, candidates, strict=True):
+        for signal in reads:
+            ranking, entries = candidates[signal]
             found.update((entry.id, entry) for entry in entries)
             rankings[signal] = ranking
         ranked = fuse(rankings, deps.retrieval)[:count]
