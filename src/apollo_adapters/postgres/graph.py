@@ -360,11 +360,10 @@ class PostgresEntityGraph:
             # newest first; the entries are then read through their primary key in that
             # order (LIMIT 1 keeps the planner from turning that into a scan of every
             # entry) until ``limit`` of them have passed the filter.
-            "WITH m AS MATERIALIZED (SELECT entry_id, max(entry_created_at) AS created_at,"
+            "SELECT e.*, m.matched FROM (SELECT entry_id, max(entry_created_at) AS created_at,"
             " array_agg(entity_id) AS matched FROM entity_mentions"
-            " WHERE entity_id = ANY({ids}) GROUP BY entry_id)"
-            " SELECT e.*, m.matched"
-            " FROM (SELECT * FROM m ORDER BY created_at DESC, entry_id DESC) AS m"
+            " WHERE entity_id = ANY({ids}) GROUP BY entry_id"
+            " ORDER BY created_at DESC, entry_id DESC) AS m"
             " CROSS JOIN LATERAL (SELECT {columns} FROM entries"
             " WHERE entries.id = m.entry_id AND {where} LIMIT 1) AS e"
             " ORDER BY m.created_at DESC, m.entry_id DESC LIMIT {limit}"
