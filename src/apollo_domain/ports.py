@@ -302,11 +302,12 @@ class EntryRepository(Protocol):
     async def lexical_search(self, query: str, flt: SearchFilter, limit: int) -> list[ScoredEntry]:
         """Up to ``limit`` entries matching ``flt`` that hold at least one of the query's
         terms (:func:`apollo_domain.lexical.query_terms`: stop words never match), most
-        relevant first; ties broken by id. ``similarity`` is the adapter's relevance score:
-        positive, higher is better, comparable only within one call (PostgreSQL ranks with
-        ``ts_rank`` over its ``simple`` full-text configuration, the in-memory store with
-        BM25). Sees the entries written earlier in the same unit of work, and nothing
-        that unit of work rolled back."""
+        relevant first; ties broken by id. ``similarity`` is the entry's
+        :func:`apollo_domain.lexical.rank` for the query, the same on every adapter
+        (PostgreSQL's ``ts_rank`` over its ``simple`` full-text configuration, which the
+        in-memory store computes the same way): positive, higher is better, and a function
+        of the entry and the query alone. Sees the entries written earlier in the same
+        unit of work, and nothing that unit of work rolled back."""
 
     async def browse(self, flt: SearchFilter, limit: int) -> list[Entry]:
         """Up to ``limit`` entries matching ``flt``, newest first (created_at, then id)."""

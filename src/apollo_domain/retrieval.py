@@ -5,7 +5,7 @@ ranking combines them in one of two ways (``RetrievalSettings.fusion``):
 
 - ``rrf``, reciprocal rank fusion: an entry's fused score is the sum, over the signals that
   found it, of ``weight / (rrf_k + rank)`` (rank 1 is the best). Fusing ranks rather than
-  scores needs no calibration between a cosine, a BM25 or ``ts_rank`` value and a graph
+  scores needs no calibration between a cosine, a ``ts_rank`` value and a graph
   count (Cormack, Clarke and Büttcher, "Reciprocal rank fusion outperforms Condorcet and
   individual rank learning methods", SIGIR 2009, where ``k = 60`` comes from).
 - ``relative_score``: each signal's scores are rescaled to [0, 1] over its own candidate

@@ -5,6 +5,8 @@ from __future__ import annotations
 import uuid
 from datetime import UTC, datetime
 
+import pytest
+
 from apollo_app import Principal
 from apollo_domain.model import (
     ACTIVE_STATUSES,
@@ -167,3 +169,76 @@ async def test_deleted_entries_no_longer_match(make_apollo):
         assert 1 == await uow.entries.delete([gone])
         await uow.commit()
     assert [kept] == [h.entry.id for h in await _search(apollo, "nebula")]
+
+
+# What PostgreSQL 18's ts_rank returns for these texts and queries, e.g.
+# SELECT ts_rank(to_tsvector('simple', text), to_tsquery('simple', 'ines | sister')):
+# a query term held once adds 0.0607927 / (distinct query terms), four times 0.0865452 / n,
+# three times 0.0827456 / n, 255 times or more 0.0997621 / n.
+_ONE_OF_FOUR = 0.01519817765802145
+_TWO_OF_FOUR = 0.0303963553160429
+_FOUR_TIMES_OF_FOUR = 0.021636294201016426
+_ONE_OF_TWO = 0.0303963553160429
+_FOUR_TIMES_OF_TWO = 0.04327258840203285
+_TWO_OF_TWO = 0.0607927106320858
+_THREE_TIMES = 0.08274563401937485
+_MOST_TIMES = 0.09976206719875336
+
+_RANKED_TEXTS = {
+    "turn": (
+        "We were both tired, so the call was shorter than usual. Ines said her sister Lena is"
+        " getting married on August 12, and she is the maid of honour. Anyway, we spent most"
+        " of the time catching up on the usual stuff."
+    ),
+    "note": "Ines Ferreira leads Project Hydra.",
+    "chatter": "Had coffee with Ines this morning, we mostly complained about the heat.",
+    "repeats": "Ines, Ines, Ines: Ines again.",
+    "other": "Vera Ferreira shipped release v2.19.6 of the billing service.",
+    "unrelated": "The billing service moved to a new cluster.",
+    "flood": "kafka " * 300,  # a lexeme keeps at most 255 positions
+    "late": "x " * 16380 + "kafka " * 5,  # positions past 16383 are one
+    "thrice": "kafka lag, kafka offsets, kafka.",
+}
+
+_RANKINGS = {
+    # wedding, ines, ferreira, sister: the long turn holding two of them ties the short
+    # note holding two, whatever their lengths; four times one term ranks below both.
+    "When is the wedding of Ines Ferreira's sister?": {
+        "turn": _TWO_OF_FOUR,
+        "note": _TWO_OF_FOUR,
+        "repeats": _FOUR_TIMES_OF_FOUR,
+        "chatter": _ONE_OF_FOUR,
+        "other": _ONE_OF_FOUR,
+    },
+    "Lena married?": {"turn": _TWO_OF_TWO},
+    # a repeated query term counts once
+    "ines ines billing": {
+        "repeats": _FOUR_TIMES_OF_TWO,
+        "turn": _ONE_OF_TWO,
+        "note": _ONE_OF_TWO,
+        "chatter": _ONE_OF_TWO,
+        "other": _ONE_OF_TWO,
+        "unrelated": _ONE_OF_TWO,
+    },
+    "kafka": {"flood": _MOST_TIMES, "late": _THREE_TIMES, "thrice": _THREE_TIMES},
+}
+
+
+async def test_every_store_ranks_and_scores_as_postgresql_ts_rank(make_apollo):
+    """One ranking on every store (apollo_domain.lexical.rank): PostgreSQL's ``ts_rank``
+    over the OR of the query's terms, not normalized by length. Each store returns the
+    matches in the same order (score, then id) with the same scores."""
+    apollo = await make_apollo()
+    ids = {}
+    async with apollo.store.unit_of_work() as uow:
+        for name, text in _RANKED_TEXTS.items():
+            entry = _entry(text)
+            await uow.entries.add(entry)
+            ids[entry.id] = name
+        await uow.commit()
+    for query, expected in _RANKINGS.items():
+        by_id = {entry_id: expected[name] for entry_id, name in ids.items() if name in expected}
+        order = sorted(by_id, key=lambda entry_id: (-by_id[entry_id], entry_id))
+        found = await _search(apollo, query)
+        assert [ids[i] for i in order] == [ids[h.entry.id] for h in found], query
+        assert [by_id[i] for i in order] == pytest.approx([h.similarity for h in found], rel=1e-6)
