@@ -20,6 +20,7 @@ Params = Mapping[str, Any] | Sequence[Any] | None
 Query = sql.Composable | str
 _OPEN = (TransactionStatus.INTRANS, TransactionStatus.INERROR)
 _BEGIN = "BEGIN"
+_BEGIN_READ_ONLY = "BEGIN READ ONLY"
 
 
 class Session:
@@ -42,14 +43,15 @@ class Session:
         self.open = True
         self._deferred: list[tuple[Query, Params]] = []
 
-    def begin(self) -> None:
-        """Start the transaction with the next statement sent."""
-        self.defer(_BEGIN)
+    def begin(self, *, read_only: bool = False) -> None:
+        """Start the transaction (``read_only``: a read-only one) with the next statement
+        sent."""
+        self.defer(_BEGIN_READ_ONLY if read_only else _BEGIN)
 
     async def commit(self) -> None:
         """The deferred writes and ``COMMIT`` in one round trip; nothing when nothing was
         sent or deferred. The session is closed from then on."""
-        if self._deferred == [(_BEGIN, None)]:
+        if self._deferred in ([(_BEGIN, None)], [(_BEGIN_READ_ONLY, None)]):
             self._deferred.clear()
         if not self._deferred and not self.in_transaction:
             self.open = False
@@ -107,7 +109,7 @@ class Session:
                     await self.conn.execute(
                         query,  # type: ignore[arg-type]
                         params,
-                        prepare=False if query is _BEGIN else None,
+                        prepare=False if query in (_BEGIN, _BEGIN_READ_ONLY) else None,
                     )
                 yield
 
