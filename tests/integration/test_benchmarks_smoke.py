@@ -145,12 +145,14 @@ def test_write_path_bench_quick_counts_statements_per_entry(tmp_path: Path) -> N
         "store_knowledge",
         "raw binary COPY, 1 tx",
         "raw nearest top-5 SELECT + INSERT, 1 tx/row",
+        "raw nearest top-5 SELECT at ef_search 100 + INSERT, 1 tx/row",
         "raw one-row INSERT, 1 tx/row",
     } == set(phases)
     for name, phase in phases.items():
         for key in ("entries_per_s", "ms_per_entry", "statements_per_entry"):
             assert positive(phase[key]), (name, key)
     for name in ("store_many", "store_knowledge"):
+        assert written["config"]["entries"] == phases[name]["entries"]
         assert {"created": written["config"]["entries"]} == phases[name]["outcomes"]
         assert phases[name]["top_statements"], name
     # autocommit: one statement a row; BEGIN, SELECT, INSERT and COMMIT with the nearest SELECT
