@@ -125,7 +125,7 @@ class Settings:
     ef_search: int = 100
     #: The HNSW breadth of an ingest's neighbour search: it acts only on close neighbours,
     #: which a narrower search finds as an exact scan does (benchmarks/ingest_recall_bench.py).
-    ingest_ef_search: int = 40
+    ingest_ef_search: int = 64
     rpc_timeout: float = 10.0
 
     @classmethod

@@ -69,11 +69,11 @@ def test_group_commit_is_read_with_defaults_that_batch():
 
 def test_search_breadths_are_read_with_a_narrower_one_for_ingest():
     """Unset: queries search the HNSW index at ef_search 100, an ingest's neighbour search
-    at 40; each has its own variable."""
+    at 64; each has its own variable."""
     defaults = Settings.from_env({})
-    assert (100, 40) == (defaults.ef_search, defaults.ingest_ef_search)
-    settings = Settings.from_env({"APOLLO_EF_SEARCH": "200", "APOLLO_INGEST_EF_SEARCH": "64"})
-    assert (200, 64) == (settings.ef_search, settings.ingest_ef_search)
+    assert (100, 64) == (defaults.ef_search, defaults.ingest_ef_search)
+    settings = Settings.from_env({"APOLLO_EF_SEARCH": "200", "APOLLO_INGEST_EF_SEARCH": "40"})
+    assert (200, 40) == (settings.ef_search, settings.ingest_ef_search)
 
 
 @pytest.mark.parametrize(

@@ -219,7 +219,7 @@ class PostgresStore:
         pool_min: int = 1,
         pool_max: int = 10,
         ef_search: int = 100,
-        ingest_ef_search: int = 40,
+        ingest_ef_search: int = 64,
         max_scan_tuples: int = 1_000_000,
         pool_timeout: float = 10.0,
         migrate: bool = True,
