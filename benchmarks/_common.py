@@ -185,6 +185,32 @@ async def embedded_database(prefix: str) -> AsyncIterator[str]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+@asynccontextmanager
+async def kept_database(folder: Path, name: str) -> AsyncIterator[tuple[str, bool]]:
+    """The embedded server of ``folder``/pgdata (initialized on first use) with a database
+    ``name``: yields its conninfo and whether the database was just created (empty), then
+    stops the server and keeps the folder, so that a later run can reuse what was loaded."""
+    import psycopg
+    from psycopg import sql
+    from psycopg.conninfo import make_conninfo
+
+    from apollo_adapters.postgres import EmbeddedPostgres
+
+    server = EmbeddedPostgres(folder / "pgdata", database="postgres")
+    try:
+        await server.start()
+        async with await psycopg.AsyncConnection.connect(
+            server.admin_conninfo, autocommit=True
+        ) as admin:
+            cur = await admin.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,))
+            created = await cur.fetchone() is None
+            if created:
+                await admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+        yield make_conninfo(server.admin_conninfo, dbname=name), created
+    finally:
+        await server.stop()
+
+
 def write_json(name: str, payload: Mapping[str, Any], directory: Path | None = None) -> Path:
     folder = directory or RESULTS
     folder.mkdir(parents=True, exist_ok=True)

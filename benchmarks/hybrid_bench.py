@@ -17,6 +17,11 @@ Targets: hybrid p50 ≤ 1.5 × vector p50; lexical p50 ≤ 2 × raw ``ts_rank`` 
 extraction ≥ 0.8 × without::
 
     PYTHONPATH=src:. .venv/bin/python benchmarks/hybrid_bench.py [--entries 100000] [--quick]
+
+``--keep FOLDER`` keeps the server's data folder there and reuses a database loaded by an
+earlier run with the same sizes and seed (the entries ``--ingest`` adds are deleted again
+after they are timed), so that runs after the first skip the load; ``--ingest 0`` skips
+the ingest measurement.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from typing import Any
 import attrs
 import numpy as np
 import psycopg
+from psycopg.types.json import Jsonb
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -51,6 +57,7 @@ from benchmarks._common import (
     Stopwatch,
     TextGenerator,
     embedded_database,
+    kept_database,
     machine,
     rate,
     summary_ms,
@@ -111,6 +118,9 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=5)
     parser.add_argument("--quick", action="store_true", help="small sizes (smoke run)")
     parser.add_argument("--output", type=Path, default=None, help="results folder")
+    parser.add_argument(
+        "--keep", type=Path, default=None, help="keep (and reuse) the loaded database here"
+    )
     args = parser.parse_args(argv)
     if args.quick:  # smaller defaults; sizes given explicitly still win
         quick = {"entries": 2_000, "people": 200, "queries": 30, "ingest": 200}
@@ -122,9 +132,13 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 async def load_graph(
-    raw: psycopg.AsyncConnection[Any], ids: Sequence[uuid.UUID], corpus: Sequence[str]
+    raw: psycopg.AsyncConnection[Any],
+    ids: Sequence[uuid.UUID],
+    corpus: Sequence[str],
+    created_at: datetime,
 ) -> dict[str, int]:
-    """The entity graph ingest would write for these entries, by COPY."""
+    """The entity graph ingest would write for these entries (created at ``created_at``),
+    by COPY."""
     now = datetime.now(UTC)
     entities: dict[str, tuple[uuid.UUID, str, str | None]] = {}
     mentions: list[tuple[uuid.UUID, uuid.UUID, int]] = []
@@ -144,10 +158,10 @@ async def load_graph(
             for key, (entity_id, name, kind) in entities.items():
                 await copy.write_row((entity_id, name, key, kind, now))
         async with cur.copy(
-            "COPY entity_mentions (entry_id, entity_id, position) FROM STDIN"
+            "COPY entity_mentions (entry_id, entity_id, position, entry_created_at) FROM STDIN"
         ) as copy:
             for row in mentions:
-                await copy.write_row(row)
+                await copy.write_row((*row, created_at))
         async with cur.copy(
             "COPY entity_edges (id, src_id, dst_id, relation, valid_from) FROM STDIN"
         ) as copy:
@@ -233,8 +247,13 @@ async def measure_ingest(
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     started = time.perf_counter()
-    async with embedded_database("hybrid") as conninfo:
-        result = await _run(args, conninfo)
+    if args.keep is None:
+        async with embedded_database("hybrid") as conninfo:
+            result = await _run(args, conninfo)
+    else:
+        name = f"apollo_hybrid_{args.entries}_{args.people}_{args.seed}"
+        async with kept_database(args.keep, name) as (conninfo, _):
+            result = await _run(args, conninfo)
     result["wall_seconds"] = time.perf_counter() - started
     return result
 
@@ -250,34 +269,25 @@ async def _run(args: argparse.Namespace, conninfo: str) -> dict[str, Any]:
         for text in rng.sample(loaded, args.queries)
     ]
     embedder = HashingEmbedder(DIMENSION)
-    matrix = np.concatenate(
-        [embedder.embed_sync(loaded[i : i + 2048]) for i in range(0, len(loaded), 2048)]
-    )
     store = await PostgresStore.open(
         conninfo, embedder_model_id=embedder.model_id, dimension=DIMENSION
     )
     raw = await connect(conninfo)
     try:
-        ids = [uuid.uuid4() for _ in loaded]
-        with Stopwatch() as load_sw:
-            await raw.execute("DROP INDEX entries_embedding_hnsw")  # rebuilt after the load
-            async with raw.transaction():
-                await copy_rows(
-                    raw,
-                    ids,
-                    loaded,
-                    [DOMAINS[0]] * len(loaded),
-                    [False] * len(loaded),
-                    matrix,
-                    datetime.now(UTC),
-                )
-            graph = await load_graph(raw, ids, loaded)
-            await raw.execute("SET maintenance_work_mem = '1GB'")
-            await raw.execute(HNSW_INDEX.format(options=""))
-            await raw.execute("RESET maintenance_work_mem")
-            await raw.execute("VACUUM ANALYZE entries")
+        loaded_before = await _loaded(raw)
+        if loaded_before is not None:
+            load = loaded_before
+        else:
+            load = await _load(raw, embedder, loaded, keep=args.keep is not None)
         queried = await measure_queries(store, raw, embedder, queries)
-        ingest = await measure_ingest(store, embedder, extra, args.chunk)
+        ingest = None
+        if args.ingest > 0:
+            ingest = await measure_ingest(store, embedder, extra, args.chunk)
+            if args.keep is not None:  # the kept database stays as loaded
+                await raw.execute("DELETE FROM entries WHERE source_agent = 'bench-writer'")
+                async with store.unit_of_work() as uow:
+                    await uow.graph.prune()
+                    await uow.commit()
     finally:
         await raw.close()
         await store.close()
@@ -286,8 +296,9 @@ async def _run(args: argparse.Namespace, conninfo: str) -> dict[str, Any]:
         "command": "PYTHONPATH=src:. .venv/bin/python benchmarks/hybrid_bench.py"
         + (" --quick" if args.quick else f" --entries {args.entries}"),
         "machine": {**machine(), "load_average": os.getloadavg()},
-        "config": {k: v for k, v in vars(args).items() if k != "output"},
-        "load": {"seconds": load_sw.seconds, **graph},
+        "config": {k: v for k, v in vars(args).items() if k not in ("output", "keep")},
+        "load": load,
+        "reused_load": loaded_before is not None,
         "query": queried,
         "ingest": ingest,
         "targets": {
@@ -296,6 +307,56 @@ async def _run(args: argparse.Namespace, conninfo: str) -> dict[str, Any]:
             "extraction_over_none_min": EXTRACTION_INGEST_TARGET,
         },
     }
+
+
+async def _loaded(raw: psycopg.AsyncConnection[Any]) -> dict[str, Any] | None:
+    """What an earlier run with ``--keep`` loaded into this database, if it finished."""
+    cur = await raw.execute("SELECT to_regclass('bench_loaded') IS NOT NULL")
+    row = await cur.fetchone()
+    if row is None or not row[0]:
+        count = await (await raw.execute("SELECT count(*) FROM entries")).fetchone()
+        if count is not None and count[0]:
+            raise SystemExit("the kept database holds an unfinished load: remove its folder")
+        return None
+    cur = await raw.execute("SELECT load FROM bench_loaded")
+    found = await cur.fetchone()
+    return None if found is None else dict(found[0])
+
+
+async def _load(
+    raw: psycopg.AsyncConnection[Any],
+    embedder: HashingEmbedder,
+    loaded: Sequence[str],
+    *,
+    keep: bool,
+) -> dict[str, Any]:
+    matrix = np.concatenate(
+        [embedder.embed_sync(loaded[i : i + 2048]) for i in range(0, len(loaded), 2048)]
+    )
+    ids = [uuid.uuid4() for _ in loaded]
+    created_at = datetime.now(UTC)
+    with Stopwatch() as load_sw:
+        await raw.execute("DROP INDEX entries_embedding_hnsw")  # rebuilt after the load
+        async with raw.transaction():
+            await copy_rows(
+                raw,
+                ids,
+                loaded,
+                [DOMAINS[0]] * len(loaded),
+                [False] * len(loaded),
+                matrix,
+                created_at,
+            )
+        graph = await load_graph(raw, ids, loaded, created_at)
+        await raw.execute("SET maintenance_work_mem = '1GB'")
+        await raw.execute(HNSW_INDEX.format(options=""))
+        await raw.execute("RESET maintenance_work_mem")
+        await raw.execute("VACUUM ANALYZE entries")
+    load = {"seconds": load_sw.seconds, **graph}
+    if keep:
+        await raw.execute("CREATE TABLE bench_loaded (load jsonb NOT NULL)")
+        await raw.execute("INSERT INTO bench_loaded VALUES (%s)", (Jsonb(load),))
+    return load
 
 
 def report(result: dict[str, Any]) -> str:
@@ -312,10 +373,13 @@ def report(result: dict[str, Any]) -> str:
         f" (target ≤ {HYBRID_OVER_VECTOR_TARGET})",
         f"lexical / raw ts_rank p50: {query['lexical_over_raw_ts_rank_p50']:.2f}"
         f" (target ≤ {LEXICAL_OVER_RAW_TARGET})",
-        f"store_many entries/s: with extraction {ingest['entries_per_s']['extraction']:.0f},"
-        f" without {ingest['entries_per_s']['none']:.0f},"
-        f" ratio {ingest['extraction_over_none']:.2f} (target ≥ {EXTRACTION_INGEST_TARGET})",
     ]
+    if ingest is not None:
+        lines.append(
+            f"store_many entries/s: with extraction {ingest['entries_per_s']['extraction']:.0f},"
+            f" without {ingest['entries_per_s']['none']:.0f},"
+            f" ratio {ingest['extraction_over_none']:.2f} (target ≥ {EXTRACTION_INGEST_TARGET})"
+        )
     return "\n".join(lines)
 
 

@@ -10,7 +10,7 @@ import hashlib
 import inspect
 import math
 import uuid
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 from typing import Any
@@ -200,6 +200,11 @@ class _FaultyUnitOfWork:
 
     def savepoint(self) -> AbstractAsyncContextManager[None]:
         return self._inner.savepoint()
+
+    async def read_concurrently(
+        self, reads: Sequence[Callable[[Any], Awaitable[Any]]]
+    ) -> list[Any]:
+        return [await read(self) for read in reads]  # through this wrapper's repositories
 
 
 class FaultInjectingStore:
@@ -482,3 +487,8 @@ class _InterleavedUnitOfWork:
 
     def savepoint(self) -> AbstractAsyncContextManager[None]:
         return self._inner.savepoint()
+
+    async def read_concurrently(
+        self, reads: Sequence[Callable[[Any], Awaitable[Any]]]
+    ) -> list[Any]:
+        return [await read(self) for read in reads]  # through this wrapper's repositories

@@ -10,10 +10,10 @@ missing table is :class:`StoreUnavailable`; a failed write that is not transient
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from datetime import datetime
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 from uuid import UUID
 
 from attrs import frozen
@@ -493,11 +493,24 @@ class EntityGraph(Protocol):
         edge the viewer may not see is never named). Ordered by ``valid_from``, id; at most
         ``limit`` (None: all)."""
 
+    async def neighbours(
+        self, entity_ids: Collection[UUID], viewer: Viewer, limit: int
+    ) -> list[tuple[UUID, int]]:
+        """The entities other than ``entity_ids`` at the far end of the live visible edges
+        touching any of them (those :meth:`edges` returns with ``as_of`` None), each with
+        its support: the number of visible supporting entries, summed over those edges.
+        Most supported first, then by id; at most ``limit``."""
+
     async def entries_mentioning(
         self, entity_ids: Collection[UUID], flt: SearchFilter, limit: int
     ) -> list[tuple[Entry, frozenset[UUID]]]:
         """Up to ``limit`` entries matching ``flt`` that mention any of ``entity_ids``, newest
         first (created_at, then id), each with the ids among ``entity_ids`` it mentions."""
+
+    async def mentioning(
+        self, entity_ids: Collection[UUID], flt: SearchFilter, limit: int
+    ) -> list[tuple[UUID, frozenset[UUID]]]:
+        """:meth:`entries_mentioning` with each entry's id in place of the entry."""
 
     async def prune(self) -> int:
         """Erasure: delete the edges no remaining entry supports and the entities no entry
@@ -654,6 +667,18 @@ class IdentityDirectory(Protocol):
         """Every principal id belonging to at least one of ``groups``."""
 
 
+class Reads(Protocol):
+    """The repositories a read of :meth:`UnitOfWork.read_concurrently` is given."""
+
+    @property
+    def entries(self) -> EntryRepository: ...
+    @property
+    def graph(self) -> EntityGraph: ...
+
+
+T = TypeVar("T")
+
+
 class UnitOfWork(Protocol):
     """One transaction over every repository. Rolls back unless ``commit`` was awaited.
 
@@ -690,6 +715,17 @@ class UnitOfWork(Protocol):
     async def commit(self) -> None: ...
 
     def savepoint(self) -> AbstractAsyncContextManager[None]: ...
+
+    async def read_concurrently(self, reads: Sequence[Callable[[Reads], Awaitable[T]]]) -> list[T]:
+        """Each read's result, in order. ``reads`` only read, through the repositories they
+        are given, with the same visibility rules as this unit of work's; they may run at
+        the same time. Each statement sees what is committed when it runs (whether it also
+        sees this unit of work's own uncommitted writes is unspecified: call this before
+        writing anything). The PostgreSQL store runs them on separate pooled connections,
+        each in a read-only transaction, as far as the pool has connections to spare (the
+        rest in turn on this unit of work's own connection); the in-memory store runs them
+        in turn. A read's error is raised once no other read is running (those not yet
+        begun are not run)."""
 
 
 class Store(Protocol):
@@ -731,6 +767,7 @@ __all__ = [
     "Outbox",
     "OutboxItem",
     "ProcessedKeys",
+    "Reads",
     "RelationRepository",
     "ScoredEntry",
     "SearchFilter",

@@ -173,9 +173,12 @@ async def test_entries_mentioning_is_capped_newest_first_and_filtered(make_apoll
         (eve,) = await uow.graph.find(["eve park"], EVERYONE)
         flt = SearchFilter(EVERYONE, frozenset({Status.CANDIDATE}))
         newest = await uow.graph.entries_mentioning([eve.id], flt, 2)
-        tagged = await uow.graph.entries_mentioning(
-            [eve.id], SearchFilter(EVERYONE, frozenset({Status.CANDIDATE}), tags=("t1",)), 10
-        )
+        only_t1 = SearchFilter(EVERYONE, frozenset({Status.CANDIDATE}), tags=("t1",))
+        tagged = await uow.graph.entries_mentioning([eve.id], only_t1, 10)
+        # ``mentioning``: the same, by id
+        assert [(e.id, m) for e, m in newest] == await uow.graph.mentioning([eve.id], flt, 2)
+        assert [(ids[1], frozenset({eve.id}))] == await uow.graph.mentioning([eve.id], only_t1, 9)
+        assert [] == await uow.graph.mentioning([eve.id], flt, 0)
     assert [ids[3], ids[2]] == [entry.id for entry, _ in newest]
     assert [ids[1]] == [entry.id for entry, _ in tagged]
 
@@ -233,3 +236,36 @@ async def test_archived_entries_make_no_entity_or_edge_visible(make_apollo):
         assert [] == await uow.graph.with_prefix("", EVERYONE, 10)
         vera, _ = await uow.graph.entities_of(entry)
         assert [] == await uow.graph.edges([vera.id], EVERYONE, history=True)
+
+
+async def test_neighbours_sum_the_visible_support_of_live_edges_to_other_entities(make_apollo):
+    """What the graph fill ranks neighbours by: per entity at the far end of a live
+    visible edge, the visible entries supporting those edges; the given ids are never
+    neighbours, and what only a hidden entry supports counts for nobody else."""
+    apollo = await make_apollo()
+    alice = Principal("alice")
+    await _store(apollo, "Hana Kim met Ivan Petrov in Oslo.")
+    await _store(apollo, "Later Hana Kim called Ivan Petrov.")
+    await _store(apollo, "Hana Kim works at Initech.", principal=alice, access_scope="private")
+    owner, other = Viewer("alice"), Viewer("bob")
+    async with apollo.store.unit_of_work() as uow:
+        found = {e.key: e.id for e in await uow.graph.find(["hana kim", "ivan petrov"], owner)}
+        hana, ivan = found["hana kim"], found["ivan petrov"]
+        (oslo,) = [e.id for e in await uow.graph.find(["oslo"], other)]
+        (initech,) = [e.id for e in await uow.graph.find(["initech"], owner)]
+        assert [(ivan, 2), (oslo, 1)] == await uow.graph.neighbours([hana], other, 10)
+        assert [(ivan, 2)] == await uow.graph.neighbours([hana], other, 1)
+        # Initech: a co_occurs and a works_at edge, each supported by the private entry.
+        tied = sorted([(initech, 2), (ivan, 2)], key=lambda n: str(n[0]))  # ties: by id
+        assert [*tied, (oslo, 1)] == await uow.graph.neighbours([hana], owner, 10)
+        # The edge between two given ids counts for neither; Oslo is linked to both.
+        assert [(oslo, 2)] == await uow.graph.neighbours([hana, ivan], other, 10)
+        assert [] == await uow.graph.neighbours([hana], other, 0)
+        assert [] == await uow.graph.neighbours([], other, 10)
+        for viewer in (owner, other):  # the same as counting what ``edges`` returns
+            support: dict = {}
+            for edge in await uow.graph.edges([hana], viewer):
+                for end in {edge.src_id, edge.dst_id} - {hana}:
+                    support[end] = support.get(end, 0) + len(edge.entry_ids)
+            expected = sorted(support.items(), key=lambda n: (-n[1], str(n[0])))
+            assert expected == await uow.graph.neighbours([hana], viewer, 10)

@@ -32,6 +32,7 @@ from apollo_domain.ports import (
     AccessLogRecord,
     CredibilityRecord,
     ExpertiseRecord,
+    Reads,
     SearchFilter,
     Store,
     UnitOfWork,
@@ -235,6 +236,44 @@ async def test_a_finished_unit_of_work_cannot_be_used_again(store: Store) -> Non
         return [await uow.processed.seen(k) for k in ("k", "again", "left")]
 
     assert [True, False, False] == await read(store, seen)
+
+
+async def test_concurrent_reads_see_the_store_as_the_unit_of_work_reads_it(store: Store) -> None:
+    """``read_concurrently``: each read's result in order, through repositories that apply
+    the same visibility; a failing read's error is raised and the unit of work goes on; a
+    finished unit of work refuses."""
+    public = make_entry("public note")
+    private = make_entry("private note", access_scope=AccessScope.PRIVATE, owner_id="alice")
+    await seed(store, public, private)
+
+    def nearest(viewer: Viewer) -> Callable[[Reads], Awaitable[list[UUID]]]:
+        async def run(reads: Reads) -> list[UUID]:
+            hits = await reads.entries.nearest(unit(1.0), everything(viewer), 10)
+            return sorted((h.entry.id for h in hits), key=str)
+
+        return run
+
+    async def fail(reads: Reads) -> list[UUID]:
+        await reads.entries.get(public.id)
+        raise RuntimeError("read failed")
+
+    reads = [nearest(Viewer("alice")), nearest(Viewer("bob")), nearest(Viewer("alice"))]
+    both = sorted((public.id, private.id), key=str)
+    async with store.unit_of_work() as uow:
+        assert [both, [public.id], both] == await uow.read_concurrently(reads)
+        assert [] == await uow.read_concurrently([])
+        with pytest.raises(RuntimeError, match="read failed"):
+            await uow.read_concurrently([nearest(Viewer("bob")), fail])
+        assert [[public.id]] == await uow.read_concurrently([nearest(Viewer("bob"))])
+        await uow.processed.mark("after reads", T0)
+        await uow.commit()
+        with pytest.raises(PersistenceFailed):
+            await uow.read_concurrently(reads)
+
+    async def seen(uow: UnitOfWork) -> bool:
+        return await uow.processed.seen("after reads")
+
+    assert await read(store, seen)
 
 
 async def test_a_savepoint_rolls_back_only_its_own_work(store: Store) -> None:

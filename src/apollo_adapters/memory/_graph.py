@@ -272,6 +272,18 @@ class GraphTable:
         found.sort(key=lambda edge: (edge.valid_from, edge.id))
         return found if limit is None else found[: max(limit, 0)]
 
+    def neighbours(
+        self, entity_ids: Collection[UUID], viewer: Viewer, limit: int
+    ) -> list[tuple[UUID, int]]:
+        ends = set(entity_ids)
+        support: dict[UUID, int] = {}
+        for edge in self.edges(ends, viewer, None):
+            for end in (edge.src_id, edge.dst_id):
+                if end not in ends:
+                    support[end] = support.get(end, 0) + len(edge.entry_ids)
+        ranked = sorted(support, key=lambda e: (-support[e], str(e)))
+        return [(e, support[e]) for e in ranked[: max(limit, 0)]]
+
     def _edge_visible(self, edge_id: UUID, viewer: Viewer) -> bool:
         return any(self._visible(e, viewer) for e in self._support.get(edge_id, ()))
 

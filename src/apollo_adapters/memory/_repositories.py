@@ -285,11 +285,23 @@ class InMemoryEntityGraph(_Repository):
         graph = self._store._entries.graph
         return graph.edges(entity_ids, viewer, as_of, history=history, typed=typed, limit=limit)
 
+    async def neighbours(
+        self, entity_ids: Collection[UUID], viewer: Viewer, limit: int
+    ) -> list[tuple[UUID, int]]:
+        self._uow._open("graph")
+        return self._store._entries.graph.neighbours(entity_ids, viewer, limit)
+
     async def entries_mentioning(
         self, entity_ids: Collection[UUID], flt: SearchFilter, limit: int
     ) -> list[tuple[Entry, frozenset[UUID]]]:
         self._uow._open("graph")
         return self._store._entries.graph.entries_mentioning(entity_ids, flt, limit)
+
+    async def mentioning(
+        self, entity_ids: Collection[UUID], flt: SearchFilter, limit: int
+    ) -> list[tuple[UUID, frozenset[UUID]]]:
+        found = await self.entries_mentioning(entity_ids, flt, limit)
+        return [(entry.id, matched) for entry, matched in found]
 
     async def prune(self) -> int:
         return self._store._entries.graph.prune(self._uow._open("graph"))

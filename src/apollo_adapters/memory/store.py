@@ -8,11 +8,12 @@ undo log; rolling back replays the log in reverse, a savepoint remembers a log p
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Collection
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import TypeVar
 
 from apollo_domain.errors import PersistenceFailed, StoreUnavailable, ValidationError
-from apollo_domain.ports import STORE_PARTS
+from apollo_domain.ports import STORE_PARTS, Reads
 
 from ._columns import Undo
 from ._entries import EntryTable
@@ -30,6 +31,7 @@ from ._repositories import (
 )
 
 PARTS = STORE_PARTS
+T = TypeVar("T")
 
 
 def _parts(parts: Collection[str]) -> frozenset[str]:
@@ -181,3 +183,8 @@ class InMemoryUnitOfWork:
 
     def savepoint(self) -> AbstractAsyncContextManager[None]:
         return self._savepoint()
+
+    async def read_concurrently(self, reads: Sequence[Callable[[Reads], Awaitable[T]]]) -> list[T]:
+        if self._state != _ACTIVE:
+            raise PersistenceFailed("the unit of work is not active")
+        return [await read(self) for read in reads]

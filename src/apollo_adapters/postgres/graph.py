@@ -101,10 +101,12 @@ class PostgresEntityGraph:
         if not entity_ids:
             return
         await self._s.execute(
-            "INSERT INTO entity_mentions (entry_id, entity_id, position)"
-            " SELECT %s, entity_id, position FROM unnest(%s::uuid[]) WITH ORDINALITY"
-            " AS t(entity_id, position) ON CONFLICT DO NOTHING",
-            (entry_id, list(dict.fromkeys(entity_ids))),
+            "INSERT INTO entity_mentions (entry_id, entity_id, position, entry_created_at)"
+            " SELECT %(entry)s, entity_id, position,"
+            " (SELECT created_at FROM entries WHERE id = %(entry)s)"
+            " FROM unnest(%(ids)s::uuid[]) WITH ORDINALITY AS t(entity_id, position)"
+            " ON CONFLICT DO NOTHING",
+            {"entry": entry_id, "ids": list(dict.fromkeys(entity_ids))},
         )
 
     async def link_co_occurring(
@@ -313,30 +315,62 @@ class PostgresEntityGraph:
         )
         return [_edge(row) for row in await self._s.rows(query, where.params)]
 
+    async def neighbours(
+        self, entity_ids: Collection[UUID], viewer: Viewer, limit: int
+    ) -> list[tuple[UUID, int]]:
+        if not entity_ids or limit <= 0:
+            return []
+        where = _visible(viewer)
+        ids = where.param(list(entity_ids))
+        query = sql.SQL(
+            # One row per visible supporting entry of a live edge with one end among the
+            # ids and the other not; counted by that other end.
+            "SELECT CASE WHEN ed.src_id = ANY({ids}) THEN ed.dst_id ELSE ed.src_id END AS id,"
+            " count(*) AS support FROM entity_edges ed"
+            " JOIN entity_edge_entries s ON s.edge_id = ed.id"
+            " JOIN entries ON entries.id = s.entry_id"
+            " WHERE (ed.src_id = ANY({ids}) OR ed.dst_id = ANY({ids}))"
+            " AND NOT (ed.src_id = ANY({ids}) AND ed.dst_id = ANY({ids}))"
+            " AND ed.valid_to IS NULL AND {visible}"
+            " GROUP BY 1 ORDER BY support DESC, id LIMIT {limit}"
+        ).format(ids=ids, visible=where.sql(), limit=where.param(limit))
+        return [(row["id"], row["support"]) for row in await self._s.rows(query, where.params)]
+
     async def entries_mentioning(
         self, entity_ids: Collection[UUID], flt: SearchFilter, limit: int
     ) -> list[tuple[Entry, frozenset[UUID]]]:
+        rows = await self._mentioning(entity_ids, flt, limit, ENTRY_COLUMNS)
+        return [(entry_from_row(row), frozenset(row["matched"])) for row in rows]
+
+    async def mentioning(
+        self, entity_ids: Collection[UUID], flt: SearchFilter, limit: int
+    ) -> list[tuple[UUID, frozenset[UUID]]]:
+        rows = await self._mentioning(entity_ids, flt, limit, sql.SQL("id"))
+        return [(row["id"], frozenset(row["matched"])) for row in rows]
+
+    async def _mentioning(
+        self, entity_ids: Collection[UUID], flt: SearchFilter, limit: int, columns: sql.SQL
+    ) -> list[Row]:
         if not entity_ids or limit <= 0:
             return []
         where = Where()
         where.matching(flt)
         query = sql.SQL(
-            # The mentions come first (their index), each entry is then checked through
-            # its primary key (LIMIT 1 keeps the planner from turning that into a scan of
-            # every entry), the newest ``limit`` are kept, and only they are read whole.
-            "WITH m AS MATERIALIZED (SELECT entry_id, array_agg(entity_id) AS matched"
-            " FROM entity_mentions WHERE entity_id = ANY({ids}) GROUP BY entry_id),"
-            " picked AS (SELECT e.pid, e.picked_at, m.matched FROM m CROSS JOIN LATERAL"
-            " (SELECT entries.id AS pid, entries.created_at AS picked_at FROM entries"
+            # The mentions, with their entries' creation time, come from their index alone,
+            # newest first; the entries are then read through their primary key in that
+            # order (LIMIT 1 keeps the planner from turning that into a scan of every
+            # entry) until ``limit`` of them have passed the filter.
+            "SELECT e.*, m.matched FROM (SELECT entry_id, max(entry_created_at) AS created_at,"
+            " array_agg(entity_id) AS matched FROM entity_mentions"
+            " WHERE entity_id = ANY({ids}) GROUP BY entry_id"
+            " ORDER BY created_at DESC, entry_id DESC) AS m"
+            " CROSS JOIN LATERAL (SELECT {columns} FROM entries"
             " WHERE entries.id = m.entry_id AND {where} LIMIT 1) AS e"
-            " ORDER BY e.picked_at DESC, e.pid DESC LIMIT {limit})"
-            " SELECT {columns}, picked.matched FROM picked JOIN entries ON entries.id = pid"
-            " ORDER BY picked_at DESC, pid DESC"
+            " ORDER BY m.created_at DESC, m.entry_id DESC LIMIT {limit}"
         ).format(
-            columns=ENTRY_COLUMNS,
+            columns=columns,
             ids=where.param(list(entity_ids)),
             where=where.sql(),
             limit=where.param(limit),
         )
-        rows = await self._s.rows(query, where.params)
-        return [(entry_from_row(row), frozenset(row["matched"])) for row in rows]
+        return await self._s.rows(query, where.params)

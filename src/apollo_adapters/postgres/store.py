@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Collection, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager, suppress
-from typing import Any, Self
+from typing import Any, Self, TypeVar
 
 import psycopg
 from pgvector.psycopg import register_vector_async
+from psycopg.pq import TransactionStatus
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from apollo_domain.errors import (
@@ -17,6 +18,7 @@ from apollo_domain.errors import (
     StoreUnavailable,
     ValidationError,
 )
+from apollo_domain.ports import Reads
 
 from . import schema
 from .entries import PostgresEntryRepository
@@ -45,6 +47,15 @@ PART_TABLES: Mapping[str, str] = {
     "credibility": "source_credibility",
     "graph": "entities",
 }
+T = TypeVar("T")
+
+
+class _Reader:
+    """The read repositories over a connection of their own (:meth:`read_concurrently`)."""
+
+    def __init__(self, store: PostgresStore, session: Session) -> None:
+        self.entries = PostgresEntryRepository(session, store.ef_search, store.max_scan_tuples)
+        self.graph = PostgresEntityGraph(session)
 
 
 class PostgresUnitOfWork:
@@ -118,6 +129,38 @@ class PostgresUnitOfWork:
             session.open = False
             await tx.__aexit__(None, None, None)
 
+    async def read_concurrently(self, reads: Sequence[Callable[[Reads], Awaitable[T]]]) -> list[T]:
+        if self._session is None or self._tx is None:
+            raise PersistenceFailed("read outside an open unit of work")
+        self._session.check_open()
+        if not reads:
+            return []
+        # The first read runs on this unit of work's connection; each other one on a spare
+        # connection of the pool when there is one (reserved now, so this never waits for
+        # a connection another unit of work holds), else after the first, in turn.
+        store = self._store
+        spare = store._reserve(len(reads) - 1)
+        done: dict[int, T] = {}
+
+        async def in_turn() -> None:
+            for i in (0, *range(1 + spare, len(reads))):
+                done[i] = await reads[i](self)
+
+        async def apart(i: int) -> None:
+            async with store._reader() as reader:
+                done[i] = await reads[i](reader)
+
+        try:
+            outcomes = await asyncio.gather(
+                in_turn(), *(apart(i) for i in range(1, 1 + spare)), return_exceptions=True
+            )
+        finally:
+            store._release(spare)
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException):
+                raise outcome
+        return [done[i] for i in range(len(reads))]
+
     @asynccontextmanager
     async def savepoint(self) -> AsyncIterator[None]:
         if self._session is None:
@@ -163,6 +206,7 @@ class PostgresStore:
         self._pool_timeout = pool_timeout
         self._pool = self._new_pool()
         self._recovering = asyncio.Lock()
+        self._in_use = 0  # connections taken or reserved through :meth:`connection`
         self.ef_search = ef_search
         self.max_scan_tuples = max_scan_tuples
         self.directory = PostgresIdentityDirectory(self)
@@ -221,19 +265,57 @@ class PostgresStore:
         )
 
     @asynccontextmanager
-    async def connection(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
-        """A pooled, checked connection (autocommit, vectors registered, UTC)."""
-        with translated():
-            pool = self._pool
+    async def connection(
+        self, *, reserved: bool = False
+    ) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+        """A pooled, checked connection (autocommit, vectors registered, UTC); ``reserved``:
+        one that :meth:`_reserve` counted (and :meth:`_release` will)."""
+        if not reserved:
+            self._in_use += 1
+        try:
+            with translated():
+                pool = self._pool
+                try:
+                    conn = await pool.getconn(timeout=self._pool_timeout)
+                except PoolTimeout:
+                    pool = await self._recover(pool)
+                    conn = await pool.getconn(timeout=self._pool_timeout)
+                try:
+                    yield conn
+                finally:
+                    await pool.putconn(conn)
+        finally:
+            if not reserved:
+                self._in_use -= 1
+
+    def _reserve(self, wanted: int) -> int:
+        """Up to ``wanted`` connections the pool can give without waiting for one to be
+        returned, counted as taken until :meth:`_release`; each is taken with
+        ``connection(reserved=True)``."""
+        spare = max(0, min(wanted, self._pool_max - self._in_use))
+        self._in_use += spare
+        return spare
+
+    def _release(self, reserved: int) -> None:
+        self._in_use -= reserved
+
+    @asynccontextmanager
+    async def _reader(self) -> AsyncIterator[_Reader]:
+        """Read repositories on a reserved connection, in a read-only transaction that is
+        rolled back at the end. The transaction begins with the first read's statement, in
+        the same round trip."""
+        async with self.connection(reserved=True) as conn:
+            session = Session(conn)
+            session.defer("BEGIN READ ONLY")
             try:
-                conn = await pool.getconn(timeout=self._pool_timeout)
-            except PoolTimeout:
-                pool = await self._recover(pool)
-                conn = await pool.getconn(timeout=self._pool_timeout)
-            try:
-                yield conn
+                yield _Reader(self, session)
             finally:
-                await pool.putconn(conn)
+                session.discard()
+                session.open = False
+                if conn.info.transaction_status != TransactionStatus.IDLE:
+                    # A connection that fails here is one the pool discards when it is back.
+                    with suppress(psycopg.Error):
+                        await conn.execute("ROLLBACK")
 
     async def _recover(
         self, stale: AsyncConnectionPool[psycopg.AsyncConnection[Any]]

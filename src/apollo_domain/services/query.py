@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from math import fsum
 from typing import Any, Final
 from uuid import UUID
@@ -12,7 +12,7 @@ from ..errors import ValidationError
 from ..lexical import STOPWORDS
 from ..model import Entry, Status
 from ..normalize import normalize_domain_filter, normalize_tag_filter
-from ..ports import AccessLogRecord, SearchFilter, UnitOfWork
+from ..ports import AccessLogRecord, Reads, SearchFilter
 from ..results import EntryView, QueryResult
 from ..retrieval import GRAPH, LEXICAL, VECTOR, Fused, RetrievalSettings, fuse
 from ..validation import bounded_float
@@ -29,6 +29,9 @@ QUERY_MODES: Final = ("hybrid", "vector", "lexical")
 DEFAULT_MODE: Final = "hybrid"
 
 Ranking = list[tuple[UUID, float]]
+#: One signal's ranking (best first, each entry id with the signal's own score) and the
+#: entries it read whole (the graph fill reads only ids).
+Candidates = tuple[Ranking, list[Entry]]
 #: Names of up to this many words are looked for in the query text.
 MAX_NAME_WORDS = 4
 _EDGE_PUNCTUATION = ".,;:!?\"'()[]{}<>“”‘’"
@@ -106,26 +109,47 @@ async def query(
     if mode != LEXICAL:
         (vector,) = await deps.embedder.embed([text])
     depth = count if mode != "hybrid" else max(count, deps.retrieval.candidates)
+    reads: dict[str, Callable[[Reads], Awaitable[Candidates]]] = {}
+    if vector is not None:
+        embedding = vector
+
+        async def nearest(reads: Reads) -> Candidates:
+            found = await reads.entries.nearest(embedding, flt, depth)
+            hits = [h for h in found if h.similarity > similarity_floor]
+            return [(h.entry.id, h.similarity) for h in hits], [h.entry for h in hits]
+
+        reads[VECTOR] = nearest
+    if mode != VECTOR:
+
+        async def lexical(reads: Reads) -> Candidates:
+            hits = await reads.entries.lexical_search(text, flt, depth)
+            return [(h.entry.id, h.similarity) for h in hits], [h.entry for h in hits]
+
+        reads[LEXICAL] = lexical
+    if mode == "hybrid":
+
+        async def graph(reads: Reads) -> Candidates:
+            return await graph_fill(reads, text, flt, deps.retrieval, depth), []
+
+        reads[GRAPH] = graph
+    # The signals are independent reads: the store may run them at once. The graph fill,
+    # a chain of statements, goes first: on the unit of work's own connection, already open.
+    order = sorted(reads, key=lambda signal: signal != GRAPH)
     async with store.unit_of_work() as uow:
+        candidates = dict(
+            zip(order, await uow.read_concurrently([reads[s] for s in order]), strict=True)
+        )
         found: dict[UUID, Entry] = {}
         rankings: dict[str, Ranking] = {}
-        if vector is not None:
-            hits = [
-                h
-                for h in await uow.entries.nearest(vector, flt, depth)
-                if h.similarity > similarity_floor
-            ]
-            found.update((h.entry.id, h.entry) for h in hits)
-            rankings[VECTOR] = [(h.entry.id, h.similarity) for h in hits]
-        if mode != VECTOR:
-            lexical = await uow.entries.lexical_search(text, flt, depth)
-            found.update((h.entry.id, h.entry) for h in lexical)
-            rankings[LEXICAL] = [(h.entry.id, h.similarity) for h in lexical]
-        if mode == "hybrid":
-            graph = await graph_fill(uow, text, flt, deps.retrieval, depth)
-            found.update((entry.id, entry) for entry, _ in graph)
-            rankings[GRAPH] = [(entry.id, score) for entry, score in graph]
+        for signal in reads:
+            ranking, entries = candidates[signal]
+            found.update((entry.id, entry) for entry in entries)
+            rankings[signal] = ranking
         ranked = fuse(rankings, deps.retrieval)[:count]
+        unread = [r.entry_id for r in ranked if r.entry_id not in found]
+        if unread:  # found by the graph fill alone: read now (one deleted since is left out)
+            found.update(await uow.entries.get_many(unread))
+            ranked = [r for r in ranked if r.entry_id in found]
         if not ranked:
             return QueryResult("semantic", ())
         now = deps.clock.now()
@@ -182,8 +206,8 @@ def query_names(text: str) -> list[str]:
 
 
 async def graph_fill(
-    uow: UnitOfWork, text: str, flt: SearchFilter, settings: RetrievalSettings, limit: int
-) -> list[tuple[Entry, float]]:
+    uow: Reads, text: str, flt: SearchFilter, settings: RetrievalSettings, limit: int
+) -> Ranking:
     """The graph signal: entries tagged with entities the query names (the seeds, at most
     ``graph_seeds``, longest names first) or with their neighbours over live edges either
     way (at most ``graph_neighbours``, those the most entries link to a seed first); a
@@ -191,8 +215,9 @@ async def graph_fill(
     neighbour 0.5, shared equally among the scanned entries that mention it: an entry
     scores the sum of its entities' shares, so a name few entries mention says more about
     each of them than a common city or date does (inverse document frequency; the node
-    specificity of HippoRAG, Gutiérrez et al., NeurIPS 2024). The best ``limit`` by score
-    (newest first on ties). Only entities and edges the viewer may see take part."""
+    specificity of HippoRAG, Gutiérrez et al., NeurIPS 2024). The best ``limit`` entry ids
+    by score (newest first on ties). Only entities and edges the viewer may see take
+    part."""
     names = query_names(text)
     if not names:
         return []
@@ -201,20 +226,16 @@ async def graph_fill(
     if not seeds:
         return []
     seed_set = set(seeds)
-    support: dict[UUID, int] = {}
-    for edge in await uow.graph.edges(seeds, flt.viewer):
-        for end in (edge.src_id, edge.dst_id):
-            if end not in seed_set:
-                support[end] = support.get(end, 0) + max(len(edge.entry_ids), 1)
-    neighbours = sorted(support, key=lambda e: (-support[e], str(e)))[: settings.graph_neighbours]
-    tagged = await uow.graph.entries_mentioning([*seeds, *neighbours], flt, settings.graph_scan)
+    linked = await uow.graph.neighbours(seeds, flt.viewer, settings.graph_neighbours)
+    neighbours = [entity_id for entity_id, _ in linked]
+    tagged = await uow.graph.mentioning([*seeds, *neighbours], flt, settings.graph_scan)
     mentions: dict[UUID, int] = {}
     for _, matched in tagged:
         for entity in matched:
             mentions[entity] = mentions.get(entity, 0) + 1
     scored = [
-        (entry, fsum((1.0 if e in seed_set else 0.5) / mentions[e] for e in matched))
-        for entry, matched in tagged
+        (entry_id, fsum((1.0 if e in seed_set else 0.5) / mentions[e] for e in matched))
+        for entry_id, matched in tagged
     ]
     scored.sort(key=lambda item: -item[1])  # stable: newest first among equals
     return scored[:limit]
