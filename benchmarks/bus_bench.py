@@ -35,7 +35,11 @@ Phases (``time.perf_counter``; the output and JSON name each baseline):
    publish to the last ack.
    Beside it, the store without the bus: ``Client.store_knowledge`` of the same items in
    this process on a fresh database, as many in flight as one service's prefetch, on a
-   pool as large as a service's.
+   pool as large as a service's. And the store's own ceiling, no bus and no Apollo: a raw
+   binary ``COPY`` of the same rows (the items' texts and hashing vectors) into a fresh
+   migrated ``entries`` table with every index (HNSW included), once in one transaction
+   and once in transactions of the group commit's size; the group-commit runs are also
+   reported as a fraction of it.
 2. Service ingest with 1 and with 2 service processes, each on a fresh migrated database
    and a fresh topology: a ``RemoteClient`` publishes the ``--messages`` ingest commands
    (distinct texts) with ``store_many`` in batches of ``--batch`` (pipelined, ``--window``
@@ -81,6 +85,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -89,6 +94,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import aiormq
+import numpy as np
 import psycopg
 from pamqp import commands as spec
 from psycopg import sql
@@ -114,6 +120,7 @@ from benchmarks._common import (
     table,
     write_json,
 )
+from benchmarks.postgres_bench import connect, copy_rows
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_AMQP_URL = "amqp://guest:guest@127.0.0.1:5672/"
@@ -791,6 +798,46 @@ async def direct_ingest(
     }
 
 
+async def store_ceiling(
+    conninfo: str, items: Sequence[dict[str, Any]], batch: int
+) -> dict[str, Any]:
+    """The store's own ceiling for these messages, no bus and no Apollo: a raw binary
+    ``COPY`` of the same rows (the items' texts, their hashing vectors, valid rows of the
+    same schema) into the migrated ``entries`` of a fresh database on the same server, with
+    every index (HNSW included); once in one transaction, then, after deleting them, in
+    transactions of ``batch`` rows (a group commit's size, each committed on its own)."""
+    texts = [str(item["content"]) for item in items]
+    domains = [str(item["tags"][0]) for item in items]
+    embedder = HashingEmbedder(DIMENSION)
+    matrix = np.concatenate(
+        [embedder.embed_sync(texts[i : i + 2048]) for i in range(0, len(texts), 2048)]
+    )
+    conn = await connect(conninfo)
+    found: dict[str, Any] = {"messages": len(items), "batch": batch}
+    try:
+        for name, size in (("one_transaction", len(items)), ("per_batch", batch)):
+            started = time.perf_counter()
+            for start in range(0, len(texts), size):
+                end = start + size
+                async with conn.transaction():
+                    await copy_rows(
+                        conn,
+                        [uuid.uuid4() for _ in texts[start:end]],
+                        texts[start:end],
+                        domains[start:end],
+                        [False] * len(texts[start:end]),
+                        matrix[start:end],
+                        datetime.now(UTC),
+                    )
+            seconds = time.perf_counter() - started
+            found[name] = {"seconds": seconds, "messages_per_s": rate(len(texts), seconds)}
+            await conn.execute("DELETE FROM entries")
+            await conn.execute("VACUUM ANALYZE entries")
+    finally:
+        await conn.close()
+    return found
+
+
 # ---------------------------------------------------------------------------- phase 2
 
 
@@ -1065,6 +1112,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         publishing = await publish_only(broker, broker.topology("publish"), bodies, items, args)
         raw = await raw_roundtrip(broker.url, broker.prefix, bodies, prefetch, args.window)
         direct = await direct_ingest(await databases.create("direct"), items, prefetch, postmaster)
+        ceiling = await store_ceiling(
+            await databases.create("ceiling"), items, args.ingest_batch or Settings().ingest_batch
+        )
 
         runs: dict[str, Any] = {}
         query: dict[str, Any] = {}
@@ -1148,7 +1198,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             "latency_seconds": args.latency_seconds,
         },
         "publish": publishing,
-        "ingest": {"raw_aiormq": raw, "direct_store": direct, **runs},
+        "ingest": {"raw_aiormq": raw, "direct_store": direct, "store_ceiling": ceiling, **runs},
         "query": query,
         "lone_latency": latency,
         "wall_seconds": time.perf_counter() - started,
@@ -1206,6 +1256,28 @@ def report(result: dict[str, Any]) -> str:
                 None,
             )
         )
+    ceiling = ingest.get("store_ceiling")
+    if ceiling is not None:
+        copies = (
+            ("one_transaction", "one transaction"),
+            ("per_batch", f"a transaction per {ceiling['batch']} rows"),
+        )
+        for key in sorted(k for k in ingest if k.startswith("services_")):
+            run = ingest[key]
+            if run["ingest_batch"] == 1:
+                continue
+            for name, label in copies:
+                rows.append(
+                    comparison_row(
+                        f"ingest store_many -> {run['services']} service(s) -> committed,"
+                        f" msg/s (vs the store's ceiling: raw binary COPY of the same rows into"
+                        f" the HNSW-indexed table, {label})",
+                        run["messages_per_s"],
+                        ceiling[name]["messages_per_s"],
+                        "",
+                        None,
+                    )
+                )
     if "services_1_unbatched" in ingest:
         rows.append(
             comparison_row(

@@ -15,15 +15,20 @@ instead; statement counts are then reported only when that server loads
 
 Phases, on one database holding ``--existing`` entries (binary ``COPY`` of valid rows of
 the same schema, 384-dim hashing vectors, HNSW index rebuilt after the load), each on the
-same ``--entries`` new texts, which are deleted again after each phase:
+same ``--entries`` new texts, which are deleted again after each phase. They run in
+``--rounds`` rounds (5): each round runs every phase in turn on its slice of the texts, so
+that the machine's other work weighs on every phase alike; times and statements are summed
+over the rounds.
 
 1. ``Client.store_many`` in calls of ``--chunk`` items;
 2. ``Client.store_knowledge`` one by one;
 3. raw binary ``COPY`` of the same rows into ``entries`` (every index of the table,
    HNSW included), one transaction;
 4. raw "nearest top-5 ``SELECT`` + ``INSERT``" transactions, one per row: the least a
-   deduplicating single ingest must do;
-5. raw one-row ``INSERT`` transactions.
+   deduplicating single ingest must do (pgvector's default ``hnsw.ef_search``, 40);
+5. the same with ``hnsw.ef_search`` at the store's setting (100 by default), as Apollo's
+   neighbour search runs;
+6. raw one-row ``INSERT`` transactions.
 
 Per phase: entries/s, ms per entry, statements per entry, and for the Apollo phases the
 statements that cost the most (calls and server time per entry). No target is asserted;
@@ -35,6 +40,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
+import itertools
 import os
 import shutil
 import sys
@@ -97,6 +104,9 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--existing", type=int, default=5_000, help="entries already stored")
     parser.add_argument("--entries", type=int, default=1_000, help="entries ingested per phase")
     parser.add_argument("--chunk", type=int, default=1_000, help="items per store_many call")
+    parser.add_argument(
+        "--rounds", type=int, default=5, help="rounds, each running every phase on a slice"
+    )
     parser.add_argument("--admin-url", default=None, help="use this server (else embedded)")
     parser.add_argument("--fsync-off", action="store_true", help="unsafe, faster server")
     parser.add_argument("--seed", type=int, default=23)
@@ -107,6 +117,7 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
         args.existing = min(args.existing, 300)
         args.entries = min(args.entries, 40)
         args.chunk = min(args.chunk, 25)
+        args.rounds = min(args.rounds, 2)
     return args
 
 
@@ -154,40 +165,63 @@ def one_line(query: str, width: int = 110) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-async def measured(
-    name: str,
-    count: int,
-    statements: Statements,
-    work: Callable[[], Awaitable[Counter[str] | None]],
-) -> dict[str, Any]:
-    """Run ``work`` once, timed, with the server's statements counted."""
-    await statements.reset()
-    with Stopwatch() as sw:
-        outcomes = await work()
-    found = await statements.collect()
-    calls = sum(s["calls"] for s in found)
-    phase: dict[str, Any] = {
-        "phase": name,
-        "entries": count,
-        "seconds": sw.seconds,
-        "entries_per_s": rate(count, sw.seconds),
-        "ms_per_entry": 1000.0 * sw.seconds / count,
-        "statements_per_entry": calls / count if statements.available else None,
-        "server_exec_ms_per_entry": (
-            sum(s["exec_ms"] for s in found) / count if statements.available else None
-        ),
-        "top_statements": [
-            {
-                "query": one_line(s["query"]),
-                "calls_per_entry": s["calls"] / count,
-                "exec_ms_per_entry": s["exec_ms"] / count,
-            }
-            for s in found[:TOP_STATEMENTS]
-        ],
-    }
-    if outcomes is not None:
-        phase["outcomes"] = dict(outcomes)
-    return phase
+class Phase:
+    """One phase's time and server statements, summed over the rounds it ran."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.count = 0
+        self.seconds = 0.0
+        self.statements: dict[str, dict[str, Any]] = {}
+        self.outcomes: Counter[str] | None = None
+
+    async def run(
+        self,
+        count: int,
+        statements: Statements,
+        work: Callable[[], Awaitable[Counter[str] | None]],
+    ) -> None:
+        """Run ``work`` (``count`` entries) once, timed, with the server's statements
+        counted."""
+        await statements.reset()
+        with Stopwatch() as sw:
+            outcomes = await work()
+        self.count += count
+        self.seconds += sw.seconds
+        for found in await statements.collect():
+            seen = self.statements.setdefault(
+                found["query"], {"query": found["query"], "calls": 0, "exec_ms": 0.0}
+            )
+            seen["calls"] += found["calls"]
+            seen["exec_ms"] += found["exec_ms"]
+        if outcomes is not None:
+            self.outcomes = (self.outcomes or Counter()) + outcomes
+
+    def result(self, counted: bool) -> dict[str, Any]:
+        count = self.count
+        found = sorted(self.statements.values(), key=lambda s: (-s["exec_ms"], -s["calls"]))
+        phase: dict[str, Any] = {
+            "phase": self.name,
+            "entries": count,
+            "seconds": self.seconds,
+            "entries_per_s": rate(count, self.seconds),
+            "ms_per_entry": 1000.0 * self.seconds / count,
+            "statements_per_entry": sum(s["calls"] for s in found) / count if counted else None,
+            "server_exec_ms_per_entry": (
+                sum(s["exec_ms"] for s in found) / count if counted else None
+            ),
+            "top_statements": [
+                {
+                    "query": one_line(s["query"]),
+                    "calls_per_entry": s["calls"] / count,
+                    "exec_ms_per_entry": s["exec_ms"] / count,
+                }
+                for s in found[:TOP_STATEMENTS]
+            ],
+        }
+        if self.outcomes is not None:
+            phase["outcomes"] = dict(self.outcomes)
+        return phase
 
 
 async def start_server(
@@ -260,20 +294,20 @@ async def _run(args: argparse.Namespace, conninfo: str) -> dict[str, Any]:
         new_matrix = matrix[args.existing :]
         count = len(items)
 
-        async def clear() -> None:
-            await raw.execute("DELETE FROM entries WHERE content = ANY(%s)", (new,))
+        async def clear(lo: int, hi: int) -> None:
+            await raw.execute("DELETE FROM entries WHERE content = ANY(%s)", (new[lo:hi],))
             await raw.execute("VACUUM ANALYZE entries")
 
-        async def bulk() -> Counter[str]:
+        async def bulk(lo: int, hi: int) -> Counter[str]:
             outcomes: Counter[str] = Counter()
-            for start in range(0, count, args.chunk):
-                for r in await client.store_many(items[start : start + args.chunk]):
+            for start in range(lo, hi, args.chunk):
+                for r in await client.store_many(items[start : min(start + args.chunk, hi)]):
                     outcomes[r.outcome.value] += 1
             return outcomes
 
-        async def single() -> Counter[str]:
+        async def single(lo: int, hi: int) -> Counter[str]:
             outcomes: Counter[str] = Counter()
-            for item in items:
+            for item in items[lo:hi]:
                 outcomes[(await client.store_knowledge(**item)).outcome.value] += 1
             return outcomes
 
@@ -284,33 +318,57 @@ async def _run(args: argparse.Namespace, conninfo: str) -> dict[str, Any]:
             for i, (t, d) in enumerate(zip(new, new_domains, strict=True))
         ]  # fmt: skip
 
-        async def raw_copy() -> None:
+        async def raw_copy(lo: int, hi: int) -> None:
             async with raw.transaction():
                 await copy_rows(
-                    raw, [r[0] for r in rows], new, new_domains, [False] * count, new_matrix, now
+                    raw,
+                    [r[0] for r in rows[lo:hi]],
+                    new[lo:hi],
+                    new_domains[lo:hi],
+                    [False] * (hi - lo),
+                    new_matrix[lo:hi],
+                    now,
                 )
 
-        async def raw_nearest_insert() -> None:
-            for row in rows:
+        async def raw_nearest_insert(lo: int, hi: int) -> None:
+            for row in rows[lo:hi]:
                 async with raw.transaction():
                     cur = await raw.execute(NEAREST_TOP5, (row[12], row[12]))
                     await cur.fetchall()
                     await raw.execute(INSERT_ROW, row)
 
-        async def raw_insert() -> None:
-            for row in rows:  # autocommit: one transaction per row
+        async def raw_nearest_insert_store_ef(lo: int, hi: int) -> None:
+            await raw.execute(sql.SQL("SET hnsw.ef_search = {}").format(store.ef_search))
+            try:
+                await raw_nearest_insert(lo, hi)
+            finally:
+                await raw.execute("RESET hnsw.ef_search")
+
+        async def raw_insert(lo: int, hi: int) -> None:
+            for row in rows[lo:hi]:  # autocommit: one transaction per row
                 await raw.execute(INSERT_ROW, row)
 
-        phases = []
-        for name, work in (
-            ("store_many", bulk),
-            ("store_knowledge", single),
-            ("raw binary COPY, 1 tx", raw_copy),
-            ("raw nearest top-5 SELECT + INSERT, 1 tx/row", raw_nearest_insert),
-            ("raw one-row INSERT, 1 tx/row", raw_insert),
-        ):
-            phases.append(await measured(name, count, statements, work))
-            await clear()
+        works: list[tuple[Phase, Callable[[int, int], Awaitable[Counter[str] | None]]]] = [
+            (Phase("store_many"), bulk),
+            (Phase("store_knowledge"), single),
+            (Phase("raw binary COPY, 1 tx"), raw_copy),
+            (Phase("raw nearest top-5 SELECT + INSERT, 1 tx/row"), raw_nearest_insert),
+            (
+                Phase(
+                    f"raw nearest top-5 SELECT at ef_search {store.ef_search} + INSERT, 1 tx/row"
+                ),
+                raw_nearest_insert_store_ef,
+            ),
+            (Phase("raw one-row INSERT, 1 tx/row"), raw_insert),
+        ]
+        # Round by round, every phase on its own slice of the texts: the machine's other
+        # work then weighs on every phase alike.
+        bounds = [count * r // args.rounds for r in range(args.rounds + 1)]
+        for lo, hi in itertools.pairwise(bounds):
+            for phase, work in works:
+                await phase.run(hi - lo, statements, functools.partial(work, lo, hi))
+                await clear(lo, hi)
+        phases = [phase.result(statements.available) for phase, _ in works]
         cur = await raw.execute("EXPLAIN " + NEAREST_TOP5, (new_matrix[0], new_matrix[0]))
         plan = "\n".join(str(r[0]) for r in await cur.fetchall())
     finally:
@@ -322,6 +380,7 @@ async def _run(args: argparse.Namespace, conninfo: str) -> dict[str, Any]:
         + (" --quick" if args.quick else "")
         + (f" --existing {args.existing}" if not args.quick else "")
         + (f" --entries {args.entries}" if not args.quick else "")
+        + (f" --rounds {args.rounds}" if not args.quick else "")
         + (" --fsync-off" if args.fsync_off else ""),
         "machine": {**machine(), "load_average": os.getloadavg()},
         "server": settings,
@@ -330,6 +389,7 @@ async def _run(args: argparse.Namespace, conninfo: str) -> dict[str, Any]:
             "existing": args.existing,
             "entries": args.entries,
             "chunk": args.chunk,
+            "rounds": args.rounds,
             "dimension": DIMENSION,
             "seed": args.seed,
             "quick": args.quick,
@@ -382,7 +442,8 @@ def report(result: dict[str, Any]) -> str:
             )
     server, config = result["server"], result["config"]
     parts.append(
-        f"\n- {config['entries']:,} entries per phase on {config['existing']:,} existing,"
+        f"\n- {config['entries']:,} entries per phase on {config['existing']:,} existing, in"
+        f" {config['rounds']} rounds (each phase in turn on a slice, then deleted);"
         f" store_many calls of {config['chunk']:,}; {DIMENSION}-dim hashing vectors"
         f"\n- server: {server['mode']}; PostgreSQL {server['server_version']}, pgvector"
         f" {server['pgvector']}, fsync {server['fsync']}, synchronous_commit"

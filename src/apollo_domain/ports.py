@@ -526,6 +526,12 @@ class EvidenceRepository(Protocol):
         """:meth:`add` for each item, in order (one statement where the adapter can); True
         for each item recorded. Raises :class:`NotFound` when an entry does not exist."""
 
+    async def add_origin(self, evidence: Evidence) -> None:
+        """Record the origin evidence of an entry this unit of work has just added, which
+        carries no evidence yet. Nothing is reported back, so the adapter may send it with
+        its next statement or the commit; an error (a missing entry) fails the unit of work
+        there."""
+
     async def for_entry(self, entry_id: UUID) -> list[Evidence]:
         """Evidence on the entry in insertion order."""
 

@@ -238,7 +238,7 @@ async def test_a_flagged_source_is_rejected_at_the_credibility_floor(make_apollo
     "failing",
     [
         "entries.add",
-        "evidence.add",
+        "evidence.add_origin",
         "expertise.record_activity",
         "access_log.record",
         "outbox.enqueue",

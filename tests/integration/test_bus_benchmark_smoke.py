@@ -75,6 +75,7 @@ def test_bus_bench_quick_reports_every_figure(
     assert {
         "raw_aiormq",
         "direct_store",
+        "store_ceiling",
         "services_1_unbatched",
         "services_1",
         "services_2",
@@ -85,6 +86,10 @@ def test_bus_bench_quick_reports_every_figure(
     assert messages == raw["messages"]
     assert positive(direct["messages_per_s"])
     assert {"created": messages} == direct["outcomes"]
+    ceiling = ingest["store_ceiling"]
+    assert (messages, Settings().ingest_batch) == (ceiling["messages"], ceiling["batch"])
+    for copy in ("one_transaction", "per_batch"):
+        assert positive(ceiling[copy]["messages_per_s"]), copy
     for run, services in (("services_1_unbatched", 1), ("services_1", 1), ("services_2", 2)):
         figures = ingest[run]
         assert services == figures["services"]

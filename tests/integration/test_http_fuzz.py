@@ -27,6 +27,7 @@ from schemathesis.specs.openapi.checks import (
 from apollo_app import Apollo
 from apollo_app.entrypoints.http import HttpServer, create_app, openapi_document
 from apollo_app.metrics import Metrics
+from apollo_domain.services.query import MAX_QUERY_CHARS
 
 TOKENS = {"tok-fuzz": "fuzzer"}
 EXAMPLES_PER_OPERATION = 40
@@ -101,6 +102,11 @@ def served_url(live_url: str) -> str:
 # Loaded eagerly from the same function the server serves it from (the fixture above checks
 # they agree): schemathesis' lazy fixture loader does not support this pytest version.
 schema = schemathesis.openapi.from_dict(openapi_document())
+# The wire removes NUL characters from every string before a command sees it (text no store
+# can hold), so a string padded past its limit with NULs is within it once received and is
+# rightly accepted, while schemathesis, counting the NULs, expects a refusal. What NULs
+# become is shown by test_nul_characters_are_removed_before_the_limits_apply below.
+schema.config.generation.update(allow_x00=False)
 
 
 @schema.parametrize()
@@ -118,3 +124,18 @@ def test_no_generated_request_breaks_the_api(case: schemathesis.Case, served_url
         headers={"Authorization": "Bearer tok-fuzz"},
         checks=CHECKS,
     )
+
+
+def test_nul_characters_are_removed_before_the_limits_apply(served_url: str) -> None:
+    """A NUL character counts for nothing: the query's limit applies to the text without it
+    (one character over with a NUL is accepted, one over without is refused)."""
+    headers = {"Authorization": "Bearer tok-fuzz"}
+    at_limit = "q" * MAX_QUERY_CHARS
+    padded = httpx.post(
+        f"{served_url}/api/apollo/retrieve", json={"query": at_limit + "\x00"}, headers=headers
+    )
+    over = httpx.post(
+        f"{served_url}/api/apollo/retrieve", json={"query": at_limit + "q"}, headers=headers
+    )
+    assert (200, 400) == (padded.status_code, over.status_code)
+    assert "query" in over.text

@@ -401,6 +401,79 @@ async def test_a_query_filtered_to_ten_private_entries_among_20000_returns_all_t
         await store.close()
 
 
+# --------------------------------------------------------------------------- round trips
+
+
+async def _waits(store: PostgresStore, trace: Path, work: Any) -> int:
+    """How many times the client waited for the server (``ReadyForQuery`` messages in the
+    libpq trace of the store's one pooled connection) while ``work`` ran, the pool's check
+    of each checkout included."""
+    with trace.open("w+") as out:
+        async with store.connection() as conn:
+            conn.pgconn.trace(out.fileno())
+        try:
+            await work()
+        finally:
+            async with store.connection() as conn:
+                conn.pgconn.untrace()  # flushes the trace
+        out.seek(0)
+        return sum(1 for line in out.read().splitlines() if "\tReadyForQuery" in line)
+
+
+async def test_begin_travels_with_the_first_statement_and_writes_with_the_commit(
+    postgres_server: PostgresTestServer, tmp_path: Path
+) -> None:
+    """A unit of work sends its BEGIN with its first statement and its deferred writes with
+    its COMMIT: a read and a commit are two waits for the server, a read left uncommitted
+    is two (the ROLLBACK), and a unit of work that sends nothing opens no transaction. The
+    pool hands out a quiet connection without a round trip to check it (one the server
+    closed is replaced: ``test_the_pool_recovers_when_its_connections_are_terminated``)."""
+    store = await fresh_store(postgres_server, dimension=8, pool_min=1, pool_max=1)
+    try:
+        e = entry("counted")
+        await add(store, e)
+
+        async def read_and_write() -> None:
+            async with store.unit_of_work() as uow:
+                assert await uow.entries.get(e.id) == e
+                await uow.expertise.record_activity("agent-1", "physics", NOW)
+                await uow.commit()
+
+        async def read_only() -> None:
+            assert await get(store, e.id) == e
+
+        async def nothing() -> None:
+            async with store.unit_of_work():
+                pass
+
+        assert 2 == await _waits(store, tmp_path / "trace", read_and_write)
+        assert 2 == await _waits(store, tmp_path / "trace", read_only)
+        assert 0 == await _waits(store, tmp_path / "trace", nothing)
+        async with store.unit_of_work() as uow:
+            assert [r.entry_count for r in await uow.expertise.for_agent("agent-1")] == [1]
+    finally:
+        await store.close()
+
+
+async def test_statements_stay_prepared_across_units_of_work_that_roll_back(
+    postgres_server: PostgresTestServer,
+) -> None:
+    """Rolled-back units of work (every read) keep the connection's prepared statements:
+    a statement run often is parsed and planned once, not once per unit of work."""
+    store = await fresh_store(postgres_server, dimension=8, pool_min=1, pool_max=1)
+    try:
+        e = entry("prepared")
+        await add(store, e)
+        for _ in range(8):
+            assert await get(store, e.id) == e
+        async with store.connection() as conn:
+            cur = await conn.execute("SELECT statement FROM pg_prepared_statements")
+            prepared = [str(row[0]) for row in await cur.fetchall()]
+        assert any("FROM entries WHERE id = $1" in statement for statement in prepared)
+    finally:
+        await store.close()
+
+
 # --------------------------------------------------------------------------- failures
 
 

@@ -317,6 +317,9 @@ class InMemoryEvidenceRepository(_Repository):
         undo = self._uow._open("evidence")
         return [self._store._entries.evidence.add(item, undo) for item in evidence]
 
+    async def add_origin(self, evidence: Evidence) -> None:
+        await self.add(evidence)
+
     async def for_entry(self, entry_id: UUID) -> list[Evidence]:
         self._uow._open("evidence")
         return self._store._entries.evidence.for_entry(entry_id)

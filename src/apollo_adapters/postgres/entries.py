@@ -10,6 +10,7 @@ from uuid import UUID
 
 from pgvector import Vector
 from psycopg import sql
+from psycopg.adapt import PyFormat
 from psycopg.types.json import Jsonb
 
 from apollo_domain.errors import Conflict, NotFound
@@ -42,9 +43,7 @@ _SCAN_SETTINGS = (
     " set_config('hnsw.iterative_scan', 'relaxed_order', true),"
     " set_config('hnsw.max_scan_tuples', %s, true), set_config('enable_sort', 'off', true)"
 )
-_SORTING_BACK = (
-    "SELECT set_config('enable_sort', reset_val, true) FROM pg_settings WHERE name = 'enable_sort'"
-)
+_SORTING_BACK = "SET LOCAL enable_sort TO DEFAULT"  # not a scan of pg_settings: ~0.5 ms
 
 
 def _scored(rows: list[Row], limit: int) -> list[ScoredEntry]:
@@ -298,7 +297,7 @@ class PostgresEntryRepository:
             # ``nearest`` scores a stored entry as ``1 - (embedding <=> query)``: the same
             # operands, in the same order, give the same float.
             rows = await self._s.rows(
-                "WITH q AS (SELECT v, i, floor FROM unnest(%s::vector[], %s::float8[])"
+                "WITH q AS (SELECT v, i, floor FROM unnest(%b::vector[], %s::float8[])"
                 " WITH ORDINALITY AS q(v, floor, i))"
                 " SELECT a.i, b.i AS j, b.v <=> a.v AS distance FROM q a JOIN q b ON b.i < a.i"
                 " WHERE 1 - (b.v <=> a.v) >= a.floor",
@@ -340,7 +339,8 @@ class PostgresEntryRepository:
             " SELECT {columns}, embedding <=> q.v AS distance FROM entries"
             " WHERE {where} ORDER BY " + order + " LIMIT {fetch}) n"
         ).format(
-            vectors=sql.Placeholder("vectors"),
+            # binary: an array of vectors would otherwise go as text, ~0.3 ms a vector
+            vectors=sql.Placeholder("vectors", PyFormat.BINARY),
             columns=ENTRY_COLUMNS,
             where=where.sql(),
             fetch=sql.Literal(fetch),

@@ -169,6 +169,25 @@ class PostgresEvidenceRepository:
                 raise NotFound(f"entry {min(missing)} does not exist")
         return added
 
+    async def add_origin(self, evidence: Evidence) -> None:
+        # Deferred: a missing entry fails the foreign key at the next statement or COMMIT.
+        self._s.defer(
+            "INSERT INTO evidence (" + EVIDENCE_COLUMNS + ")"
+            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+            (
+                evidence.entry_id,
+                evidence.source.agent_id,
+                evidence.source.provider,
+                evidence.source.channel,
+                evidence.source.submitted_by,
+                evidence.source.submitted_from,
+                evidence.similarity,
+                evidence.kind.value,
+                evidence.created_at,
+                evidence.credibility,
+            ),
+        )
+
     async def for_entry(self, entry_id: UUID) -> list[Evidence]:
         return (await self.for_entries([entry_id])).get(entry_id, [])
 

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping, Sequence
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from typing import Any
 
 import psycopg
 from psycopg import sql
+from psycopg.pq import TransactionStatus
 from psycopg.rows import dict_row
 
 from apollo_domain.errors import PersistenceFailed
@@ -17,6 +18,9 @@ from .errors import translated
 Row = dict[str, Any]
 Params = Mapping[str, Any] | Sequence[Any] | None
 Query = sql.Composable | str
+_OPEN = (TransactionStatus.INTRANS, TransactionStatus.INERROR)
+_BEGIN = "BEGIN"
+_BEGIN_READ_ONLY = "BEGIN READ ONLY"
 
 
 class Session:
@@ -24,13 +28,52 @@ class Session:
 
     Writes whose result nobody reads (:meth:`defer`) are held back and sent with the next
     statement, or the commit, in one round trip (pipeline mode). An error of a deferred
-    write surfaces at that next statement; the unit of work fails as it would have.
+    write surfaces at that next statement; the unit of work fails as it would have. The
+    transaction's ``BEGIN`` is held back the same way (:meth:`begin`), so it costs no round
+    trip of its own, and a unit of work that sends nothing opens no transaction.
+
+    The session sends ``BEGIN``, ``COMMIT`` and ``ROLLBACK`` itself, unprepared: a rollback
+    through psycopg's transaction blocks drops every prepared statement of the connection,
+    and every unit of work that only reads ends in one. Statements run often thus stay
+    parsed (and, when the plan does not depend on the values, planned) across units of work.
     """
 
     def __init__(self, conn: psycopg.AsyncConnection[Any]) -> None:
         self.conn = conn
         self.open = True
         self._deferred: list[tuple[Query, Params]] = []
+
+    def begin(self, *, read_only: bool = False) -> None:
+        """Start the transaction (``read_only``: a read-only one) with the next statement
+        sent."""
+        self.defer(_BEGIN_READ_ONLY if read_only else _BEGIN)
+
+    async def commit(self) -> None:
+        """The deferred writes and ``COMMIT`` in one round trip; nothing when nothing was
+        sent or deferred. The session is closed from then on."""
+        if self._deferred in ([(_BEGIN, None)], [(_BEGIN_READ_ONLY, None)]):
+            self._deferred.clear()
+        if not self._deferred and not self.in_transaction:
+            self.open = False
+            return
+        async with self.sending():
+            self.open = False
+            await self.conn.execute("COMMIT", prepare=False)
+
+    async def end(self) -> None:
+        """Close the session: the deferred writes are dropped and an open transaction is
+        rolled back (a failed rollback means the connection is gone, and the transaction
+        with it)."""
+        self.discard()
+        self.open = False
+        if self.in_transaction:
+            with suppress(psycopg.Error):
+                await self.conn.execute("ROLLBACK", prepare=False)
+
+    @property
+    def in_transaction(self) -> bool:
+        """A transaction is open on the server (started, or failed and not yet ended)."""
+        return self.conn.pgconn.transaction_status in _OPEN
 
     def check_open(self) -> None:
         if not self.open:
@@ -51,18 +94,23 @@ class Session:
             pass
 
     @asynccontextmanager
-    async def sending(self) -> AsyncIterator[None]:
+    async def sending(self, *, pipelined: bool = False) -> AsyncIterator[None]:
         """A block that talks to the server: errors translated, the deferred writes sent
-        first, in the same pipeline as the block's statements."""
+        first, in the same pipeline as the block's statements (``pipelined``: a pipeline
+        even when nothing is deferred)."""
         self.check_open()
         with translated():
-            if not self._deferred:
+            if not self._deferred and not pipelined:
                 yield
                 return
             deferred, self._deferred = self._deferred, []
             async with self.conn.pipeline():
                 for query, params in deferred:
-                    await self.conn.execute(query, params)  # type: ignore[arg-type]
+                    await self.conn.execute(
+                        query,  # type: ignore[arg-type]
+                        params,
+                        prepare=False if query in (_BEGIN, _BEGIN_READ_ONLY) else None,
+                    )
                 yield
 
     async def execute(self, query: Query, params: Params = None) -> int:
@@ -92,8 +140,7 @@ class Session:
         """``query``'s rows, with the statements ``before`` and ``after`` run around it: three
         statements in one round trip (pipeline mode)."""
         async with (
-            self.sending(),
-            self.conn.pipeline(),
+            self.sending(pipelined=True),
             self.conn.cursor(row_factory=dict_row) as cur,
         ):
             await self.conn.execute(*before)

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import select
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager, suppress
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any, Self, TypeVar
 
 import psycopg
 from pgvector.psycopg import register_vector_async
-from psycopg.pq import TransactionStatus
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from apollo_domain.errors import (
@@ -74,24 +74,15 @@ class PostgresUnitOfWork:
     def __init__(self, store: PostgresStore) -> None:
         self._store = store
         self._stack: AsyncExitStack | None = None
-        self._tx: AbstractAsyncContextManager[psycopg.AsyncTransaction] | None = None
-        self._transaction: psycopg.AsyncTransaction | None = None
         self._session: Session | None = None
 
     async def __aenter__(self) -> PostgresUnitOfWork:
         if self._stack is not None:
             raise PersistenceFailed("a unit of work can be entered only once")
         self._stack = AsyncExitStack()
-        try:
-            conn = await self._stack.enter_async_context(self._store.connection())
-            tx = conn.transaction()
-            with translated():
-                self._transaction = await tx.__aenter__()
-        except BaseException:
-            await self._stack.aclose()
-            raise
-        self._tx = tx
+        conn = await self._stack.enter_async_context(self._store.connection())
         session = self._session = Session(conn)
+        session.begin()  # sent with the first statement
         store = self._store
         self.entries = PostgresEntryRepository(session, store.ef_search, store.max_scan_tuples)
         self.relations = PostgresRelationRepository(session)
@@ -107,30 +98,18 @@ class PostgresUnitOfWork:
     async def __aexit__(self, *exc: object) -> None:
         assert self._stack is not None
         try:
-            if self._tx is not None:
-                tx, self._tx = self._tx, None
-                assert self._transaction is not None
-                self._transaction.force_rollback = True
-                # A failed rollback means the connection is gone, and the transaction with it.
-                with suppress(psycopg.Error):
-                    await tx.__aexit__(None, None, None)
-        finally:
             if self._session is not None:
-                self._session.discard()
-                self._session.open = False
+                await self._session.end()  # rolls back unless committed
+        finally:
             await self._stack.aclose()
 
     async def commit(self) -> None:
-        if self._session is None or self._tx is None:
+        if self._session is None or not self._session.open:
             raise PersistenceFailed("commit outside an open unit of work")
-        session = self._session
-        tx, self._tx = self._tx, None
-        async with session.sending():  # the deferred writes and COMMIT: one round trip
-            session.open = False
-            await tx.__aexit__(None, None, None)
+        await self._session.commit()  # the deferred writes and COMMIT: one round trip
 
     async def read_concurrently(self, reads: Sequence[Callable[[Reads], Awaitable[T]]]) -> list[T]:
-        if self._session is None or self._tx is None:
+        if self._session is None or not self._session.open:
             raise PersistenceFailed("read outside an open unit of work")
         self._session.check_open()
         if not reads:
@@ -177,6 +156,16 @@ class PostgresUnitOfWork:
                 await session.flush()
 
 
+async def _check(conn: psycopg.AsyncConnection[Any]) -> None:
+    """The pool's check of a connection it hands out. A connection idle in the pool has
+    nothing to read: a server that closed it (restarted, or ended the session) has left its
+    error and end of stream on the socket, and only then does the check cost a round trip
+    (which raises, so the pool replaces the connection). A quiet socket is used as is."""
+    readable, _, _ = select.select([conn.pgconn.socket], [], [], 0)
+    if readable:
+        await AsyncConnectionPool.check_connection(conn)
+
+
 async def _configure(conn: psycopg.AsyncConnection[Any]) -> None:
     await register_vector_async(conn)
     await conn.execute("SET TIME ZONE 'UTC'")
@@ -185,9 +174,10 @@ async def _configure(conn: psycopg.AsyncConnection[Any]) -> None:
 class PostgresStore:
     """Apollo's durable store. Open it with :meth:`open`; close it with :meth:`close`.
 
-    Connections are checked before use, so a restarted server costs nothing but a
-    reconnect. When the pool has backed off from a server that was down and is up
-    again, the pool is replaced instead of making callers wait out the back-off.
+    Connections are checked before use (a round trip only when the server has written
+    to one since it was last used), so a restarted server costs nothing but a reconnect.
+    When the pool has backed off from a server that was down and is up again, the pool is
+    replaced instead of making callers wait out the back-off.
     """
 
     def __init__(
@@ -258,7 +248,7 @@ class PostgresStore:
             max_size=self._pool_max,
             kwargs={"autocommit": True},
             configure=_configure,
-            check=AsyncConnectionPool.check_connection,
+            check=_check,
             timeout=self._pool_timeout,
             name="apollo",
             open=False,
@@ -306,16 +296,12 @@ class PostgresStore:
         the same round trip."""
         async with self.connection(reserved=True) as conn:
             session = Session(conn)
-            session.defer("BEGIN READ ONLY")
+            session.begin(read_only=True)
             try:
                 yield _Reader(self, session)
             finally:
-                session.discard()
-                session.open = False
-                if conn.info.transaction_status != TransactionStatus.IDLE:
-                    # A connection that fails here is one the pool discards when it is back.
-                    with suppress(psycopg.Error):
-                        await conn.execute("ROLLBACK")
+                # A connection whose rollback fails is one the pool discards when it is back.
+                await session.end()
 
     async def _recover(
         self, stale: AsyncConnectionPool[psycopg.AsyncConnection[Any]]

@@ -149,6 +149,9 @@ async def ingest(
     A first, read-only look finds an exact duplicate, so a repeat is not embedded. Steps
     4-8 then run in one unit of work that decides again: the duplicate under its row lock
     (an entry archived since the look is no longer one, and the text is embedded then).
+    When the look found none, the search comes first: a duplicate committed since is met
+    there (a neighbour holding this very content) or by the insert's conflict, and is
+    recorded under its row lock then, as when the look had found it.
 
     ``idempotency_key`` (a message id) is recorded in the same transaction: a redelivered
     message with the same key writes nothing and reports the entry it created before.
@@ -174,7 +177,8 @@ async def ingest(
         now = deps.clock.now()
         if not await first_application(uow, "ingest", idempotency_key, now):
             return _replayed(await _find_duplicate(uow, request))
-        duplicate = await _find_duplicate(uow, request, lock=True)
+        if duplicate is not None:  # still live? (under its row lock)
+            duplicate = await _find_duplicate(uow, request, lock=True)
         if duplicate is not None:  # step 4
             result = await _record_duplicate(deps, uow, viewer, request, duplicate, cred, now)
         else:
@@ -276,6 +280,18 @@ def supports(
     )
 
 
+def evidence_matters(
+    policy: ConfidencePolicy, viewer: Viewer, request: IngestRequest, neighbour: ScoredEntry
+) -> bool:
+    """Whether ``neighbour``'s evidence can change how ``request`` is placed: it is close
+    enough for the repeat rule (step 6), or ``request`` may support it whatever evidence it
+    holds (the independence rule can only say no). Any other neighbour's is not read."""
+    return policy.is_near_duplicate(neighbour.similarity) or any(
+        supports(policy, viewer, request, neighbour.entry, neighbour.similarity, (), kind)
+        for kind in (EvidenceKind.CORROBORATION, EvidenceKind.AGREEMENT)
+    )
+
+
 async def _record_duplicate(
     deps: Deps,
     uow: UnitOfWork,
@@ -358,7 +374,9 @@ async def _place(
         if same is not None:
             return await _record_duplicate(deps, uow, viewer, request, same, credibility, now)
         neighbours = [n for n in neighbours if not _same_partition(n.entry, request)]
-    evidence = await uow.evidence.for_entries([n.entry.id for n in neighbours])
+    evidence = await uow.evidence.for_entries(
+        [n.entry.id for n in neighbours if evidence_matters(policy, viewer, request, n)]
+    )
 
     # step 6: corroborate the best confirmed neighbour the rules allow; failing that,
     # record agreement on the best candidate this text restates (DESIGN §2 "Agreement").
@@ -396,7 +414,7 @@ async def _place(
                 "content-hash conflict, but the winning entry could not be read"
             ) from None
         return await _record_duplicate(deps, uow, viewer, request, winner, credibility, now)
-    await uow.evidence.add(
+    await uow.evidence.add_origin(
         Evidence(entry.id, request.source, 1.0, now, EvidenceKind.ORIGIN, credibility)
     )
     await uow.outbox.enqueue(CONTRADICTION_SCAN, {"entry_id": str(entry.id)}, now)
