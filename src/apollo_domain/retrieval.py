@@ -14,8 +14,6 @@ ranking combines them in one of two ways (``RetrievalSettings.fusion``):
   are, so a clear winner of one signal is not pulled down to an entry two signals found
   weakly; but each list's weakest candidate adds nothing, which hurts a short list such
   as the graph fill's.
-  Unlike ranks, this keeps how far apart a signal's candidates are: a clear lexical winner
-  is not pulled down to the level of an entry two signals found at middling ranks.
 """
 
 from __future__ import annotations

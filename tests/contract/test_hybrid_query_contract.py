@@ -141,8 +141,9 @@ async def test_graph_fill_adds_entries_of_the_query_entities_and_their_neighbour
     by_id = {view.id: view for view in result.entries}
     assert {ids["works"], ids["office"]} == set(by_id)
     assert {"lexical", "graph"} == set(by_id[ids["works"]].signals)
-    assert 1.5 == by_id[ids["works"]].signals["graph"]  # Alice, and Acme Corp next to her
-    assert {"graph": 0.5} == dict(by_id[ids["office"]].signals)
+    # Alice's point is hers alone; Acme Corp's half point is shared by the two notes naming it.
+    assert 1.25 == by_id[ids["works"]].signals["graph"]
+    assert {"graph": 0.25} == dict(by_id[ids["office"]].signals)
     assert ids["works"] == result.entries[0].id
 
 
@@ -178,6 +179,28 @@ async def test_graph_fill_keeps_the_neighbours_most_entries_link_to_a_seed(make_
     assert bruno in found and carla not in found
     wide = {view.id for view in (await apollo.client("reader").query_knowledge(**query)).entries}
     assert {bruno, carla} <= wide
+
+
+async def test_graph_fill_weighs_a_rarely_named_neighbour_above_a_common_one(make_apollo):
+    """Acme Corp and Porto are both Alice's neighbours; two notes name Acme Corp and three
+    name Porto, so the headquarters note gets a larger share than each Porto note."""
+    apollo = await make_apollo()
+    writer = apollo.client("writer")
+    await writer.store_knowledge(content="Alice Moreau works at Acme Corp.")
+    await writer.store_knowledge(content="Alice Moreau lives in Porto.")
+    hq = await writer.store_knowledge(content="Acme Corp keeps its headquarters downtown.")
+    porto = [
+        (await writer.store_knowledge(content=text)).entry_id
+        for text in ("The harbour of Porto is busy.", "A wine fair fills Porto every year.")
+    ]
+    result = await apollo.client("reader").query_knowledge(
+        query="Alice Moreau", min_similarity=0.99, limit=20
+    )
+    graph = {view.id: view.signals["graph"] for view in result.entries}
+    assert 0.25 == graph[hq.entry_id]  # 0.5 shared by the two notes naming Acme Corp
+    assert [pytest.approx(0.5 / 3)] * 2 == [graph[entry_id] for entry_id in porto]  # by three
+    ranked = [view.id for view in result.entries]
+    assert all(ranked.index(hq.entry_id) < ranked.index(entry_id) for entry_id in porto)
 
 
 async def test_single_signal_modes_have_no_graph_fill(make_apollo):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
+from math import fsum
 from typing import Any, Final
 from uuid import UUID
 
@@ -210,9 +211,13 @@ async def graph_fill(
     """The graph signal: entries tagged with entities the query names (the seeds, at most
     ``graph_seeds``, longest names first) or with their neighbours over live edges either
     way (at most ``graph_neighbours``, those the most entries link to a seed first); a
-    capped scan of ``graph_scan`` entries, newest first. An entry scores 1 per seed
-    and 0.5 per neighbour it mentions; the best ``limit`` entry ids by score (newest first
-    on ties). Only entities and edges the viewer may see take part."""
+    capped scan of ``graph_scan`` entries, newest first. Each seed holds 1 point and each
+    neighbour 0.5, shared equally among the scanned entries that mention it: an entry
+    scores the sum of its entities' shares, so a name few entries mention says more about
+    each of them than a common city or date does (inverse document frequency; the node
+    specificity of HippoRAG, Gutiérrez et al., NeurIPS 2024). The best ``limit`` entry ids
+    by score (newest first on ties). Only entities and edges the viewer may see take
+    part."""
     names = query_names(text)
     if not names:
         return []
@@ -224,8 +229,12 @@ async def graph_fill(
     linked = await uow.graph.neighbours(seeds, flt.viewer, settings.graph_neighbours)
     neighbours = [entity_id for entity_id, _ in linked]
     tagged = await uow.graph.mentioning([*seeds, *neighbours], flt, settings.graph_scan)
+    mentions: dict[UUID, int] = {}
+    for _, matched in tagged:
+        for entity in matched:
+            mentions[entity] = mentions.get(entity, 0) + 1
     scored = [
-        (entry_id, len(matched & seed_set) + 0.5 * len(matched - seed_set))
+        (entry_id, fsum((1.0 if e in seed_set else 0.5) / mentions[e] for e in matched))
         for entry_id, matched in tagged
     ]
     scored.sort(key=lambda item: -item[1])  # stable: newest first among equals
