@@ -26,9 +26,10 @@ over the rounds.
    HNSW included), one transaction;
 4. raw "nearest top-5 ``SELECT`` + ``INSERT``" transactions, one per row: the least a
    deduplicating single ingest must do (pgvector's default ``hnsw.ef_search``, 40);
-5. the same with ``hnsw.ef_search`` at the store's setting (100 by default), as Apollo's
-   neighbour search runs;
-6. raw one-row ``INSERT`` transactions.
+5. the same with ``hnsw.ef_search`` at the store's ingest setting (64 by default), as an
+   ingest's neighbour search runs (skipped when that is 40 or the query setting);
+6. the same at the store's query setting (100 by default);
+7. raw one-row ``INSERT`` transactions.
 
 Per phase: entries/s, ms per entry, statements per entry, and for the Apollo phases the
 statements that cost the most (calls and server time per entry). No target is asserted;
@@ -95,6 +96,7 @@ INSERT_ROW = (
     f"INSERT INTO entries ({_COPY_COLUMNS})"
     " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
 )
+PGVECTOR_EF_SEARCH = 40  # pgvector's default hnsw.ef_search
 STATEMENTS_LIBRARY = "pg_stat_statements"
 TOP_STATEMENTS = 12
 
@@ -337,8 +339,8 @@ async def _run(args: argparse.Namespace, conninfo: str) -> dict[str, Any]:
                     await cur.fetchall()
                     await raw.execute(INSERT_ROW, row)
 
-        async def raw_nearest_insert_store_ef(lo: int, hi: int) -> None:
-            await raw.execute(sql.SQL("SET hnsw.ef_search = {}").format(store.ef_search))
+        async def raw_nearest_insert_at(ef_search: int, lo: int, hi: int) -> None:
+            await raw.execute(sql.SQL("SET hnsw.ef_search = {}").format(ef_search))
             try:
                 await raw_nearest_insert(lo, hi)
             finally:
@@ -353,11 +355,13 @@ async def _run(args: argparse.Namespace, conninfo: str) -> dict[str, Any]:
             (Phase("store_knowledge"), single),
             (Phase("raw binary COPY, 1 tx"), raw_copy),
             (Phase("raw nearest top-5 SELECT + INSERT, 1 tx/row"), raw_nearest_insert),
-            (
-                Phase(
-                    f"raw nearest top-5 SELECT at ef_search {store.ef_search} + INSERT, 1 tx/row"
-                ),
-                raw_nearest_insert_store_ef,
+            *(
+                (
+                    Phase(f"raw nearest top-5 SELECT at ef_search {ef} + INSERT, 1 tx/row"),
+                    functools.partial(raw_nearest_insert_at, ef),
+                )
+                for ef in dict.fromkeys((store.ingest_ef_search, store.ef_search))
+                if ef != PGVECTOR_EF_SEARCH
             ),
             (Phase("raw one-row INSERT, 1 tx/row"), raw_insert),
         ]
@@ -394,6 +398,8 @@ async def _run(args: argparse.Namespace, conninfo: str) -> dict[str, Any]:
             "seed": args.seed,
             "quick": args.quick,
             "fsync_off": args.fsync_off,
+            "store_ef_search": store.ef_search,
+            "store_ingest_ef_search": store.ingest_ef_search,
         },
         "raw_nearest_uses_hnsw": "entries_embedding_hnsw" in plan,
         "phases": phases,

@@ -247,6 +247,7 @@ async def open_durable(settings: Settings, overrides: Overrides = Overrides()) -
                 dimension=embedder.dimension,
                 pool_max=settings.pool_max,
                 ef_search=settings.ef_search,
+                ingest_ef_search=settings.ingest_ef_search,
             )
         closers.append(store.close)
     except BaseException:

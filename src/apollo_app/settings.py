@@ -123,6 +123,9 @@ class Settings:
     max_redeliveries: int = 5
     pool_max: int = 10
     ef_search: int = 100
+    #: The HNSW breadth of an ingest's neighbour search: it acts only on close neighbours,
+    #: which a narrower search finds as an exact scan does (benchmarks/ingest_recall_bench.py).
+    ingest_ef_search: int = 64
     rpc_timeout: float = 10.0
 
     @classmethod
@@ -180,6 +183,7 @@ class Settings:
         number("APOLLO_MAX_REDELIVERIES", "max_redeliveries", int, 0, 1_000)
         number("APOLLO_POOL_MAX", "pool_max", int, 1, 1_000)
         number("APOLLO_EF_SEARCH", "ef_search", int, 1, 1_000)
+        number("APOLLO_INGEST_EF_SEARCH", "ingest_ef_search", int, 1, 1_000)
         number("APOLLO_RPC_TIMEOUT", "rpc_timeout", float, 0.1, 3_600)
 
         if "database_url" in kwargs:

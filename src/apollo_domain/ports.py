@@ -272,16 +272,26 @@ class EntryRepository(Protocol):
         (one statement where the adapter can)."""
 
     async def nearest(
-        self, embedding: Sequence[float], flt: SearchFilter, limit: int
+        self, embedding: Sequence[float], flt: SearchFilter, limit: int, *, ingest: bool = False
     ) -> list[ScoredEntry]:
         """Up to ``limit`` entries matching ``flt``, by cosine similarity, highest first.
 
         Returns ``limit`` rows whenever that many entries match the filter, however
         selective it is. Ties broken by id for determinism.
+
+        ``ingest``: the search is an ingest's look for the neighbours it acts on (near
+        duplicates, entries it may corroborate or agree with, its novelty), which lie close
+        to the text. An approximate adapter may then search with less breadth than for a
+        query (PostgreSQL: its ingest ``hnsw.ef_search``); an exact one ignores it.
         """
 
     async def nearest_many(
-        self, embeddings: Sequence[Sequence[float]], flt: SearchFilter, limit: int
+        self,
+        embeddings: Sequence[Sequence[float]],
+        flt: SearchFilter,
+        limit: int,
+        *,
+        ingest: bool = False,
     ) -> list[list[ScoredEntry]]:
         """``nearest`` for each embedding, in order, against the same filter (one pass over
         the store where the adapter can batch it)."""
@@ -291,13 +301,13 @@ class EntryRepository(Protocol):
     ) -> list[BatchNeighbours]:
         """The neighbours of a batch of new entries that are to be stored in order, each as if
         searched with :meth:`nearest` once the earlier ones of the batch were stored (the caller
-        guarantees that their entries would match ``flt``). One
-        :class:`BatchNeighbours` per embedding, in order: ``stored`` is
-        ``nearest(embeddings[i], flt, limit)`` over the entries stored now; ``earlier`` holds
-        every ``j < i`` whose similarity to ``i`` is at least the lowest similarity in
-        ``stored`` (every ``j < i`` when ``stored`` has fewer than ``limit`` entries), the
-        similarity computed exactly as :meth:`nearest` computes it for a stored entry. Where
-        the adapter can, the whole batch is one pass over the store."""
+        guarantees that their entries would match ``flt``). One :class:`BatchNeighbours` per
+        embedding, in order: ``stored`` is ``nearest(embeddings[i], flt, limit, ingest=True)``
+        over the entries stored now; ``earlier`` holds every ``j < i`` whose similarity to
+        ``i`` is at least the lowest similarity in ``stored`` (every ``j < i`` when ``stored``
+        has fewer than ``limit`` entries), the similarity computed exactly as :meth:`nearest`
+        computes it for a stored entry. Where the adapter can, the whole batch is one pass over
+        the store."""
 
     async def lexical_search(self, query: str, flt: SearchFilter, limit: int) -> list[ScoredEntry]:
         """Up to ``limit`` entries matching ``flt`` that hold at least one of the query's

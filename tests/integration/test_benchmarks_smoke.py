@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from benchmarks import (
     hybrid_bench,
+    ingest_recall_bench,
     memory_bench,
     model_ingest_bench,
     postgres_bench,
@@ -145,6 +146,7 @@ def test_write_path_bench_quick_counts_statements_per_entry(tmp_path: Path) -> N
         "store_knowledge",
         "raw binary COPY, 1 tx",
         "raw nearest top-5 SELECT + INSERT, 1 tx/row",
+        "raw nearest top-5 SELECT at ef_search 64 + INSERT, 1 tx/row",
         "raw nearest top-5 SELECT at ef_search 100 + INSERT, 1 tx/row",
         "raw one-row INSERT, 1 tx/row",
     } == set(phases)
@@ -158,6 +160,27 @@ def test_write_path_bench_quick_counts_statements_per_entry(tmp_path: Path) -> N
     # autocommit: one statement a row; BEGIN, SELECT, INSERT and COMMIT with the nearest SELECT
     assert 1.0 == phases["raw one-row INSERT, 1 tx/row"]["statements_per_entry"]
     assert 4.0 == phases["raw nearest top-5 SELECT + INSERT, 1 tx/row"]["statements_per_entry"]
+
+
+@pytest.mark.postgres
+def test_ingest_recall_bench_quick_compares_every_breadth_with_the_exact_neighbours(
+    tmp_path: Path,
+) -> None:
+    """Each breadth's single and batched searches are scored against the exact neighbours
+    at every threshold; the paraphrases have neighbours above the lowest one."""
+    ingest_recall_bench.main(["--quick", "--output", str(tmp_path)])
+
+    written = json.loads((tmp_path / "ingest_recall_bench_quick.json").read_text())
+    assert [40, 64] == [point["ef_search"] for point in written["sweep"]]
+    for point in written["sweep"]:
+        assert positive(point["single_ms_per_text"]) and positive(point["bulk_ms_per_text"])
+        for path in ("single", "bulk"):
+            rows = point[path]["by_threshold"]
+            assert list(ingest_recall_bench.THRESHOLDS) == [r["threshold"] for r in rows]
+            assert 0 < rows[0]["texts"] <= written["config"]["texts"]
+            for row in rows:
+                assert 0 <= row["found"] <= row["neighbours"]
+                assert 0 <= row["highest_right"] <= row["texts"]
 
 
 @pytest.mark.postgres

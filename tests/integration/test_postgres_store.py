@@ -420,6 +420,41 @@ async def _waits(store: PostgresStore, trace: Path, work: Any) -> int:
         return sum(1 for line in out.read().splitlines() if "\tReadyForQuery" in line)
 
 
+async def test_an_ingest_searches_at_its_own_breadth_and_a_query_at_the_store_s(
+    postgres_server: PostgresTestServer,
+) -> None:
+    """``nearest(..., ingest=True)`` and ``nearest_batch`` (an ingest's neighbours) run the
+    HNSW search at the ingest breadth; a query's ``nearest`` and ``nearest_many`` at the
+    store's ``ef_search``. The breadth is set for the transaction, so the unit of work's
+    connection shows the last search's."""
+    store = await fresh_store(postgres_server, dimension=8, ef_search=120, ingest_ef_search=30)
+    try:
+        e = entry("searched")
+        await add(store, e)
+        flt = SearchFilter(Viewer.anonymous(), ACTIVE_STATUSES)
+        v = unit(1.0)
+
+        async def breadth(uow: Any) -> str:
+            row = await uow._session.row("SELECT current_setting('hnsw.ef_search') AS ef")
+            return str(row["ef"])
+
+        async with store.unit_of_work() as uow:
+            assert [e.id] == [s.entry.id for s in await uow.entries.nearest(v, flt, 5)]
+            assert "120" == await breadth(uow)
+            assert [e.id] == [s.entry.id for s in await uow.entries.nearest(v, flt, 5, ingest=True)]
+            assert "30" == await breadth(uow)
+            await uow.entries.nearest_many([v], flt, 5)
+            assert "120" == await breadth(uow)
+            await uow.entries.nearest_many([v], flt, 5, ingest=True)
+            assert "30" == await breadth(uow)
+            await uow.entries.nearest(v, flt, 5)
+            [found] = await uow.entries.nearest_batch([v], flt, 5)
+            assert [e.id] == [s.entry.id for s in found.stored]
+            assert "30" == await breadth(uow)
+    finally:
+        await store.close()
+
+
 async def test_begin_travels_with_the_first_statement_and_writes_with_the_commit(
     postgres_server: PostgresTestServer, tmp_path: Path
 ) -> None:

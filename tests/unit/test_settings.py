@@ -67,6 +67,15 @@ def test_group_commit_is_read_with_defaults_that_batch():
     assert (1, 2.5) == (settings.ingest_batch, settings.ingest_batch_ms)
 
 
+def test_search_breadths_are_read_with_a_narrower_one_for_ingest():
+    """Unset: queries search the HNSW index at ef_search 100, an ingest's neighbour search
+    at 64; each has its own variable."""
+    defaults = Settings.from_env({})
+    assert (100, 64) == (defaults.ef_search, defaults.ingest_ef_search)
+    settings = Settings.from_env({"APOLLO_EF_SEARCH": "200", "APOLLO_INGEST_EF_SEARCH": "40"})
+    assert (200, 40) == (settings.ef_search, settings.ingest_ef_search)
+
+
 @pytest.mark.parametrize(
     ("variable", "value"),
     [
@@ -82,6 +91,8 @@ def test_group_commit_is_read_with_defaults_that_batch():
         ("APOLLO_POLICY_RETRIEVAL_BOOST", "2"),
         ("APOLLO_POLICY_NO_SUCH_KNOB", "0.1"),
         ("APOLLO_EF_SEARCH", "0"),
+        ("APOLLO_INGEST_EF_SEARCH", "0"),
+        ("APOLLO_INGEST_EF_SEARCH", "1001"),
         ("APOLLO_OUTBOX_RETRY_BASE_SECONDS", "0"),
         ("APOLLO_OUTBOX_RETRY_MAX_SECONDS", "1"),  # below the 5 s base
         ("APOLLO_OUTBOX_MAX_ATTEMPTS", "0"),

@@ -96,8 +96,9 @@ class InMemoryEntryRepository(_Repository):
         return [self._store._entries.find_by_hash(*key) for key in keys]
 
     async def nearest(
-        self, embedding: Sequence[float], flt: SearchFilter, limit: int
+        self, embedding: Sequence[float], flt: SearchFilter, limit: int, *, ingest: bool = False
     ) -> list[ScoredEntry]:
+        # exact: ``ingest`` searches with the same breadth
         self._uow._open("entries")
         return self._store._entries.nearest(embedding, flt, limit)
 
@@ -108,7 +109,12 @@ class InMemoryEntryRepository(_Repository):
         return self._store._entries.nearest_batch(embeddings, flt, limit)
 
     async def nearest_many(
-        self, embeddings: Sequence[Sequence[float]], flt: SearchFilter, limit: int
+        self,
+        embeddings: Sequence[Sequence[float]],
+        flt: SearchFilter,
+        limit: int,
+        *,
+        ingest: bool = False,  # exact: every search has the same breadth
     ) -> list[list[ScoredEntry]]:
         self._uow._open("entries")
         return self._store._entries.nearest_many(embeddings, flt, limit)

@@ -134,9 +134,12 @@ def _entry_values(entry: Entry) -> tuple[Any, ...]:
 
 
 class PostgresEntryRepository:
-    def __init__(self, session: Session, ef_search: int, max_scan_tuples: int) -> None:
+    def __init__(
+        self, session: Session, ef_search: int, max_scan_tuples: int, ingest_ef_search: int
+    ) -> None:
         self._s = session
         self._ef_search = ef_search
+        self._ingest_ef_search = ingest_ef_search
         self._max_scan_tuples = max_scan_tuples
 
     async def add(self, entry: Entry) -> None:
@@ -239,7 +242,7 @@ class PostgresEntryRepository:
         return found
 
     async def nearest(
-        self, embedding: Sequence[float], flt: SearchFilter, limit: int
+        self, embedding: Sequence[float], flt: SearchFilter, limit: int, *, ingest: bool = False
     ) -> list[ScoredEntry]:
         if limit <= 0:
             return []
@@ -252,15 +255,22 @@ class PostgresEntryRepository:
         # A few named entries are cheaper to sort exactly than to hunt for in the graph.
         rows: list[Row] = []
         if flt.only_ids is None or len(flt.only_ids) > EXACT_ONLY_IDS:
-            rows = await self._nearest_rows(where, query_vector, fetch, exact=False)
+            rows = await self._nearest_rows(
+                where, query_vector, fetch, exact=False, ef_search=self._breadth(ingest)
+            )
         if len(rows) < limit:
             # The approximate scan gave up early (scan budget), or was not worth starting:
             # an exact scan is the answer.
-            rows = await self._nearest_rows(where, query_vector, fetch, exact=True)
+            rows = await self._nearest_rows(where, query_vector, fetch, exact=True, ef_search=0)
         return _scored(rows, limit)
 
     async def nearest_many(
-        self, embeddings: Sequence[Sequence[float]], flt: SearchFilter, limit: int
+        self,
+        embeddings: Sequence[Sequence[float]],
+        flt: SearchFilter,
+        limit: int,
+        *,
+        ingest: bool = False,
     ) -> list[list[ScoredEntry]]:
         if limit <= 0 or not embeddings:
             return [[] for _ in embeddings]
@@ -271,12 +281,15 @@ class PostgresEntryRepository:
         fetch = limit + max(10, limit)
         found: dict[int, list[Row]] = {i: [] for i in range(len(vectors))}
         if flt.only_ids is None or len(flt.only_ids) > EXACT_ONLY_IDS:
-            for row in await self._nearest_batch_rows(where, vectors, fetch, exact=False):
+            approximate = await self._nearest_batch_rows(
+                where, vectors, fetch, exact=False, ef_search=self._breadth(ingest)
+            )
+            for row in approximate:
                 found[row["query_index"] - 1].append(row)
         short = [i for i, rows in found.items() if len(rows) < limit]
         if short:  # the approximate scan gave up early, or was not worth starting
             exact = await self._nearest_batch_rows(
-                where, [vectors[i] for i in short], fetch, exact=True
+                where, [vectors[i] for i in short], fetch, exact=True, ef_search=0
             )
             for i in short:
                 found[i] = []
@@ -287,7 +300,7 @@ class PostgresEntryRepository:
     async def nearest_batch(
         self, embeddings: Sequence[Sequence[float]], flt: SearchFilter, limit: int
     ) -> list[BatchNeighbours]:
-        stored = await self.nearest_many(embeddings, flt, limit)
+        stored = await self.nearest_many(embeddings, flt, limit, ingest=True)
         floors = [
             found[-1].similarity if limit > 0 and len(found) >= limit else -math.inf
             for found in stored
@@ -310,8 +323,15 @@ class PostgresEntryRepository:
             for found, pairs in zip(stored, earlier, strict=True)
         ]
 
-    async def _approximate(self, query: sql.Composable, params: Params, fetch: int) -> list[Row]:
-        """The rows of an approximate nearest-neighbour ``query``, run through the HNSW index.
+    def _breadth(self, ingest: bool) -> int:
+        """The HNSW search breadth (``hnsw.ef_search``) of a query's or an ingest's search."""
+        return self._ingest_ef_search if ingest else self._ef_search
+
+    async def _approximate(
+        self, query: sql.Composable, params: Params, fetch: int, ef_search: int
+    ) -> list[Row]:
+        """The rows of an approximate nearest-neighbour ``query``, run through the HNSW index
+        at ``ef_search`` (raised to ``fetch``, at most 1,000).
 
         Planned with sorting off: an ordered scan of the index is then the only plan left,
         where the planner would otherwise sort an exact scan of a table of a few thousand
@@ -319,16 +339,16 @@ class PostgresEntryRepository:
         though it takes several times longer. The setting is restored right after, in the
         same round trip. ``hnsw.iterative_scan`` keeps a filtered scan going until ``fetch``
         rows match (or the scan budget is spent)."""
-        ef_search = min(max(self._ef_search, fetch), 1000)
+        breadth = min(max(ef_search, fetch), 1000)
         return await self._s.rows_between(
-            (_SCAN_SETTINGS, (str(ef_search), str(self._max_scan_tuples))),
+            (_SCAN_SETTINGS, (str(breadth), str(self._max_scan_tuples))),
             query,
             params,
             (_SORTING_BACK, None),
         )
 
     async def _nearest_batch_rows(
-        self, where: Where, vectors: list[Vector], fetch: int, *, exact: bool
+        self, where: Where, vectors: list[Vector], fetch: int, *, exact: bool, ef_search: int
     ) -> list[Row]:
         """Each vector's nearest rows in one statement: a top-``fetch`` search per vector,
         run once per ``unnest`` row (a nested loop over the HNSW index when not ``exact``)."""
@@ -348,10 +368,16 @@ class PostgresEntryRepository:
         params = {**where.params, "vectors": vectors}
         if exact:
             return await self._s.rows(query, params)
-        return await self._approximate(query, params, fetch)
+        return await self._approximate(query, params, fetch, ef_search)
 
     async def _nearest_rows(
-        self, where: Where, query_vector: sql.Placeholder, fetch: int, *, exact: bool
+        self,
+        where: Where,
+        query_vector: sql.Placeholder,
+        fetch: int,
+        *,
+        exact: bool,
+        ef_search: int,
     ) -> list[Row]:
         # ``+ 0`` hides the ordering from the HNSW index, so the planner sorts exactly.
         order = "(embedding <=> {q}) + 0, id" if exact else "embedding <=> {q}"
@@ -361,7 +387,7 @@ class PostgresEntryRepository:
         ).format(columns=ENTRY_COLUMNS, q=query_vector, where=where.sql(), fetch=sql.Literal(fetch))
         if exact:
             return await self._s.rows(query, where.params)
-        return await self._approximate(query, where.params, fetch)
+        return await self._approximate(query, where.params, fetch, ef_search)
 
     async def lexical_search(self, query: str, flt: SearchFilter, limit: int) -> list[ScoredEntry]:
         if limit <= 0:

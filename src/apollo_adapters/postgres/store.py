@@ -54,7 +54,9 @@ class _Reader:
     """The read repositories over a connection of their own (:meth:`read_concurrently`)."""
 
     def __init__(self, store: PostgresStore, session: Session) -> None:
-        self.entries = PostgresEntryRepository(session, store.ef_search, store.max_scan_tuples)
+        self.entries = PostgresEntryRepository(
+            session, store.ef_search, store.max_scan_tuples, store.ingest_ef_search
+        )
         self.graph = PostgresEntityGraph(session)
 
 
@@ -84,7 +86,9 @@ class PostgresUnitOfWork:
         session = self._session = Session(conn)
         session.begin()  # sent with the first statement
         store = self._store
-        self.entries = PostgresEntryRepository(session, store.ef_search, store.max_scan_tuples)
+        self.entries = PostgresEntryRepository(
+            session, store.ef_search, store.max_scan_tuples, store.ingest_ef_search
+        )
         self.relations = PostgresRelationRepository(session)
         self.evidence = PostgresEvidenceRepository(session)
         self.expertise = PostgresExpertiseRepository(session)
@@ -189,6 +193,7 @@ class PostgresStore:
         ef_search: int,
         max_scan_tuples: int,
         pool_timeout: float,
+        ingest_ef_search: int | None = None,
     ) -> None:
         self._conninfo = conninfo
         self._pool_min = pool_min
@@ -198,6 +203,9 @@ class PostgresStore:
         self._recovering = asyncio.Lock()
         self._in_use = 0  # connections taken or reserved through :meth:`connection`
         self.ef_search = ef_search
+        #: the breadth of an ingest's neighbour search (its near duplicates and the entries
+        #: it may corroborate); ``ef_search`` when not given
+        self.ingest_ef_search = ef_search if ingest_ef_search is None else ingest_ef_search
         self.max_scan_tuples = max_scan_tuples
         self.directory = PostgresIdentityDirectory(self)
 
@@ -211,6 +219,7 @@ class PostgresStore:
         pool_min: int = 1,
         pool_max: int = 10,
         ef_search: int = 100,
+        ingest_ef_search: int = 64,
         max_scan_tuples: int = 1_000_000,
         pool_timeout: float = 10.0,
         migrate: bool = True,
@@ -232,6 +241,7 @@ class PostgresStore:
             ef_search=ef_search,
             max_scan_tuples=max_scan_tuples,
             pool_timeout=pool_timeout,
+            ingest_ef_search=ingest_ef_search,
         )
         try:
             with translated():

@@ -367,6 +367,7 @@ async def _place(
             embedding,
             SearchFilter(viewer, ACTIVE, access_scope=request.access_scope),
             NEIGHBOURS,
+            ingest=True,
         )
     if any(_same_partition(n.entry, request) for n in neighbours):
         # a concurrent writer committed this very content meanwhile
