@@ -319,6 +319,20 @@ class EntryRepository(Protocol):
         of the entry and the query alone. Sees the entries written earlier in the same
         unit of work, and nothing that unit of work rolled back."""
 
+    async def nearest_ids(
+        self, embedding: Sequence[float], flt: SearchFilter, limit: int
+    ) -> list[tuple[UUID, float]]:
+        """:meth:`nearest` (a query's search, not an ingest's) as ``(entry id, similarity)``
+        pairs: the same entries, in the same order, with the same similarities and tie
+        rule, without reading the entries whole (a caller that keeps only a few of many
+        candidates reads those afterwards)."""
+
+    async def lexical_search_ids(
+        self, query: str, flt: SearchFilter, limit: int
+    ) -> list[tuple[UUID, float]]:
+        """:meth:`lexical_search` as ``(entry id, score)`` pairs: the same entries, in the
+        same order, with the same scores and tie rule, without reading the entries whole."""
+
     async def browse(self, flt: SearchFilter, limit: int) -> list[Entry]:
         """Up to ``limit`` entries matching ``flt``, newest first (created_at, then id)."""
 

@@ -213,3 +213,31 @@ async def test_single_signal_modes_have_no_graph_fill(make_apollo):
         query="what about alice moreau", mode="vector", min_similarity=0.99
     )
     assert () == vector.entries
+
+
+async def test_hybrid_shows_an_archived_winner_as_it_is(make_apollo):
+    """Fusing reads the winners whole after ranking ids: an archived winner the filter asks
+    for is returned with its signals and stored confidence, never boosted or logged, while
+    the live winners are."""
+    embedder = KeyedEmbedder(16)
+    apollo = await make_apollo(embedder=embedder)
+    ids = await _seed(apollo, embedder)
+    base = embedder.basis(0)
+    old_text = "the zeppelin hangar was rebuilt"
+    embedder.set(old_text, at_cosine(base, 0.9, 4))
+    old = (await apollo.client("writer").store_knowledge(content=old_text)).entry_id
+    await apollo.client("curator").deprecate_entry(entry_id=old, reason="outdated")
+    result = await apollo.client("reader").query_knowledge(
+        query="where is the zeppelin hangar", status=["candidate", "archived"]
+    )
+    by_id = {view.id: view for view in result.entries}
+    assert old == result.entries[0].id
+    assert {"vector", "lexical"} == set(by_id[old].signals)
+    assert pytest.approx(0.9, abs=1e-5) == by_id[old].similarity
+    archived = await apollo.get_entry(old)
+    assert (archived.confidence, "archived") == (by_id[old].confidence, archived.status.value)
+    live = ids["the airship shed sits by the lake"]
+    assert by_id[live].confidence > 0.5
+    assert by_id[live].confidence == (await apollo.get_entry(live)).confidence
+    async with apollo.store.unit_of_work() as uow:
+        assert len(result.entries) - 1 == await uow.access_log.count("query")

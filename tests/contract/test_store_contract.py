@@ -363,6 +363,39 @@ async def test_nearest_ranks_by_cosine_then_id_within_the_filter(store: Store) -
     assert [e.id for e in (*far, *ties[:1])] == [s.entry.id for s in many[1]]
 
 
+async def test_the_id_only_searches_agree_with_the_full_ones(store: Store) -> None:
+    """``nearest_ids`` and ``lexical_search_ids`` return the ids and scores of ``nearest``
+    and ``lexical_search``: the same entries in the same order (ties by id, cut at the
+    limit among tied entries), filtered the same way."""
+    ties = [make_entry(f"quasar tie {i}", embedding=unit(1.0, 1.0)) for i in range(4)]
+    best = make_entry("quasar quasar best", embedding=vector(3.0))
+    far = [make_entry(f"nebula far {i}", embedding=unit(0.0, 1.0)) for i in range(3)]
+    archived = make_entry("quasar archived", embedding=unit(1.0), status=Status.ARCHIVED)
+    team = make_entry(
+        "quasar team", embedding=unit(1.0), access_scope=AccessScope.TEAM, owner_id="t"
+    )
+    no_vector = make_entry("quasar no vector", embedding=None)
+    await seed(store, *ties, best, *far, archived, team, no_vector)
+    flt = SearchFilter(Viewer("me"), ACTIVE_STATUSES)
+    filters = [flt, attrs.evolve(flt, viewer=Viewer("me", frozenset({"t"})))]
+
+    async with store.unit_of_work() as uow:
+        for f in filters:
+            for limit in (1, 3, 100):
+                for query in (unit(1.0), unit(0.0, 1.0)):
+                    full = await uow.entries.nearest(query, f, limit)
+                    ids = await uow.entries.nearest_ids(query, f, limit)
+                    assert [(s.entry.id, s.similarity) for s in full] == ids
+                for text in ("quasar", "nebula quasar", "nothing here"):
+                    hits = await uow.entries.lexical_search(text, f, limit)
+                    found = await uow.entries.lexical_search_ids(text, f, limit)
+                    assert [(s.entry.id, s.similarity) for s in hits] == found
+        assert len(await uow.entries.nearest_ids(unit(1.0), flt, 3)) == 3
+        assert len(await uow.entries.lexical_search_ids("quasar", flt, 3)) == 3
+        assert [] == await uow.entries.nearest_ids(unit(1.0), flt, 0)
+        assert [] == await uow.entries.lexical_search_ids("quasar", flt, 0)
+
+
 # -------------------------------------------------------------------------- maintenance
 
 

@@ -123,6 +123,16 @@ class InMemoryEntryRepository(_Repository):
         self._uow._open("entries")
         return self._store._entries.lexical_search(query, flt, limit)
 
+    async def nearest_ids(
+        self, embedding: Sequence[float], flt: SearchFilter, limit: int
+    ) -> list[tuple[UUID, float]]:
+        return [(h.entry.id, h.similarity) for h in await self.nearest(embedding, flt, limit)]
+
+    async def lexical_search_ids(
+        self, query: str, flt: SearchFilter, limit: int
+    ) -> list[tuple[UUID, float]]:
+        return [(h.entry.id, h.similarity) for h in await self.lexical_search(query, flt, limit)]
+
     async def browse(self, flt: SearchFilter, limit: int) -> list[Entry]:
         self._uow._open("entries")
         return self._store._entries.browse(flt, limit)

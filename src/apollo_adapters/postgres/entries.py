@@ -43,7 +43,17 @@ _SCAN_SETTINGS = (
     " set_config('hnsw.iterative_scan', 'relaxed_order', true),"
     " set_config('hnsw.max_scan_tuples', %s, true), set_config('enable_sort', 'off', true)"
 )
+_ID_COLUMN = sql.SQL("id")  # the id-only searches read no more
 _SORTING_BACK = "SET LOCAL enable_sort TO DEFAULT"  # not a scan of pg_settings: ~0.5 ms
+
+
+def _scored_ids(rows: list[Row], limit: int) -> list[tuple[UUID, float]]:
+    """:func:`_scored` as ``(id, similarity)`` pairs, of rows holding only those."""
+    scored = sorted(
+        ((row["id"], 1.0 - row["distance"]) for row in rows),
+        key=lambda s: (-s[1], str(s[0])),
+    )
+    return scored[:limit]
 
 
 def _scored(rows: list[Row], limit: int) -> list[ScoredEntry]:
@@ -244,6 +254,25 @@ class PostgresEntryRepository:
     async def nearest(
         self, embedding: Sequence[float], flt: SearchFilter, limit: int, *, ingest: bool = False
     ) -> list[ScoredEntry]:
+        rows = await self._nearest_candidates(embedding, flt, limit, ENTRY_COLUMNS, ingest)
+        return _scored(rows, limit)
+
+    async def nearest_ids(
+        self, embedding: Sequence[float], flt: SearchFilter, limit: int
+    ) -> list[tuple[UUID, float]]:
+        rows = await self._nearest_candidates(embedding, flt, limit, _ID_COLUMN, False)
+        return _scored_ids(rows, limit)
+
+    async def _nearest_candidates(
+        self,
+        embedding: Sequence[float],
+        flt: SearchFilter,
+        limit: int,
+        columns: sql.Composable,
+        ingest: bool,
+    ) -> list[Row]:
+        """The rows (``columns`` and ``distance``) :meth:`nearest` ranks: ``limit`` and a
+        margin for ties at the cut."""
         if limit <= 0:
             return []
         where = Where()
@@ -256,13 +285,15 @@ class PostgresEntryRepository:
         rows: list[Row] = []
         if flt.only_ids is None or len(flt.only_ids) > EXACT_ONLY_IDS:
             rows = await self._nearest_rows(
-                where, query_vector, fetch, exact=False, ef_search=self._breadth(ingest)
+                where, query_vector, fetch, columns, exact=False, ef_search=self._breadth(ingest)
             )
         if len(rows) < limit:
             # The approximate scan gave up early (scan budget), or was not worth starting:
             # an exact scan is the answer.
-            rows = await self._nearest_rows(where, query_vector, fetch, exact=True, ef_search=0)
-        return _scored(rows, limit)
+            rows = await self._nearest_rows(
+                where, query_vector, fetch, columns, exact=True, ef_search=0
+            )
+        return rows
 
     async def nearest_many(
         self,
@@ -375,6 +406,7 @@ class PostgresEntryRepository:
         where: Where,
         query_vector: sql.Placeholder,
         fetch: int,
+        columns: sql.Composable,
         *,
         exact: bool,
         ef_search: int,
@@ -384,12 +416,25 @@ class PostgresEntryRepository:
         query = sql.SQL(
             "SELECT {columns}, embedding <=> {q} AS distance FROM entries"
             " WHERE {where} ORDER BY " + order + " LIMIT {fetch}"
-        ).format(columns=ENTRY_COLUMNS, q=query_vector, where=where.sql(), fetch=sql.Literal(fetch))
+        ).format(columns=columns, q=query_vector, where=where.sql(), fetch=sql.Literal(fetch))
         if exact:
             return await self._s.rows(query, where.params)
         return await self._approximate(query, where.params, fetch, ef_search)
 
     async def lexical_search(self, query: str, flt: SearchFilter, limit: int) -> list[ScoredEntry]:
+        rows = await self._lexical_rows(query, flt, limit, ENTRY_COLUMNS)
+        return [ScoredEntry(entry_from_row(row), float(row["score"])) for row in rows]
+
+    async def lexical_search_ids(
+        self, query: str, flt: SearchFilter, limit: int
+    ) -> list[tuple[UUID, float]]:
+        rows = await self._lexical_rows(query, flt, limit, _ID_COLUMN)
+        return [(row["id"], float(row["score"])) for row in rows]
+
+    async def _lexical_rows(
+        self, query: str, flt: SearchFilter, limit: int, columns: sql.Composable
+    ) -> list[Row]:
+        """The rows (``columns`` and ``score``) :meth:`lexical_search` returns."""
         if limit <= 0:
             return []
         where = Where()
@@ -401,9 +446,8 @@ class PostgresEntryRepository:
             "WITH q AS ({terms}) SELECT {columns}, ts_rank(lexical, q.terms) AS score"
             " FROM entries, q WHERE q.terms IS NOT NULL AND lexical @@ q.terms AND {where}"
             " ORDER BY score DESC, id LIMIT {limit}"
-        ).format(terms=terms, columns=ENTRY_COLUMNS, where=where.sql(), limit=where.param(limit))
-        rows = await self._s.rows(statement, where.params)
-        return [ScoredEntry(entry_from_row(row), float(row["score"])) for row in rows]
+        ).format(terms=terms, columns=columns, where=where.sql(), limit=where.param(limit))
+        return await self._s.rows(statement, where.params)
 
     async def browse(self, flt: SearchFilter, limit: int) -> list[Entry]:
         if limit <= 0:

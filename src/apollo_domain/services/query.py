@@ -30,7 +30,7 @@ DEFAULT_MODE: Final = "hybrid"
 
 Ranking = list[tuple[UUID, float]]
 #: One signal's ranking (best first, each entry id with the signal's own score) and the
-#: entries it read whole (the graph fill reads only ids).
+#: entries it read whole (none when fusing: the winners are read afterwards).
 Candidates = tuple[Ranking, list[Entry]]
 #: Names of up to this many words are looked for in the query text.
 MAX_NAME_WORDS = 4
@@ -108,12 +108,19 @@ async def query(
     vector = None
     if mode != LEXICAL:
         (vector,) = await deps.embedder.embed([text])
-    depth = count if mode != "hybrid" else max(count, deps.retrieval.candidates)
+    fused = mode == "hybrid"
+    depth = max(count, deps.retrieval.candidates) if fused else count
     reads: dict[str, Callable[[Reads], Awaitable[Candidates]]] = {}
+    # Fusing reads only ids and scores for the candidates (``depth`` of each signal) and
+    # the at most ``count`` winners whole afterwards: decoding every candidate row costs
+    # more than the one read of the winners. A single signal returns all it reads.
     if vector is not None:
         embedding = vector
 
         async def nearest(reads: Reads) -> Candidates:
+            if fused:
+                ids = await reads.entries.nearest_ids(embedding, flt, depth)
+                return [(i, s) for i, s in ids if s > similarity_floor], []
             found = await reads.entries.nearest(embedding, flt, depth)
             hits = [h for h in found if h.similarity > similarity_floor]
             return [(h.entry.id, h.similarity) for h in hits], [h.entry for h in hits]
@@ -122,11 +129,13 @@ async def query(
     if mode != VECTOR:
 
         async def lexical(reads: Reads) -> Candidates:
+            if fused:
+                return await reads.entries.lexical_search_ids(text, flt, depth), []
             hits = await reads.entries.lexical_search(text, flt, depth)
             return [(h.entry.id, h.similarity) for h in hits], [h.entry for h in hits]
 
         reads[LEXICAL] = lexical
-    if mode == "hybrid":
+    if fused:
 
         async def graph(reads: Reads) -> Candidates:
             return await graph_fill(reads, text, flt, deps.retrieval, depth), []
@@ -147,7 +156,7 @@ async def query(
             rankings[signal] = ranking
         ranked = fuse(rankings, deps.retrieval)[:count]
         unread = [r.entry_id for r in ranked if r.entry_id not in found]
-        if unread:  # found by the graph fill alone: read now (one deleted since is left out)
+        if unread:  # read by id alone: read now (one deleted since is left out)
             found.update(await uow.entries.get_many(unread))
             ranked = [r for r in ranked if r.entry_id in found]
         if not ranked:
