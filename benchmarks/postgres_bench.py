@@ -317,11 +317,9 @@ class NearestProbe:
     def __enter__(self) -> NearestProbe:
         original, counts = self._original, self.counts
 
-        async def counted(
-            repo: Any, where: Any, q: Any, fetch: int, *, exact: bool, ef_search: int
-        ) -> Any:
+        async def counted(repo: Any, *args: Any, exact: bool, **kwargs: Any) -> Any:
             counts["exact" if exact else "hnsw"] += 1
-            return await original(repo, where, q, fetch, exact=exact, ef_search=ef_search)
+            return await original(repo, *args, exact=exact, **kwargs)
 
         pg_store_module.PostgresEntryRepository._nearest_rows = counted  # type: ignore[method-assign]
         return self
