@@ -47,22 +47,19 @@ _ID_COLUMN = sql.SQL("id")  # the id-only searches read no more
 _SORTING_BACK = "SET LOCAL enable_sort TO DEFAULT"  # not a scan of pg_settings: ~0.5 ms
 
 
+def _best(rows: list[Row], limit: int) -> list[Row]:
+    """The best ``limit`` rows by similarity (1 - ``distance``), ties broken by id."""
+    return sorted(rows, key=lambda row: (row["distance"] - 1.0, str(row["id"])))[:limit]
+
+
 def _scored_ids(rows: list[Row], limit: int) -> list[tuple[UUID, float]]:
     """:func:`_scored` as ``(id, similarity)`` pairs, of rows holding only those."""
-    scored = sorted(
-        ((row["id"], 1.0 - row["distance"]) for row in rows),
-        key=lambda s: (-s[1], str(s[0])),
-    )
-    return scored[:limit]
+    return [(row["id"], 1.0 - row["distance"]) for row in _best(rows, limit)]
 
 
 def _scored(rows: list[Row], limit: int) -> list[ScoredEntry]:
     """The best ``limit`` rows as scored entries, ties broken by id."""
-    scored = sorted(
-        (ScoredEntry(entry_from_row(row), 1.0 - row["distance"]) for row in rows),
-        key=lambda s: (-s.similarity, str(s.entry.id)),
-    )
-    return scored[:limit]
+    return [ScoredEntry(entry_from_row(row), 1.0 - row["distance"]) for row in _best(rows, limit)]
 
 
 def _decayed(factor: str, now: str) -> str:
