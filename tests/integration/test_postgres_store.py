@@ -561,6 +561,62 @@ async def test_the_pool_recovers_when_its_connections_are_terminated(
     assert await get(pg_store, e.id) == e
 
 
+async def _end_sessions(postgres_server: PostgresTestServer, database: str) -> int:
+    """End every session of ``database`` and wait (up to 10 s) until each has exited: its
+    connection is then closed on the server's side."""
+    ended = await sql_rows(
+        postgres_server.admin_conninfo,
+        "SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity"
+        " WHERE datname = %s AND pid <> pg_backend_pid()",
+        (database,),
+    )
+    assert all(row[0] for row in ended)
+    return len(ended)
+
+
+async def test_a_unit_of_work_whose_connection_the_server_closed_before_its_first_statement_runs(
+    postgres_server: PostgresTestServer,
+) -> None:
+    """The pool checked the connection; the server closed it before the unit of work sent
+    anything. Nothing of the transaction reached the server, so it runs on another one."""
+    store = await fresh_store(postgres_server, dimension=8, pool_min=1, pool_max=1)
+    try:
+        e = entry("handed out")
+        await add(store, e)
+        async with store.unit_of_work() as uow:
+            assert await _end_sessions(postgres_server, store.database) == 1
+            assert await uow.entries.get(e.id) == e
+            await uow.expertise.record_activity("agent-1", "physics", NOW)
+            await uow.commit()
+        async with store.unit_of_work() as uow:
+            assert [r.entry_count for r in await uow.expertise.for_agent("agent-1")] == [1]
+    finally:
+        await store.close()
+
+
+async def test_a_unit_of_work_whose_connection_the_server_closed_after_it_began_fails_whole(
+    postgres_server: PostgresTestServer,
+) -> None:
+    """Once a statement of the transaction ran, a closed connection is not retried: the
+    unit of work fails and none of its writes are kept."""
+    store = await fresh_store(postgres_server, dimension=8, pool_min=1, pool_max=1)
+    try:
+        e = entry("begun")
+        await add(store, e)
+        with pytest.raises(StoreUnavailable):
+            async with store.unit_of_work() as uow:
+                await uow.expertise.record_activity("agent-1", "physics", NOW)
+                assert await uow.entries.get(e.id) == e  # sends the write and BEGIN
+                assert await _end_sessions(postgres_server, store.database) == 1
+                await uow.expertise.record_activity("agent-1", "physics", NOW)
+                await uow.commit()
+        async with store.unit_of_work() as uow:
+            assert await uow.expertise.for_agent("agent-1") == []
+            assert await uow.entries.get(e.id) == e
+    finally:
+        await store.close()
+
+
 async def test_the_store_works_again_after_the_server_restarts(server_folder: Path) -> None:
     server = EmbeddedPostgres(server_folder / "pgdata", settings={"fsync": "off"})
     conninfo = await server.start()

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager, suppress
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 from psycopg import sql
 from psycopg.pq import TransactionStatus
 from psycopg.rows import dict_row
 
-from apollo_domain.errors import PersistenceFailed
+from apollo_domain.errors import PersistenceFailed, StoreUnavailable
 
 from .errors import translated
 
@@ -21,6 +21,11 @@ Query = sql.Composable | str
 _OPEN = (TransactionStatus.INTRANS, TransactionStatus.INERROR)
 _BEGIN = "BEGIN"
 _BEGIN_READ_ONLY = "BEGIN READ ONLY"
+_BEGUN = ([(_BEGIN, None)], [(_BEGIN_READ_ONLY, None)])
+#: what the server sends when it ends a session: shut down, terminated, or in recovery
+_SESSION_ENDED = ("57P01", "57P02", "57P03")
+T = TypeVar("T")
+Connection = psycopg.AsyncConnection[Any]
 
 
 class Session:
@@ -36,12 +41,26 @@ class Session:
     through psycopg's transaction blocks drops every prepared statement of the connection,
     and every unit of work that only reads ends in one. Statements run often thus stay
     parsed (and, when the plan does not depend on the values, planned) across units of work.
+
+    A connection the server closed while it sat in the pool (a restart, an administrator
+    ending sessions) can be handed out when the closing raced the pool's check. When the
+    transaction's first statements fail that way, nothing of the transaction happened on
+    the server, so the session trades the connection for another (``replace``) and sends
+    them again: up to ``attempts`` times, once for each connection the pool may hold.
     """
 
-    def __init__(self, conn: psycopg.AsyncConnection[Any]) -> None:
+    def __init__(
+        self,
+        conn: Connection,
+        *,
+        replace: Callable[[Connection], Awaitable[Connection]] | None = None,
+        attempts: int = 1,
+    ) -> None:
         self.conn = conn
         self.open = True
         self._deferred: list[tuple[Query, Params]] = []
+        self._replace = replace
+        self._attempts = attempts
 
     def begin(self, *, read_only: bool = False) -> None:
         """Start the transaction (``read_only``: a read-only one) with the next statement
@@ -51,7 +70,7 @@ class Session:
     async def commit(self) -> None:
         """The deferred writes and ``COMMIT`` in one round trip; nothing when nothing was
         sent or deferred. The session is closed from then on."""
-        if self._deferred in ([(_BEGIN, None)], [(_BEGIN_READ_ONLY, None)]):
+        if self._deferred in _BEGUN:
             self._deferred.clear()
         if not self._deferred and not self.in_transaction:
             self.open = False
@@ -113,22 +132,57 @@ class Session:
                     )
                 yield
 
+    async def _sent(self, send: Callable[[], Awaitable[T]], *, pipelined: bool = False) -> T:
+        """``send``'s result, run in a :meth:`sending` block; when the block is the
+        transaction's first and the server had closed the connection, again on another."""
+        first = [*self._deferred] if self._deferred[:1] in _BEGUN else None
+        for attempt in range(self._attempts):
+            try:
+                async with self.sending(pipelined=pipelined):
+                    return await send()
+            except StoreUnavailable as exc:
+                if (
+                    first is None
+                    or self._replace is None
+                    or attempt + 1 == self._attempts
+                    or not self._closed_by_server(exc)
+                ):
+                    raise
+            self.conn = await self._replace(self.conn)
+            self._deferred = [*first]
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _closed_by_server(self, exc: StoreUnavailable) -> bool:
+        cause = exc.__cause__
+        return self.conn.broken or (
+            isinstance(cause, psycopg.Error) and cause.sqlstate in _SESSION_ENDED
+        )
+
     async def execute(self, query: Query, params: Params = None) -> int:
-        async with self.sending():
-            cur = await self.conn.execute(query, params)  # type: ignore[arg-type]
-        return cur.rowcount
+        async def send() -> psycopg.AsyncCursor[Any]:
+            return await self.conn.execute(query, params)  # type: ignore[arg-type]
+
+        cur = await self._sent(send)
+        return cur.rowcount  # known once the pipeline (if any) has ended
 
     async def executemany(self, query: str, params: Sequence[Sequence[Any]]) -> None:
         if not params:
             self.check_open()
             return
-        async with self.sending(), self.conn.cursor() as cur:
-            await cur.executemany(query, params)
+
+        async def send() -> None:
+            async with self.conn.cursor() as cur:
+                await cur.executemany(query, params)
+
+        await self._sent(send)
 
     async def rows(self, query: Query, params: Params = None) -> list[Row]:
-        async with self.sending(), self.conn.cursor(row_factory=dict_row) as cur:
-            await cur.execute(query, params)  # type: ignore[arg-type]
-            return await cur.fetchall()
+        async def send() -> list[Row]:
+            async with self.conn.cursor(row_factory=dict_row) as cur:
+                await cur.execute(query, params)  # type: ignore[arg-type]
+                return await cur.fetchall()
+
+        return await self._sent(send)
 
     async def rows_between(
         self,
@@ -139,14 +193,15 @@ class Session:
     ) -> list[Row]:
         """``query``'s rows, with the statements ``before`` and ``after`` run around it: three
         statements in one round trip (pipeline mode)."""
-        async with (
-            self.sending(pipelined=True),
-            self.conn.cursor(row_factory=dict_row) as cur,
-        ):
-            await self.conn.execute(*before)
-            await cur.execute(query, params)  # type: ignore[arg-type]
-            await self.conn.execute(*after)
-            return await cur.fetchall()
+
+        async def send() -> list[Row]:
+            async with self.conn.cursor(row_factory=dict_row) as cur:
+                await self.conn.execute(*before)
+                await cur.execute(query, params)  # type: ignore[arg-type]
+                await self.conn.execute(*after)
+                return await cur.fetchall()
+
+        return await self._sent(send, pipelined=True)
 
     async def row(self, query: Query, params: Params = None) -> Row | None:
         rows = await self.rows(query, params)

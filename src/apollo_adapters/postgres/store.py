@@ -82,8 +82,7 @@ class PostgresUnitOfWork:
         if self._stack is not None:
             raise PersistenceFailed("a unit of work can be entered only once")
         self._stack = AsyncExitStack()
-        conn = await self._stack.enter_async_context(self._store.connection())
-        session = self._session = Session(conn)
+        session = self._session = await self._stack.enter_async_context(self._store._session())
         session.begin()  # sent with the first statement
         store = self._store
         self.entries = PostgresEntryRepository(
@@ -180,6 +179,8 @@ class PostgresStore:
 
     Connections are checked before use (a round trip only when the server has written
     to one since it was last used), so a restarted server costs nothing but a reconnect.
+    A connection the server closes just after that check is traded for another by the
+    unit of work, as long as its transaction has sent nothing (:class:`Session`).
     When the pool has backed off from a server that was down and is up again, the pool is
     replaced instead of making callers wait out the back-off.
     """
@@ -270,6 +271,14 @@ class PostgresStore:
     ) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
         """A pooled, checked connection (autocommit, vectors registered, UTC); ``reserved``:
         one that :meth:`_reserve` counted (and :meth:`_release` will)."""
+        async with self._session(reserved=reserved) as session:
+            yield session.conn
+
+    @asynccontextmanager
+    async def _session(self, *, reserved: bool = False) -> AsyncIterator[Session]:
+        """A :class:`Session` on a pooled connection (see :meth:`connection`). When the
+        server has closed that connection since the pool checked it, the session trades it
+        for another before its transaction has sent anything (:meth:`Session.reconnect`)."""
         if not reserved:
             self._in_use += 1
         try:
@@ -280,10 +289,24 @@ class PostgresStore:
                 except PoolTimeout:
                     pool = await self._recover(pool)
                     conn = await pool.getconn(timeout=self._pool_timeout)
+                held: psycopg.AsyncConnection[Any] | None = conn
+
+                async def replace(
+                    closed: psycopg.AsyncConnection[Any],
+                ) -> psycopg.AsyncConnection[Any]:
+                    nonlocal held
+                    held = None
+                    with translated():
+                        await pool.putconn(closed)  # the pool discards it and connects anew
+                        held = await pool.getconn(timeout=self._pool_timeout)
+                    return held
+
+                session = Session(conn, replace=replace, attempts=self._pool_max + 1)
                 try:
-                    yield conn
+                    yield session
                 finally:
-                    await pool.putconn(conn)
+                    if held is not None:
+                        await pool.putconn(held)
         finally:
             if not reserved:
                 self._in_use -= 1
@@ -304,8 +327,7 @@ class PostgresStore:
         """Read repositories on a reserved connection, in a read-only transaction that is
         rolled back at the end. The transaction begins with the first read's statement, in
         the same round trip."""
-        async with self.connection(reserved=True) as conn:
-            session = Session(conn)
+        async with self._session(reserved=True) as session:
             session.begin(read_only=True)
             try:
                 yield _Reader(self, session)
