@@ -396,6 +396,25 @@ async def test_the_id_only_searches_agree_with_the_full_ones(store: Store) -> No
         assert [] == await uow.entries.lexical_search_ids("quasar", flt, 0)
 
 
+async def test_a_tie_longer_than_the_page_is_cut_in_id_order(store: Store) -> None:
+    """Forty entries at one distance from the query, more than any scan margin: the first
+    few by id are the answer, whichever the index happens to meet first."""
+    tied = [make_entry(f"tied {i}", embedding=unit(1.0, 1.0)) for i in range(40)]
+    await seed(store, *tied)
+    flt = SearchFilter(Viewer("me"), ACTIVE_STATUSES)
+    by_id = sorted((e.id for e in tied), key=str)
+    async with store.unit_of_work() as uow:
+        for limit in (1, 5, 30):
+            assert [s.entry.id for s in await uow.entries.nearest(unit(1.0), flt, limit)] == (
+                by_id[:limit]
+            )
+            assert [i for i, _ in await uow.entries.nearest_ids(unit(1.0), flt, limit)] == (
+                by_id[:limit]
+            )
+            many = await uow.entries.nearest_many([unit(1.0), unit(0.0, 1.0)], flt, limit)
+            assert [[s.entry.id for s in found] for found in many] == [by_id[:limit]] * 2
+
+
 # -------------------------------------------------------------------------- maintenance
 
 

@@ -38,6 +38,11 @@ from .rows import (
 from .session import Params, Row, Session
 
 EXACT_ONLY_IDS = 1_000  # ``nearest`` restricted to at most this many ids skips the index
+#: rows an approximate scan fetches beyond ``limit``, so that entries tied at the cut stay
+#: in play for the id rule (a tie longer than that falls back to the exact scan); it also
+#: leaves the index's candidate list (``ef_search``) room for rows the scan skips (deleted
+#: or updated since the last vacuum) before pgvector's iterative scan must go on
+TIE_MARGIN = 10
 _SCAN_SETTINGS = (
     "SELECT set_config('hnsw.ef_search', %s, true),"
     " set_config('hnsw.iterative_scan', 'relaxed_order', true),"
@@ -50,6 +55,19 @@ _SORTING_BACK = "SET LOCAL enable_sort TO DEFAULT"  # not a scan of pg_settings:
 def _best(rows: list[Row], limit: int) -> list[Row]:
     """The best ``limit`` rows by similarity (1 - ``distance``), ties broken by id."""
     return sorted(rows, key=lambda row: (row["distance"] - 1.0, str(row["id"])))[:limit]
+
+
+def _settled(rows: list[Row], limit: int, fetch: int) -> bool:
+    """Whether an approximate scan asked for ``fetch`` rows settled the best ``limit``: it
+    found that many, and when it returned all it was asked for, the row at the cut is not
+    tied with the last one (a tie reaching the end may go on past what was fetched, and
+    the id rule must see all of it)."""
+    if len(rows) < limit:
+        return False
+    if len(rows) < fetch:
+        return True
+    distances = sorted(row["distance"] for row in rows)
+    return bool(distances[limit - 1] < distances[-1])
 
 
 def _scored_ids(rows: list[Row], limit: int) -> list[tuple[UUID, float]]:
@@ -276,17 +294,16 @@ class PostgresEntryRepository:
         where.matching(flt)
         where.add("embedding IS NOT NULL")
         query_vector = where.param(as_vector(embedding))
-        # A margin beyond ``limit`` keeps entries tied at the cut in play for the id rule.
-        fetch = limit + max(10, limit)
+        fetch = limit + TIE_MARGIN
         # A few named entries are cheaper to sort exactly than to hunt for in the graph.
         rows: list[Row] = []
         if flt.only_ids is None or len(flt.only_ids) > EXACT_ONLY_IDS:
             rows = await self._nearest_rows(
                 where, query_vector, fetch, columns, exact=False, ef_search=self._breadth(ingest)
             )
-        if len(rows) < limit:
-            # The approximate scan gave up early (scan budget), or was not worth starting:
-            # an exact scan is the answer.
+        if not _settled(rows, limit, fetch):
+            # The approximate scan gave up early (scan budget), was not worth starting, or
+            # ended in a tie at the cut: an exact scan (ties in id order) is the answer.
             rows = await self._nearest_rows(
                 where, query_vector, fetch, columns, exact=True, ef_search=0
             )
@@ -306,7 +323,7 @@ class PostgresEntryRepository:
         where.matching(flt)
         where.add("embedding IS NOT NULL")
         vectors = [as_vector(e) for e in embeddings]
-        fetch = limit + max(10, limit)
+        fetch = limit + TIE_MARGIN
         found: dict[int, list[Row]] = {i: [] for i in range(len(vectors))}
         if flt.only_ids is None or len(flt.only_ids) > EXACT_ONLY_IDS:
             approximate = await self._nearest_batch_rows(
@@ -314,8 +331,8 @@ class PostgresEntryRepository:
             )
             for row in approximate:
                 found[row["query_index"] - 1].append(row)
-        short = [i for i, rows in found.items() if len(rows) < limit]
-        if short:  # the approximate scan gave up early, or was not worth starting
+        short = [i for i, rows in found.items() if not _settled(rows, limit, fetch)]
+        if short:  # as in :meth:`_nearest_candidates`
             exact = await self._nearest_batch_rows(
                 where, [vectors[i] for i in short], fetch, exact=True, ef_search=0
             )
