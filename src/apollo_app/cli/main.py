@@ -118,6 +118,15 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="ID",
         help="act as this principal (sees its private and team entries); default anonymous",
     )
+    reader = argparse.ArgumentParser(add_help=False)  # the reads, logged under an agent
+    reader.add_argument(
+        "--agent",
+        default=DEFAULT_AGENT,
+        metavar="ID",
+        help=f"agent id the reads are logged under (default {DEFAULT_AGENT!r})",
+    )
+    output = argparse.ArgumentParser(add_help=False)
+    output.add_argument("--json", action="store_true", help="print JSON")
 
     serve = commands.add_parser(
         "serve",
@@ -204,7 +213,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     query = commands.add_parser(
         "query",
-        parents=[store, identity],
+        parents=[store, identity, reader, output],
         help="search: vector similarity, lexical matches and the entity graph, fused",
         description="Search over the entries the principal may see. Returned entries get "
         "the retrieval boost. Queries under 3 characters browse newest first.",
@@ -238,13 +247,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="only entries whose cosine similarity to the text is above S, in [-1, 1] "
         "(default 0.0: anything related at all; raise it, e.g. to 0.5, for close matches only)",
     )
-    query.add_argument("--agent", default=DEFAULT_AGENT, metavar="ID", help="agent id to log")
-    query.add_argument("--json", action="store_true", help="print JSON")
     query.set_defaults(handler=cmd_query)
 
     entity = commands.add_parser(
         "entity",
-        parents=[store, identity],
+        parents=[store, identity, reader, output],
         help="one entity of the knowledge graph: its edges, entries, history or neighbours",
         description="An entity as the principal may see it (only through entries it may "
         "see that are not archived): its live edges and newest entries; with --history its "
@@ -270,13 +277,11 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help=f"with --related: edges walked, 1 to {MAX_ENTITY_DEPTH} (default 1)",
     )
-    entity.add_argument("--agent", default=DEFAULT_AGENT, metavar="ID", help="agent id")
-    entity.add_argument("--json", action="store_true", help="print JSON")
     entity.set_defaults(handler=cmd_entity)
 
     entities = commands.add_parser(
         "entities",
-        parents=[store, identity],
+        parents=[store, identity, reader, output],
         help="list the entities of the knowledge graph the principal may see",
         description="The entities the principal may see, by name, each with the number of "
         "entries it may see that mention it; --prefix keeps names starting with it, --query "
@@ -291,8 +296,6 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help=f"entities, 1 to {MAX_ENTITIES} (default {DEFAULT_ENTITIES})",
     )
-    entities.add_argument("--agent", default=DEFAULT_AGENT, metavar="ID", help="agent id")
-    entities.add_argument("--json", action="store_true", help="print JSON")
     entities.set_defaults(handler=cmd_entities)
 
     migrate = commands.add_parser(
@@ -321,12 +324,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     stats = commands.add_parser(
         "stats",
-        parents=[store, identity],
+        parents=[store, identity, output],
         help="counts of the entries the principal may see",
         description="Total, created in the last 24 h, average confidence, by status, by "
         "content type, relations — over the entries the principal may see.",
     )
-    stats.add_argument("--json", action="store_true", help="print JSON")
     stats.set_defaults(handler=cmd_stats)
     return parser
 
