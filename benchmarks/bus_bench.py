@@ -1044,6 +1044,7 @@ async def lone_latency(
         raise RuntimeError(f"a probe was not stored within 60 s: {text[:40]!r}")
 
     latencies: list[float] = []
+    confirms: list[float] = []  # of each latency: until the broker confirmed the publish
     try:
         loading = asyncio.create_task(load())
         started = time.perf_counter()
@@ -1052,6 +1053,7 @@ async def lone_latency(
                 break
             t0 = time.perf_counter()
             await client.store_knowledge(content=text)
+            confirms.append(time.perf_counter() - t0)
             await visible(text)
             latencies.append(time.perf_counter() - t0)
             await asyncio.sleep(PROBE_GAP)
@@ -1066,6 +1068,7 @@ async def lone_latency(
         "load_messages": sent[0],
         "seconds": seconds,
         **summary_ms(latencies),
+        "confirm": summary_ms(confirms),
     }
 
 
@@ -1304,6 +1307,16 @@ def report(result: dict[str, Any]) -> str:
                         lone[key][stat] <= before[stat] + 50 if stat == "p95_ms" else None,
                     )
                 )
+                if "confirm" in lone[key] and "confirm" in before:
+                    rows.append(
+                        comparison_row(
+                            f"  of which until the publish was confirmed, {stat}",
+                            lone[key]["confirm"][stat],
+                            before["confirm"][stat],
+                            "",
+                            None,
+                        )
+                    )
     rows.append(
         comparison_row(
             "ingest end to end, 1 service, msg/s (vs direct in-process store_knowledge,"
