@@ -1,4 +1,8 @@
-"""Client mode → service → store, on the in-process bus and the in-memory store."""
+"""Client mode → service → store, on the in-process bus and the in-memory store.
+
+What every transport must do (RPC queries, store_many, poison messages, GAS deposits, group
+commit) is in ``test_service_transports.py``, which runs it here and over RabbitMQ.
+"""
 
 from __future__ import annotations
 
@@ -10,21 +14,18 @@ from typing import Any
 from uuid import uuid4
 
 import pytest
-from attrs import define, evolve, field
+from attrs import define, field
 
 from apollo_adapters.inprocess import InProcessBus
 from apollo_adapters.memory import InMemoryStore
 from apollo_app import Apollo, Principal, RemoteClient, Settings
 from apollo_app.entrypoints.service import ApolloService
-from apollo_app.wire.envelope import encode_gas_event
 from apollo_app.writeback import publish_writeback
-from apollo_domain.commands import QueryKnowledge, StoreKnowledge
+from apollo_domain.commands import QueryKnowledge
 from apollo_domain.errors import NotFound, RpcTimeout, StoreUnavailable, ValidationError
-from apollo_domain.handlers import handle
 from apollo_domain.messaging import Message
 from apollo_domain.model import ContentType, RelationType, Status
-from apollo_domain.results import Dispatch, EntryView, QueryResult
-from apollo_domain.services import Caller
+from apollo_domain.results import Dispatch
 from apollo_domain.topology import Topology
 from tests.support import FaultInjectingStore, Interleaving, SettlementRecorder
 
@@ -126,23 +127,6 @@ async def test_store_knowledge_returns_a_dispatch_envelope_and_the_service_store
     assert {"source": "network_team_wiki"} == dict(entry.source_context)
 
 
-async def test_rpc_query_returns_entry_views_like_the_in_process_client(mesh: Mesh):
-    """query_knowledge and retrieve over RPC give QueryResult of EntryView, equal to what the
-    in-process client sees for the same principal."""
-    for text in ("Postgres uses MVCC for concurrency", "OSPF areas limit LSA flooding"):
-        await mesh.client.store_knowledge(content=text, content_type="fact")
-    await eventually(lambda: _at_least(mesh, 2), "both entries stored")
-
-    remote = await mesh.client.retrieve("postgres mvcc concurrency", min_confidence=0)
-    local = await mesh.apollo.client("x", Principal(LOGIN)).retrieve(
-        "postgres mvcc concurrency", min_confidence=0
-    )
-    assert isinstance(remote, QueryResult)
-    assert all(isinstance(view, EntryView) for view in remote.entries)
-    assert [v.id for v in local.entries] == [v.id for v in remote.entries]
-    assert "Postgres uses MVCC for concurrency" == remote.entries[0].content
-
-
 async def _at_least(mesh: Mesh, count: int) -> bool:
     return await mesh.total() >= count
 
@@ -239,47 +223,6 @@ async def test_an_anonymous_client_cannot_write_private_entries():
         await client.store_knowledge(content="secret", access_scope="private")
     assert "access_scope" == caught.value.field
     await bus.close()
-
-
-async def test_remote_client_store_many_stores_each_item_once(mesh: Mesh):
-    """store_many over the in-process bus returns one envelope per item, in item order,
-    each with its own message id; the service stores every item once."""
-    items = [
-        {"content": "BGP route reflectors reduce full-mesh iBGP complexity", "tags": ["bgp"]},
-        {"content": "PostgreSQL uses MVCC so readers never block writers", "tags": ["db"]},
-        {"content": "Kubernetes liveness probes restart containers that hang"},
-        {"content": "Anycast routes one address to the nearest of many hosts"},
-        {"content": "Terraform state must be locked before concurrent applies"},
-    ]
-
-    dispatches = await mesh.client.store_many(items)
-
-    assert [item["content"] for item in items] == [d.payload["content"] for d in dispatches]
-    assert len(items) == len({d.message_id for d in dispatches})
-
-    async def all_stored() -> bool:
-        return await mesh.total() >= len(items)
-
-    await eventually(all_stored, "every item is stored")
-    found = await mesh.client.retrieve("terraform state locked", min_confidence=0)
-    assert "Terraform state must be locked before concurrent applies" == found.entries[0].content
-    assert len(items) == await mesh.total()
-
-
-async def test_poison_messages_are_dead_lettered_with_the_reason_and_the_consumer_goes_on(
-    mesh: Mesh,
-):
-    topology = mesh.service.topology
-    for body in (b"not json", json.dumps({"v": 99, "action": "ingest", "payload": {}}).encode()):
-        await mesh.bus.publish(Message(topology.ingest_queue, body, user_id=LOGIN))
-    await mesh.client.store_knowledge(content="Still consuming after poison messages")
-    await eventually(lambda: mesh.total(), "the good message is stored")
-
-    letters = await eventually(lambda: _dead_letters(mesh, 2), "two dead letters")
-    reasons = sorted(letter.reason for letter in letters)
-    assert {topology.ingest_queue} == {letter.queue for letter in letters}
-    assert "body" in reasons[0] and "not valid JSON" in reasons[0]
-    assert "unsupported message version 99" in reasons[1]
 
 
 async def _dead_letters(mesh: Mesh, count: int) -> list[Any]:
@@ -434,24 +377,6 @@ async def test_an_rpc_without_a_service_times_out_naming_the_queue():
     await bus.close()
 
 
-async def test_gas_events_on_the_audit_exchange_deposit_knowledge(mesh: Mesh):
-    topology = mesh.service.topology
-    event = {
-        "request_id": "req-1",
-        "response_content": "Anycast routes one address to the nearest of many hosts.",
-        "messages": [{"role": "user", "content": "what is anycast"}],
-    }
-    published = Message(topology.audit_routing_key, encode_gas_event(event), user_id=LOGIN)
-    await mesh.bus.publish(published, exchange=topology.audit_exchange)
-    await mesh.bus.publish(published, exchange=topology.audit_exchange)
-    await eventually(lambda: mesh.total(), "the GAS deposit is stored")
-    await mesh.service.stop()
-    assert 1 == await mesh.total()
-    (view,) = (await mesh.apollo.client("x", LOGIN).retrieve("anycast nearest host")).entries
-    entry = await mesh.apollo.get_entry(view.id)
-    assert "req-1" == entry.source_context["gas"]["request_id"]
-
-
 @define
 class Response:
     content: str
@@ -495,6 +420,8 @@ async def test_writeback_routes_to_store_or_vectorize_and_the_service_ingests(me
 
 
 # ----------------------------------------------------------------------- group commit
+# The group commit suite runs on every transport (test_service_transports.py); here, what
+# needs several broker users publishing through one bus, which a real broker forbids.
 
 BATCHED = Settings(prefetch=4, ingest_batch=16, ingest_batch_ms=50, outbox_interval=3600)
 
@@ -550,95 +477,6 @@ def ingest_message(
         message_id=message_id or uuid4().hex,
         user_id=user,
     )
-
-
-async def all_rows(apollo: Apollo) -> int:
-    async with apollo.store.unit_of_work() as uow:
-        return len(await uow.entries.by_agent(LOGIN))
-
-
-async def test_messages_published_together_are_committed_in_batches_and_each_acked_once(
-    group_mesh: GroupMesh,
-):
-    """40 ingests published at once: every entry is stored, in far fewer commits than
-    messages; each delivery is acknowledged once, none retried or dead-lettered; the
-    ingest queue's prefetch covers a batch and the next one filling."""
-    mesh = group_mesh
-    messages = [ingest_message(f"Host {n} in rack {n % 7} runs kernel 6.{n}") for n in range(40)]
-    await mesh.publish(messages)
-    await eventually(lambda: mesh.settled(40), "every message settled")
-
-    assert 40 == await all_rows(mesh.apollo)
-    assert 40 == await ingest_rows(mesh.apollo)
-    assert sorted(m.message_id for m in messages) == sorted(mesh.bus.settled("ack"))
-    assert 40 == len(mesh.bus.settlements)
-    assert mesh.commits < 40 // 4, f"{mesh.commits} commits for 40 messages"
-    assert 32 == mesh.bus.prefetch[mesh.service.topology.ingest_queue]
-
-
-async def test_a_poison_message_in_a_batch_is_dead_lettered_alone_and_the_rest_stored(
-    group_mesh: GroupMesh,
-):
-    """Bad JSON, bad content and a writer crediting another agent share a batch with five
-    good messages: each bad one is dead-lettered with its own reason, the five are stored
-    in one commit and acknowledged."""
-    mesh = group_mesh
-    good = [ingest_message(f"Good note number {n} about routing") for n in range(5)]
-    bad_json = evolve(ingest_message("x"), body=b"{broken")
-    bad_content = ingest_message("", message_id="bad-content")
-    posing = ingest_message("Credited to someone else", agent_id="someone-else")
-    await mesh.publish([*good[:2], bad_json, *good[2:4], bad_content, posing, good[4]])
-    await eventually(lambda: mesh.settled(8), "every message settled")
-
-    letters = await mesh.bus.drain_dead_letters()
-    reasons = sorted(letter.reason for letter in letters)
-    assert 3 == len(letters)
-    assert "Forbidden" in reasons[0] and "someone-else" in reasons[0]
-    assert "ValidationError: body" in reasons[1] and "not valid JSON" in reasons[1]
-    assert "ValidationError: content" in reasons[2]
-    assert sorted(m.message_id for m in good) == sorted(mesh.bus.settled("ack"))
-    assert sorted(m.message_id for m in (bad_json, bad_content, posing)) == sorted(
-        mesh.bus.settled("reject")
-    )
-    assert 5 == await all_rows(mesh.apollo)
-    assert 1 == mesh.commits
-
-
-async def test_a_batch_whose_commit_fails_is_retried_message_by_message(group_mesh: GroupMesh):
-    """The batch's commit fails (a transient PersistenceFailed): each message is then
-    carried out alone and stored exactly once, each acknowledged once, none dead."""
-    mesh = group_mesh
-    mesh.store.faults.fail_once("commit")
-    messages = [ingest_message(f"Retried note {n} on storage arrays") for n in range(8)]
-    await mesh.publish(messages)
-    await eventually(lambda: mesh.settled(8), "every message settled")
-
-    assert sorted(m.message_id for m in messages) == sorted(mesh.bus.settled("ack"))
-    assert [] == await mesh.bus.drain_dead_letters()
-    assert 8 == await all_rows(mesh.apollo)
-    assert 8 == await ingest_rows(mesh.apollo)
-    assert 1 + 8 == mesh.commits  # the failed batch, then one per message
-
-
-async def test_a_batch_redelivered_after_its_commit_writes_nothing_twice(group_mesh: GroupMesh):
-    """Ten messages committed in a batch (one of them first carried out alone, as a
-    service without batching would) come back with the same message ids, as after a
-    crash before the acknowledgements: nothing is written twice, each is acknowledged."""
-    mesh = group_mesh
-    messages = [ingest_message(f"Redelivered note {n} about DNS") for n in range(10)]
-    caller = Caller.of(LOGIN, mesh.service.settings.bus_principal(LOGIN))
-    alone = StoreKnowledge(content="Redelivered note 0 about DNS")
-    await handle(mesh.apollo.deps, caller, alone, idempotency_key=messages[0].message_id)
-    await mesh.publish(messages)
-    await eventually(lambda: mesh.settled(10), "the first deliveries settled")
-    commits = mesh.commits
-
-    await mesh.publish(messages)
-    await eventually(lambda: mesh.settled(20), "the redeliveries settled")
-    assert 10 == await all_rows(mesh.apollo)
-    assert 10 == await ingest_rows(mesh.apollo)
-    assert sorted([m.message_id for m in messages] * 2) == sorted(mesh.bus.settled("ack"))
-    assert commits == mesh.commits  # a replay commits nothing
 
 
 async def test_mixed_principals_in_one_batch_keep_their_visibility_and_attribution(

@@ -1,4 +1,6 @@
-"""The service over a real RabbitMQ broker and a real PostgreSQL + pgvector store.
+"""The service over a real RabbitMQ broker and a real PostgreSQL + pgvector store: what only a
+broker shows (its topology, dropped connections, a killed service process). What every
+transport must do is in ``test_service_transports.py``, which runs it on this broker too.
 
 The end-to-end run starts ``python -m apollo_app.entrypoints.service`` as a subprocess,
 kills it with SIGKILL halfway through 1,000 ingests, starts it again, and checks that exactly 1,000
@@ -8,13 +10,11 @@ entries (and 1,000 ingest access-log rows) were written: redeliveries are idempo
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import signal
 import socket
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 from uuid import uuid4
@@ -22,17 +22,13 @@ from uuid import uuid4
 import aiormq
 import psycopg
 import pytest
-from attrs import define, evolve, field
+from attrs import define
 from yarl import URL
 
 from apollo_adapters.rabbitmq import AiormqBus
 from apollo_app import Apollo, Principal, RemoteClient, Settings
 from apollo_app.bootstrap import open_bus, topology_of
 from apollo_app.entrypoints.service import ApolloService
-from apollo_app.wire.envelope import encode_gas_event
-from apollo_domain.messaging import DeadLetter, Message
-from apollo_domain.model import Viewer
-from apollo_domain.results import EntryView
 from apollo_domain.topology import Topology
 from tests.postgres_support import PostgresTestServer, fresh_store
 from tests.rabbitmq_support import (
@@ -43,7 +39,6 @@ from tests.rabbitmq_support import (
     release_test_broker,
     start_test_broker,
 )
-from tests.support import FaultInjectingStore, SettlementRecorder
 
 pytestmark = [pytest.mark.rabbitmq, pytest.mark.postgres]
 
@@ -169,17 +164,9 @@ class Mesh:
     client: RemoteClient
     service_name: str
     client_name: str
-    letters: list[DeadLetter] = field(factory=list)
 
     async def total(self) -> int:
         return (await self.apollo.stats(Principal(self.client_bus.login))).total
-
-    async def dead_letters(self, count: int) -> list[DeadLetter]:
-        self.letters.extend(await self.service_bus.drain_dead_letters())
-        if len(self.letters) < count:
-            return []
-        letters, self.letters = self.letters, []
-        return letters
 
 
 @pytest.fixture
@@ -216,69 +203,6 @@ async def at_least(mesh: Mesh, count: int) -> bool:
     return await mesh.total() >= count
 
 
-async def test_rpc_query_round_trip(mesh: Mesh):
-    """Published ingests are stored; query_knowledge over RPC returns EntryViews."""
-    sent = await mesh.client.store_knowledge(
-        content="BGP route reflectors reduce full-mesh IBGP complexity",
-        content_type="fact",
-        tags=["bgp", "routing"],
-    )
-    await mesh.client.store_knowledge(content="OSPF areas limit LSA flooding", tags=["ospf"])
-    await eventually(lambda: at_least(mesh, 2), "both entries stored")
-    found = await mesh.client.query_knowledge(query="bgp route reflector", min_confidence=0.0)
-    assert all(isinstance(view, EntryView) for view in found.entries)
-    best = found.entries[0]
-    assert (sent.payload["content"], "claude-mesh-1") == (best.content, best.source_agent)
-    assert ("bgp", "routing") == best.tags
-
-
-async def test_remote_client_store_many_stores_each_item_once(mesh: Mesh):
-    """store_many over RabbitMQ returns one envelope per item, in item order, each with its
-    own message id; the service stores every item once."""
-    items = [
-        {"content": "BGP route reflectors reduce full-mesh iBGP complexity", "tags": ["bgp"]},
-        {"content": "PostgreSQL uses MVCC so readers never block writers", "tags": ["db"]},
-        {"content": "Kubernetes liveness probes restart containers that hang"},
-        {"content": "Anycast routes one address to the nearest of many hosts"},
-        {"content": "Terraform state must be locked before concurrent applies"},
-    ]
-
-    dispatches = await mesh.client.store_many(items)
-
-    assert [item["content"] for item in items] == [d.payload["content"] for d in dispatches]
-    assert len(items) == len({d.message_id for d in dispatches})
-
-    async def all_stored() -> bool:
-        return await mesh.total() >= len(items)
-
-    await eventually(all_stored, "every item is stored")
-    found = await mesh.client.retrieve("terraform state locked", min_confidence=0)
-    assert "Terraform state must be locked before concurrent applies" == found.entries[0].content
-    assert len(items) == await mesh.total()
-
-
-async def test_poison_messages_are_dead_lettered_and_the_consumer_keeps_going(mesh: Mesh):
-    topology = mesh.service.topology
-    await mesh.client_bus.publish(
-        Message(topology.ingest_queue, b"{broken", user_id=mesh.client_bus.login)
-    )
-    await mesh.client_bus.publish(
-        Message(
-            topology.ingest_queue,
-            b'{"v": 1, "action": "ingest", "payload": {"content": 7}}',
-            user_id=mesh.client_bus.login,
-        )
-    )
-    await mesh.client.store_knowledge(content="The consumer survives poison messages")
-    await eventually(lambda: at_least(mesh, 1), "the good message is stored")
-    letters = await eventually(lambda: mesh.dead_letters(2), "two dead letters")
-    reasons = sorted(letter.reason for letter in letters)
-    assert {topology.ingest_queue} == {letter.queue for letter in letters}
-    assert "not valid JSON" in reasons[0]
-    assert "content: must be a string" in reasons[1]
-    assert 1 == await mesh.total()
-
-
 async def test_client_and_service_reconnect_after_the_broker_drops_them(mesh: Mesh):
     await mesh.client.store_knowledge(content="Written before the connections dropped")
     await eventually(lambda: at_least(mesh, 1), "the first entry is stored")
@@ -289,24 +213,6 @@ async def test_client_and_service_reconnect_after_the_broker_drops_them(mesh: Me
     await eventually(lambda: at_least(mesh, 2), "the second entry is stored")
     found = await mesh.client.retrieve("written after both sides reconnected", min_confidence=0)
     assert "Written after both sides reconnected" == found.entries[0].content
-
-
-async def test_gas_events_on_the_audit_exchange_deposit_knowledge(mesh: Mesh):
-    topology = mesh.service.topology
-    event = {
-        "request_id": f"req-{uuid4().hex[:8]}",
-        "response_content": "Anycast routes one address to the nearest of many hosts.",
-        "messages": [{"role": "user", "content": "what is anycast"}],
-    }
-    await mesh.client_bus.publish(
-        Message("llm.audit.complete", encode_gas_event(event), user_id=mesh.client_bus.login),
-        exchange=topology.audit_exchange,
-    )
-    await eventually(lambda: at_least(mesh, 1), "the GAS deposit is stored")
-    found = await mesh.client.retrieve("anycast nearest hosts", min_confidence=0)
-    entry = await mesh.apollo.get_entry(found.entries[0].id)
-    assert event["request_id"] == entry.source_context["gas"]["request_id"]
-    assert mesh.client_bus.login == entry.owner_id
 
 
 # ------------------------------------------------------------------- service subprocess
@@ -465,146 +371,3 @@ async def test_a_killed_service_restarts_and_stores_every_ingest_exactly_once(
             await watcher.close()
         await client_bus.close()
         await postgres_server.drop_database(database)
-
-
-# ----------------------------------------------------------------------- group commit
-
-
-@define
-class GroupMesh:
-    """A service whose store counts its commits and whose bus records settlements, and a
-    client bus publishing raw messages."""
-
-    apollo: Apollo
-    store: FaultInjectingStore
-    bus: SettlementRecorder
-    client_bus: AiormqBus
-    service: ApolloService
-
-    @property
-    def commits(self) -> int:
-        return self.store.faults.calls.count("commit")
-
-    def message(self, content: str, *, message_id: str | None = None, **payload: Any) -> Message:
-        body = {"v": 1, "action": "ingest", "payload": {"content": content, **payload}}
-        return Message(
-            self.service.topology.ingest_queue,
-            json.dumps(body).encode(),
-            message_id=message_id or uuid4().hex,
-            user_id=self.client_bus.login,
-        )
-
-    async def settled(self, count: int) -> bool:
-        return len(self.bus.settlements) >= count
-
-    async def rows(self, action: str = "ingest") -> tuple[int, int]:
-        """(entries, access-log rows of ``action``)."""
-        async with self.apollo.store.unit_of_work() as uow:
-            return (await uow.entries.stats(Viewer(None), datetime.now(UTC))).total, (
-                await uow.access_log.count(action)
-            )
-
-
-@pytest.fixture
-async def group_mesh(
-    service_amqp_url: str, topology: Topology, postgres_server: PostgresTestServer
-) -> AsyncIterator[GroupMesh]:
-    store = FaultInjectingStore(await fresh_store(postgres_server, dimension=384))
-    apollo = Apollo.with_store(store, closers=[store.close])
-    service_bus = SettlementRecorder(
-        await AiormqBus.connect(
-            service_amqp_url, topology=topology, max_redeliveries=2, retry_backoff=fast_retry
-        )
-    )
-    settings = settings_for(
-        topology, prefetch=8, ingest_batch=16, ingest_batch_ms=100, outbox_interval=3600
-    )
-    service = ApolloService(apollo, service_bus, settings)
-    await service.start()
-    client_bus = await AiormqBus.connect(service_amqp_url, topology=topology)
-    try:
-        yield GroupMesh(apollo, store, service_bus, client_bus, service)
-    finally:
-        await service.stop()
-        await client_bus.close()
-        await service_bus.close()
-        await apollo.close()
-
-
-async def test_messages_published_together_are_committed_in_batches(group_mesh: GroupMesh):
-    """40 ingests published at once over RabbitMQ: all stored, in fewer commits than
-    messages, each delivery acknowledged once; the ingest consumer's prefetch holds a
-    batch and the next one."""
-    mesh = group_mesh
-    messages = [mesh.message(f"Switch {n} uplink {n % 5} carries VLAN {n}") for n in range(40)]
-    await mesh.client_bus.publish_many(messages)
-    await eventually(lambda: mesh.settled(40), "every message settled")
-
-    assert (40, 40) == await mesh.rows()
-    assert sorted(m.message_id for m in messages) == sorted(mesh.bus.settled("ack"))
-    assert 40 == len(mesh.bus.settlements)
-    assert mesh.commits < 40, f"{mesh.commits} commits for 40 messages"
-    assert 32 == mesh.bus.prefetch[mesh.service.topology.ingest_queue]
-
-
-async def test_a_poison_message_in_a_batch_is_dead_lettered_alone(group_mesh: GroupMesh):
-    mesh = group_mesh
-    good = [mesh.message(f"Good note {n} about BGP communities") for n in range(4)]
-    bad_json = evolve(mesh.message("x"), body=b"{broken")
-    bad_content = mesh.message("   ")
-    await mesh.client_bus.publish_many([good[0], bad_json, good[1], good[2], bad_content, good[3]])
-    await eventually(lambda: mesh.settled(6), "every message settled")
-
-    letters: list[DeadLetter] = []
-
-    async def two_letters() -> bool:
-        letters.extend(await mesh.bus.drain_dead_letters())
-        return len(letters) >= 2
-
-    await eventually(two_letters, "two dead letters")
-    reasons = sorted(letter.reason for letter in letters)
-    assert "not valid JSON" in reasons[0] and "ValidationError: content" in reasons[1]
-    assert sorted(m.message_id for m in (bad_json, bad_content)) == sorted(
-        mesh.bus.settled("reject")
-    )
-    assert sorted(m.message_id for m in good) == sorted(mesh.bus.settled("ack"))
-    assert (4, 4) == await mesh.rows()
-
-
-async def test_a_batch_whose_commit_fails_is_stored_exactly_once(group_mesh: GroupMesh):
-    """The first commit fails: its batch is carried out message by message; every entry is
-    stored once and every delivery acknowledged once, none dead-lettered."""
-    mesh = group_mesh
-    mesh.store.faults.fail_once("commit")
-    messages = [mesh.message(f"Retried note {n} on Ceph placement groups") for n in range(10)]
-    await mesh.client_bus.publish_many(messages)
-    await eventually(lambda: mesh.settled(10), "every message settled")
-
-    assert sorted(m.message_id for m in messages) == sorted(mesh.bus.settled("ack"))
-    assert (10, 10) == await mesh.rows()
-    assert [] == await mesh.bus.drain_dead_letters()
-
-
-async def test_a_batch_redelivered_after_its_commit_writes_nothing_twice(group_mesh: GroupMesh):
-    """The same ten message ids delivered again after their batch committed (a service
-    killed before acknowledging): nothing written twice, a replay batch commits nothing,
-    each delivery acknowledged; agents credited by the gateway keep their attribution."""
-    mesh = group_mesh
-    messages = [
-        mesh.message(f"Redelivered note {n} about anycast", agent_id=f"agent-{n % 3}")
-        for n in range(10)
-    ]
-    await mesh.client_bus.publish_many(messages)
-    await eventually(lambda: mesh.settled(10), "the first deliveries settled")
-    commits = mesh.commits
-
-    await mesh.client_bus.publish_many(messages)
-    await eventually(lambda: mesh.settled(20), "the redeliveries settled")
-    assert (10, 10) == await mesh.rows()
-    assert sorted([m.message_id for m in messages] * 2) == sorted(mesh.bus.settled("ack"))
-    assert commits == mesh.commits
-    async with mesh.apollo.store.unit_of_work() as uow:
-        for agent in ("agent-0", "agent-1", "agent-2"):
-            entries = await uow.entries.by_agent(agent)
-            assert {mesh.client_bus.login} == {e.owner_id for e in entries}
-            assert {agent} == {e.source.agent_id for e in entries}
