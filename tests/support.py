@@ -16,9 +16,30 @@ from datetime import datetime
 from typing import Any
 
 import numpy as np
+import pytest
 
 from apollo_domain.errors import PersistenceFailed, StoreUnavailable
 from apollo_domain.model import AccessScope, ContentType, Entry, SourceRef, Status
+
+
+async def eventually_within(
+    patience: float, check: Callable[[], Awaitable[Any]], what: str, *, every: float = 0.02
+) -> Any:
+    """Poll ``check`` (every ``every`` seconds) until it returns something truthy, and
+    return that; fail the test, naming ``what``, after ``patience`` seconds."""
+    deadline = asyncio.get_running_loop().time() + patience
+    while True:
+        value = await check()
+        if value:
+            return value
+        if asyncio.get_running_loop().time() > deadline:
+            pytest.fail(f"never happened within {patience:g}s: {what}")
+        await asyncio.sleep(every)
+
+
+def fast_retry(attempt: int) -> float:
+    """A redelivery back-off for tests: 20 ms whatever the attempt."""
+    return 0.02
 
 
 def candidate_entry(

@@ -27,22 +27,19 @@ from apollo_domain.messaging import Message
 from apollo_domain.model import ContentType, RelationType, Status
 from apollo_domain.results import Dispatch
 from apollo_domain.topology import Topology
-from tests.support import FaultInjectingStore, Interleaving, SettlementRecorder
+from tests.support import (
+    FaultInjectingStore,
+    Interleaving,
+    SettlementRecorder,
+    eventually_within,
+)
 
 PATIENCE = 10.0
 LOGIN = "alice"
 
 
 async def eventually(check: Callable[[], Awaitable[Any]], what: str) -> Any:
-    """Poll ``check`` until it returns something truthy; fail after PATIENCE seconds."""
-    deadline = asyncio.get_running_loop().time() + PATIENCE
-    while True:
-        value = await check()
-        if value:
-            return value
-        if asyncio.get_running_loop().time() > deadline:
-            pytest.fail(f"never happened: {what}")
-        await asyncio.sleep(0.01)
+    return await eventually_within(PATIENCE, check, what)
 
 
 class FlakyStore(FaultInjectingStore):

@@ -39,6 +39,7 @@ from tests.rabbitmq_support import (
     release_test_broker,
     start_test_broker,
 )
+from tests.support import eventually_within, fast_retry
 
 pytestmark = [pytest.mark.rabbitmq, pytest.mark.postgres]
 
@@ -85,18 +86,7 @@ def settings_for(topology: Topology, **changes: Any) -> Settings:
 
 
 async def eventually(check: Callable[[], Awaitable[Any]], what: str) -> Any:
-    deadline = asyncio.get_running_loop().time() + PATIENCE
-    while True:
-        value = await check()
-        if value:
-            return value
-        if asyncio.get_running_loop().time() > deadline:
-            pytest.fail(f"never happened within {PATIENCE:g}s: {what}")
-        await asyncio.sleep(0.05)
-
-
-def fast_retry(attempt: int) -> float:
-    return 0.05
+    return await eventually_within(PATIENCE, check, what)
 
 
 async def while_progressing(

@@ -9,7 +9,6 @@ the broker would not let one connection speak for) and ``test_service_rabbitmq.p
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -36,7 +35,7 @@ from apollo_domain.services import Caller
 from apollo_domain.topology import Topology
 from tests.postgres_support import fresh_store
 from tests.rabbitmq_support import delete_topology, start_test_broker
-from tests.support import FaultInjectingStore, SettlementRecorder
+from tests.support import FaultInjectingStore, SettlementRecorder, eventually_within, fast_retry
 
 PATIENCE = 30.0
 AGENT = "claude-mesh-1"
@@ -48,19 +47,7 @@ TRANSPORTS = [
 
 
 async def eventually(check: Callable[[], Awaitable[Any]], what: str) -> Any:
-    """Poll ``check`` until it returns something truthy; fail after PATIENCE seconds."""
-    deadline = asyncio.get_running_loop().time() + PATIENCE
-    while True:
-        value = await check()
-        if value:
-            return value
-        if asyncio.get_running_loop().time() > deadline:
-            pytest.fail(f"never happened within {PATIENCE:g}s: {what}")
-        await asyncio.sleep(0.02)
-
-
-def fast_retry(attempt: int) -> float:
-    return 0.02
+    return await eventually_within(PATIENCE, check, what)
 
 
 # ---------------------------------------------------------------------------- transports
