@@ -28,6 +28,12 @@ async def _seed(apollo, embedder: KeyedEmbedder) -> dict[str, object]:
     return ids
 
 
+async def _store_near_the_probe(apollo, embedder: KeyedEmbedder, text: str) -> object:
+    """Store ``text`` at cosine 0.9 to the probe's vector; its entry id."""
+    embedder.set(text, at_cosine(embedder.basis(0), 0.9, 4))
+    return (await apollo.client("writer").store_knowledge(content=text)).entry_id
+
+
 async def test_hybrid_finds_what_either_signal_finds_and_names_the_signals(make_apollo):
     embedder = KeyedEmbedder(16)
     apollo = await make_apollo(embedder=embedder)
@@ -54,10 +60,7 @@ async def test_an_entry_found_by_both_signals_ranks_first(make_apollo):
     embedder = KeyedEmbedder(16)
     apollo = await make_apollo(embedder=embedder)
     ids = await _seed(apollo, embedder)
-    base = embedder.basis(0)
-    both_text = "the zeppelin hangar has a new roof"
-    embedder.set(both_text, at_cosine(base, 0.9, 4))
-    both = (await apollo.client("writer").store_knowledge(content=both_text)).entry_id
+    both = await _store_near_the_probe(apollo, embedder, "the zeppelin hangar has a new roof")
     result = await apollo.client("reader").query_knowledge(query="where is the zeppelin hangar")
     assert both == result.entries[0].id
     assert {"vector", "lexical"} == set(result.entries[0].signals)
@@ -222,10 +225,7 @@ async def test_hybrid_shows_an_archived_winner_as_it_is(make_apollo):
     embedder = KeyedEmbedder(16)
     apollo = await make_apollo(embedder=embedder)
     ids = await _seed(apollo, embedder)
-    base = embedder.basis(0)
-    old_text = "the zeppelin hangar was rebuilt"
-    embedder.set(old_text, at_cosine(base, 0.9, 4))
-    old = (await apollo.client("writer").store_knowledge(content=old_text)).entry_id
+    old = await _store_near_the_probe(apollo, embedder, "the zeppelin hangar was rebuilt")
     await apollo.client("curator").deprecate_entry(entry_id=old, reason="outdated")
     result = await apollo.client("reader").query_knowledge(
         query="where is the zeppelin hangar", status=["candidate", "archived"]
