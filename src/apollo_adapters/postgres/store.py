@@ -278,7 +278,7 @@ class PostgresStore:
     async def _session(self, *, reserved: bool = False) -> AsyncIterator[Session]:
         """A :class:`Session` on a pooled connection (see :meth:`connection`). When the
         server has closed that connection since the pool checked it, the session trades it
-        for another before its transaction has sent anything (:meth:`Session.reconnect`)."""
+        for another before its transaction has sent anything (see :class:`Session`)."""
         if not reserved:
             self._in_use += 1
         try:
