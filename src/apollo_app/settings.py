@@ -127,6 +127,10 @@ class Settings:
     #: which a narrower search finds as an exact scan does (benchmarks/ingest_recall_bench.py).
     ingest_ef_search: int = 64
     rpc_timeout: float = 10.0
+    #: An HTTP request or a bus message not carried out within this many seconds fails
+    #: (HTTP 503 ``request_timeout`` with ``Retry-After``; the message is retried, then
+    #: dead-lettered), and its unit of work rolls back.
+    request_timeout: float = 30.0
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -185,6 +189,7 @@ class Settings:
         number("APOLLO_EF_SEARCH", "ef_search", int, 1, 1_000)
         number("APOLLO_INGEST_EF_SEARCH", "ingest_ef_search", int, 1, 1_000)
         number("APOLLO_RPC_TIMEOUT", "rpc_timeout", float, 0.1, 3_600)
+        number("APOLLO_REQUEST_TIMEOUT", "request_timeout", float, 0.1, 3_600)
 
         if "database_url" in kwargs:
             check_database_url("APOLLO_DATABASE_URL", kwargs["database_url"])

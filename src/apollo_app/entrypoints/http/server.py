@@ -149,7 +149,9 @@ async def serve_http(
     ``settings.http_port`` (or on ``sock``, bound there beforehand with :func:`listen`)
     until cancelled, then shut down gracefully and re-raise."""
     tokens = settings.api_tokens
-    app = create_app(apollo, tokens=tokens, metrics=metrics)
+    app = create_app(
+        apollo, tokens=tokens, metrics=metrics, request_timeout=settings.request_timeout
+    )
     host = bind_host(settings.http_host, tokens)
     server = HttpServer(app, host, settings.http_port, sock=sock)
     try:
