@@ -218,8 +218,11 @@ class Apollo:
     async def process_gas_event(
         self, event: Mapping[str, Any], *, principal: Principal | None = None
     ) -> GasResult:
+        """Process an LLM audit event as ``principal`` (default: the embedding program as
+        an anonymous gateway, so global deposits credited to the event's ``caller``)."""
         return await self.run(
-            c.ProcessGasEvent(event=dict(event)), principal=principal or Principal(None)
+            c.ProcessGasEvent(event=dict(event)),
+            principal=principal or Principal(None, role=Role.GATEWAY),
         )
 
     async def erase_agent(self, agent_id: str) -> ErasureResult:

@@ -147,7 +147,9 @@ def _endpoint(
                 status, payload = await _health(apollo)
             else:
                 command = _command(op, call, data)
-                caller = Caller.of(principal.agent or principal.id or HTTP_AGENT, principal)
+                caller = Caller.of(
+                    principal.agent or principal.id or HTTP_AGENT, principal, edge=HTTP_AGENT
+                )
                 started = time.perf_counter()
                 result = await handle(apollo.deps, caller, command)
                 if metrics is not None:

@@ -52,6 +52,7 @@ from apollo_domain.errors import ApolloError, TransportError
 from apollo_domain.handlers import handle, handler_of, store_item
 from apollo_domain.messaging import Delivery, MessageBus, MessageHandler, Subscription
 from apollo_domain.model import Principal, Role
+from apollo_domain.rules import check_agent_id
 from apollo_domain.secrets import redact
 from apollo_domain.services import Caller, IngestItem, ingest_each
 from apollo_domain.topology import Topology
@@ -76,6 +77,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("apollo.service")
 
 OUTBOX_BATCH = 50
+#: The edge bus messages come over: what an ingest records as ``submitted_from``.
+EDGE = "amqp"
 #: Group commits one service process runs at once: one batch can embed and read while
 #: another commits; later batches fill meanwhile (up to the batch size).
 COMMITS_IN_FLIGHT = 2
@@ -195,10 +198,13 @@ class ApolloService:
         return lambda: self._run(caller, command)
 
     def _caller(self, delivery: Delivery) -> Caller:
-        """The broker-verified user is the principal (its role from the settings); a writer
-        acts as its own agent, the user id."""
+        """The broker-verified user is the principal (its role from the settings,
+        :meth:`Settings.bus_principal`: a message without one may be refused); a writer
+        acts as its own agent, the user id, which may not be one Apollo reserves."""
         principal = self.settings.bus_principal(delivery.message.user_id)
-        return Caller.of(principal.agent or principal.id, principal)
+        if principal.id is not None:
+            check_agent_id("user_id", principal.id)
+        return Caller.of(principal.agent or principal.id, principal, edge=EDGE)
 
     # -- consumers -------------------------------------------------------------------------
 
