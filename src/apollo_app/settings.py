@@ -106,9 +106,6 @@ class Settings:
     #: With gateways listed, whether a message without a broker-verified ``user_id`` is
     #: taken (as the one anonymous source) instead of dead-lettered ``unauthenticated``.
     allow_anonymous_publishers: bool = False
-    #: The broker logins whose RPC replies a client accepts (``None``: the client's own
-    #: login, the user of its URL).
-    service_users: frozenset[str] | None = None
     decay_interval: float = 3600.0
     expertise_interval: float = 1800.0
     corroboration_interval: float = 900.0
@@ -210,12 +207,6 @@ class Settings:
                 if flag not in _BOOLEANS:
                     raise ConfigurationError(name, f"must be true or false, got {enabled!r}")
                 kwargs[key] = _BOOLEANS[flag]
-        services = env.get("APOLLO_SERVICE_USERS")
-        if services is not None and services.strip():
-            found_services = parse_users("APOLLO_SERVICE_USERS", services)
-            if found_services is None:
-                raise ConfigurationError("APOLLO_SERVICE_USERS", "must list users, not '*'")
-            kwargs["service_users"] = found_services
         gateways = env.get("APOLLO_GATEWAY_USERS")
         if gateways is not None and gateways.strip():
             kwargs["gateway_users"] = parse_users("APOLLO_GATEWAY_USERS", gateways)

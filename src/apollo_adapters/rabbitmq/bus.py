@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from functools import partial
 from typing import Any
 from uuid import uuid4
@@ -102,7 +102,7 @@ class AiormqBus:
         self._generation = 0
         self._changed = asyncio.Condition()
         self._reply_queue = ""
-        self._pending: dict[str, asyncio.Future[Message]] = {}
+        self._pending: dict[str, _Pending] = {}
         self._consumers: list[_Consumer] = []
         self._supervisor: asyncio.Task[None] | None = None
         self._closing = False
@@ -501,12 +501,18 @@ class AiormqBus:
 
     # -------------------------------------------------------------------------------- RPC
 
-    async def request(self, message: Message, *, timeout: float) -> Message:  # noqa: ASYNC109
+    async def request(
+        self,
+        message: Message,
+        *,
+        timeout: float,  # noqa: ASYNC109
+        repliers: Collection[str] | None = None,
+    ) -> Message:
         if self._closing:
             raise TransportError("the bus is closed")
         correlation_id = message.correlation_id or uuid4().hex
         future: asyncio.Future[Message] = asyncio.get_running_loop().create_future()
-        self._pending[correlation_id] = future
+        self._pending[correlation_id] = _Pending(future, repliers)
         try:
             async with asyncio.timeout(timeout):
                 await self._live_connection()
@@ -523,10 +529,17 @@ class AiormqBus:
             self._pending.pop(correlation_id, None)
 
     async def _on_reply(self, raw: DeliveredMessage) -> None:
+        """A message on this bus's reply queue: the answer of its request when the broker
+        verified it comes from one of the request's repliers (else dropped, logged)."""
+        user_id = raw.header.properties.user_id
+        pending = self._pending.get(raw.header.properties.correlation_id or "")
+        if pending is None or pending.future.done():
+            return
+        if pending.repliers is not None and user_id not in pending.repliers:
+            log.warning("dropped a reply from %r, not a service login", user_id)
+            return
         message, _ = self._message_of(raw)
-        future = self._pending.get(message.correlation_id or "")
-        if future is not None and not future.done():
-            future.set_result(message)
+        pending.future.set_result(message)
 
     async def reply(self, request: Message, body: bytes) -> None:
         if not request.reply_to:
@@ -535,6 +548,7 @@ class AiormqBus:
             routing_key=request.reply_to,
             body=body,
             message_id=uuid4().hex,
+            user_id=self.login,
             correlation_id=request.correlation_id,
         )
         await self._publish(
@@ -569,9 +583,9 @@ class AiormqBus:
             return
         self._closing = True
         await asyncio.gather(*(consumer.cancel() for consumer in list(self._consumers)))
-        for future in self._pending.values():
-            if not future.done():
-                future.set_exception(TransportError("the bus is closed"))
+        for pending in self._pending.values():
+            if not pending.future.done():
+                pending.future.set_exception(TransportError("the bus is closed"))
         self._closed = True
         if self._supervisor is not None:
             self._supervisor.cancel()
@@ -695,6 +709,14 @@ class _Delivery:
                 await self._channel.basic_reject(self._tag, requeue=False)
             raise
         await self._ack()
+
+
+@frozen
+class _Pending:
+    """A request waiting for its reply, and whose replies it takes (None: anyone's)."""
+
+    future: asyncio.Future[Message]
+    repliers: Collection[str] | None
 
 
 @frozen

@@ -9,14 +9,19 @@ with the same validation the service applies.
 
 Identity is the bus login: each message carries it as ``user_id``, which RabbitMQ verifies
 against the connection. The body names the calling agent (attribution only), never a
-principal.
+principal. Replies are authenticated the same way: the service answers with its own login
+as ``user_id``, and the client takes only replies from ``service_users`` (default: its own
+login, for a mesh whose agents and service share one; set ``APOLLO_SERVICE_USERS`` when the
+service has a login of its own). A reply from anyone else (a forgery by whoever may read the
+query queue) is dropped and logged, and the client keeps waiting for the real one.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import Any, TypeVar
@@ -24,7 +29,7 @@ from uuid import UUID, uuid4
 
 from apollo_domain import commands as c
 from apollo_domain.commands import result_type
-from apollo_domain.errors import RpcTimeout, ValidationError
+from apollo_domain.errors import ConfigurationError, RpcTimeout, ValidationError
 from apollo_domain.expertise import DomainCoverage
 from apollo_domain.handlers import ingest_request
 from apollo_domain.lifecycle import parse_resolution, validate_decay_factor, validate_stale_days
@@ -58,6 +63,7 @@ from apollo_domain.traversal import parse_relation_types, validate_depth
 from apollo_domain.validation import bounded_float
 
 from .. import bootstrap
+from ..settings import parse_users
 from ..wire.codec import format_datetime
 from ..wire.envelope import DEADLINE_HEADER, action_of, encode_command, payload_of
 from ..wire.replies import decode_reply
@@ -70,7 +76,8 @@ class RemoteClient:
     """The runner methods of one agent, served by an Apollo service over ``bus``.
 
     ``user_id`` (default: the bus's login) is the identity the service acts as; a bus
-    without a login publishes anonymously (global entries only).
+    without a login publishes anonymously (global entries only). ``service_users`` are
+    the logins whose replies are taken (default: ``user_id``; none known: any reply).
     """
 
     def __init__(
@@ -81,12 +88,17 @@ class RemoteClient:
         topology: Topology | None = None,
         user_id: str | None = None,
         rpc_timeout: float = 10.0,
+        service_users: Collection[str] | None = None,
     ) -> None:
         if not (math.isfinite(rpc_timeout) and rpc_timeout > 0):
             raise ValidationError("rpc_timeout", f"must be a positive number, got {rpc_timeout!r}")
         self.bus = bus
         self.topology = topology or getattr(bus, "topology", None) or Topology()
         self.user_id = user_id if user_id is not None else getattr(bus, "login", None)
+        if service_users is not None:
+            self.service_users: frozenset[str] | None = frozenset(service_users)
+        else:
+            self.service_users = None if self.user_id is None else frozenset({self.user_id})
         self.caller = Caller.of(agent_id, Principal(self.user_id))
         self.rpc_timeout = rpc_timeout
 
@@ -369,7 +381,9 @@ class RemoteClient:
             user_id=self.user_id,
         )
         try:
-            reply = await self.bus.request(message, timeout=self.rpc_timeout)
+            reply = await self.bus.request(
+                message, timeout=self.rpc_timeout, repliers=self.service_users
+            )
         except RpcTimeout as exc:
             raise RpcTimeout(
                 f"no reply to {action!r} from the Apollo service on queue {queue!r} "
@@ -408,14 +422,32 @@ async def open_client_mode(
     agent_id: str = "unknown",
     topology: Topology | None = None,
     rpc_timeout: float = 10.0,
+    service_users: Collection[str] | None = None,
 ) -> AsyncIterator[RemoteClient]:
     """Connect to RabbitMQ at ``amqp_url`` (declaring ``topology``, the production names by
-    default), yield a :class:`RemoteClient` acting as the URL's login, close on exit."""
+    default), yield a :class:`RemoteClient` acting as the URL's login that takes replies
+    from ``service_users`` (default: ``APOLLO_SERVICE_USERS``, else the URL's login), close
+    on exit."""
+    if service_users is None:
+        service_users = service_users_from_env()
     bus = await bootstrap.connect_broker(amqp_url, topology)
     try:
-        yield RemoteClient(bus, agent_id=agent_id, rpc_timeout=rpc_timeout)
+        yield RemoteClient(
+            bus, agent_id=agent_id, rpc_timeout=rpc_timeout, service_users=service_users
+        )
     finally:
         await bus.close()
+
+
+def service_users_from_env() -> frozenset[str] | None:
+    """``APOLLO_SERVICE_USERS`` (comma-separated logins), None when unset."""
+    value = os.environ.get("APOLLO_SERVICE_USERS")
+    if value is None or not value.strip():
+        return None
+    found = parse_users("APOLLO_SERVICE_USERS", value)
+    if found is None:
+        raise ConfigurationError("APOLLO_SERVICE_USERS", "must list users, not '*'")
+    return found
 
 
 __all__ = ["RemoteClient", "open_client_mode"]
