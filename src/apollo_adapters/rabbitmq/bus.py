@@ -81,10 +81,12 @@ class AiormqBus:
         close_timeout: float,
         gateway_users: frozenset[str] | None = None,
         publish_window: int = 256,
+        declare_topology: bool = True,
     ) -> None:
         if publish_window < 1:
             raise ValidationError("publish_window", "must be at least 1")
         self._url = url
+        self._declare = declare_topology
         self._gateway_users = gateway_users
         self.topology = topology
         self.login: str = URL(url).user or "guest"
@@ -122,8 +124,11 @@ class AiormqBus:
         close_timeout: float = 30.0,
         gateway_users: frozenset[str] | None = None,
         publish_window: int = 256,
+        declare_topology: bool = True,
     ) -> AiormqBus:
-        """Connect, declare ``topology`` and return the bus.
+        """Connect, declare ``topology`` (unless ``declare_topology`` is false: a login
+        without the ``configure`` permission on Apollo's names, such as an agent's, relies
+        on the service having declared it) and return the bus.
 
         ``max_redeliveries`` bounds retries (a message is delivered at most
         ``1 + max_redeliveries`` times); ``retry_backoff(n)`` is the delay in seconds after
@@ -147,6 +152,7 @@ class AiormqBus:
             publish_timeout=publish_timeout,
             close_timeout=close_timeout,
             publish_window=publish_window,
+            declare_topology=declare_topology,
         )
         await bus._open()
         bus._supervisor = asyncio.get_running_loop().create_task(bus._supervise())
@@ -161,7 +167,8 @@ class AiormqBus:
         try:
             with translate_amqp_errors("opening channels"):
                 channel = await connection.channel()
-                await declare_topology(channel, self.topology)
+                if self._declare:
+                    await declare_topology(channel, self.topology)
                 replies = await connection.channel(publisher_confirms=False)
                 declared = await replies.queue_declare("", exclusive=True, auto_delete=True)
                 await replies.basic_consume(declared.queue or "", self._on_reply, no_ack=True)

@@ -423,14 +423,16 @@ async def open_client_mode(
     topology: Topology | None = None,
     rpc_timeout: float = 10.0,
     service_users: Collection[str] | None = None,
+    declare_topology: bool = True,
 ) -> AsyncIterator[RemoteClient]:
     """Connect to RabbitMQ at ``amqp_url`` (declaring ``topology``, the production names by
-    default), yield a :class:`RemoteClient` acting as the URL's login that takes replies
+    default, unless ``declare_topology`` is false: a login with an agent's permissions
+    may not), yield a :class:`RemoteClient` acting as the URL's login that takes replies
     from ``service_users`` (default: ``APOLLO_SERVICE_USERS``, else the URL's login), close
     on exit."""
     if service_users is None:
         service_users = service_users_from_env()
-    bus = await bootstrap.connect_broker(amqp_url, topology)
+    bus = await bootstrap.connect_broker(amqp_url, topology, declare_topology=declare_topology)
     try:
         yield RemoteClient(
             bus, agent_id=agent_id, rpc_timeout=rpc_timeout, service_users=service_users
