@@ -25,6 +25,7 @@ from attrs import evolve, frozen
 
 from . import commands as c
 from . import services
+from .disclosure import AGENT_VIEWS, hide_agents
 from .errors import Forbidden, NotFound, ValidationError
 from .expertise import DomainCoverage
 from .model import Entry, Evidence
@@ -455,6 +456,8 @@ def authorize(caller: Caller, command: c.Command[Any]) -> None:
         raise Forbidden(f"{name} needs the admin role; the caller is a {role.value}")
     if handler.access is Access.WRITE and not role.writes:
         raise Forbidden(f"{name} needs a role that writes; the caller is a {role.value}")
+    if type(command) in AGENT_VIEWS and _anonymous(caller):
+        raise Forbidden(f"{name} names agents; an anonymous caller sees no agent names")
     attributed = _attributed(command)
     if handler.mutation:
         for agent in attributed:
@@ -478,7 +481,16 @@ async def handle(
     authorize(caller, command)
     key = _scoped(caller, idempotency_key)
     result: R = await handler_of(command).run(deps, caller, command, key)
+    if _anonymous(caller):
+        hidden: R = hide_agents(result)
+        return hidden
     return result
+
+
+def _anonymous(caller: Caller) -> bool:
+    """An edge's caller without an identity: it sees no agent names
+    (:mod:`apollo_domain.disclosure`)."""
+    return caller.edge is not None and caller.principal.id is None
 
 
 def _scoped(caller: Caller, key: str | None) -> str | None:

@@ -19,20 +19,21 @@ from .model import (
     Viewer,
 )
 from .normalize import UNKNOWN_PROVIDER
-from .redaction import REDACTED
+from .redaction import HIDDEN, REDACTED
 
-#: Agent ids Apollo itself uses: the erasure placeholder, the agent of a call that names
-#: none (the anonymous AMQP publisher among them), the anonymous HTTP caller, GAS's default
-#: attribution, the embedding program and its periodic jobs. No edge accepts them as a
-#: source (a payload's agent id, a GAS ``caller``, a token's agent, a broker login),
-#: compared without case.
-RESERVED_AGENT_IDS = frozenset({REDACTED, "unknown", "http", "gas", "apollo"})
+#: Agent ids Apollo itself uses: the erasure placeholder, the name anonymous callers see,
+#: the agent of a call that names none (the anonymous AMQP publisher among them), the
+#: anonymous HTTP caller, GAS's default attribution, the embedding program and its
+#: periodic jobs. No edge accepts them as a source (a payload's agent id, a GAS
+#: ``caller``, a token's agent, a broker login), compared without case.
+RESERVED_AGENT_IDS = frozenset({REDACTED, HIDDEN, "unknown", "http", "gas", "apollo"})
 
 
 def check_agent_id(name: str, agent_id: str) -> str:
     """``agent_id`` when it may be a source; :class:`ValidationError` naming ``name`` when
-    it is one of :data:`RESERVED_AGENT_IDS`."""
-    if agent_id.strip().lower() in RESERVED_AGENT_IDS:
+    it is one of :data:`RESERVED_AGENT_IDS` (or a pseudonym ``hidden-<n>``)."""
+    folded = agent_id.strip().lower()
+    if folded in RESERVED_AGENT_IDS or folded.startswith(f"{HIDDEN}-"):
         raise ValidationError(name, f"{agent_id!r} is reserved by Apollo; name another agent")
     return agent_id
 

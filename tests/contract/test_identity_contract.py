@@ -257,3 +257,36 @@ async def test_gas_relations_never_put_anothers_entry_into_a_dispute(make_apollo
         to_own = await uow.relations.incoming([own], [RelationType.CONTRADICTS])
     assert [] == to_victim
     assert 1 == len(to_own)
+
+
+# -- anonymous callers see no agent names ------------------------------------------------
+
+
+async def test_an_anonymous_caller_over_an_edge_sees_no_agent_names(make_apollo):
+    """Source, owner, agreeing sources and evidence are hidden (evidence by pseudonyms that
+    keep independence visible); views about agents are refused. The embedding program's
+    own anonymous client still sees them."""
+    apollo = await make_apollo()
+    entry_id = await store(apollo, ALICE, "Both agents say the same thing")
+    await store(apollo, BOB, "Both agents say the same thing")
+    await apollo.check_corroboration()
+    anonymous = Principal(None)
+
+    entry = await run(apollo, anonymous, c.GetEntry(entry_id=str(entry_id)))
+    evidence = await run(apollo, anonymous, c.GetEvidence(entry_id=str(entry_id)))
+    found = await run(apollo, anonymous, c.QueryKnowledge(query="agents say", min_confidence=0))
+    assert ("hidden", None) == (entry.source.agent_id, entry.owner_id)
+    assert ["hidden", "hidden"] == entry.source_context["bootstrap"]["agreement"]
+    assert ["hidden-1", "hidden-2"] == [e.source.agent_id for e in evidence]
+    assert {"hidden"} == {view.source_agent for view in found.entries}
+    for command in (
+        c.GetAgentProfile(target_agent_id="alice"),
+        c.GetExpertise(domain="general"),
+        c.GetSource(target_agent_id="alice"),
+    ):
+        with pytest.raises(Forbidden):
+            await run(apollo, anonymous, command)
+
+    program = apollo.client("reader")
+    found = await program.query_knowledge(query="agents say", min_confidence=0)
+    assert {"alice"} == {view.source_agent for view in found.entries}
