@@ -33,16 +33,13 @@ AGENT = "claude-mesh-1"
 
 @asynccontextmanager
 async def restricted_mesh(transport: Transport, **settings: Any) -> AsyncIterator[Mesh]:
-    """A service whose only gateway is ``SERVICE_LOGIN``, and a client of the transport's
-    login (a plain writer)."""
+    """A service whose only gateway is ``SERVICE_LOGIN`` (unless ``settings`` say
+    otherwise), and a client of the transport's login (a plain writer)."""
     store = await transport.store()
     apollo = Apollo.with_store(store, closers=[store.close])
     service_bus = SettlementRecorder(await transport.service_bus())
-    service = ApolloService(
-        apollo,
-        service_bus,
-        transport.settings(prefetch=8, gateway_users=frozenset({SERVICE_LOGIN}), **settings),
-    )
+    settings = {"gateway_users": frozenset({SERVICE_LOGIN}), **settings}
+    service = ApolloService(apollo, service_bus, transport.settings(prefetch=8, **settings))
     await service.start()
     try:
         async with transport.client(AGENT) as client:
@@ -178,3 +175,25 @@ async def test_the_client_drops_a_forged_reply_and_takes_the_services(transport:
     finally:
         await service.stop()
         await apollo.close()
+
+
+async def test_a_gateway_cannot_credit_a_reserved_agent_and_metadata_is_the_services(
+    transport: Transport,
+):
+    """Under the default (every login a gateway), a message crediting ``redacted`` is
+    dead-lettered naming agent_id; a message's submitted_by/submitted_from are replaced by
+    the login and ``amqp``."""
+    async with restricted_mesh(transport, gateway_users=None) as mesh:
+        queue = mesh.service.topology.ingest_queue
+        forged = c.StoreKnowledge(content="credited to the erased", agent_id="redacted")
+        await mesh.client_bus.publish(Message(queue, encode_command(forged), user_id=mesh.login))
+        (letter,) = await eventually(lambda: mesh.dead_letters(1), "the message dead-lettered")
+        assert "agent_id" in letter.reason
+
+        claimed = c.StoreKnowledge(
+            content="sent by the board", submitted_by="the-ceo", submitted_from="board-room"
+        )
+        await mesh.client_bus.publish(Message(queue, encode_command(claimed), user_id=mesh.login))
+        await eventually(lambda: mesh.at_least(1), "the message stored")
+        source = (await mesh.apollo.get_entry(await _entry_of(mesh, mesh.login))).source
+        assert (mesh.login, "amqp") == (source.submitted_by, source.submitted_from)
