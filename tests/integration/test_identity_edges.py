@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from apollo_app import Apollo
+from apollo_app import Apollo, RemoteClient
 from apollo_app.entrypoints.service import ApolloService
 from apollo_app.wire.envelope import encode_command, encode_gas_event
 from apollo_app.wire.replies import encode_error_reply
@@ -197,3 +197,13 @@ async def test_a_gateway_cannot_credit_a_reserved_agent_and_metadata_is_the_serv
         await eventually(lambda: mesh.at_least(1), "the message stored")
         source = (await mesh.apollo.get_entry(await _entry_of(mesh, mesh.login))).source
         assert (mesh.login, "amqp") == (source.submitted_by, source.submitted_from)
+
+
+async def test_a_client_naming_no_agent_is_credited_as_its_login(transport: Transport):
+    """Client mode without an agent id sends none (``unknown`` is Apollo's own, refused
+    as a source): the service credits the login."""
+    async with restricted_mesh(transport, gateway_users=None) as mesh:
+        client = RemoteClient(mesh.client_bus, rpc_timeout=30)
+        await client.store_knowledge(content="Sent without naming an agent")
+        await eventually(lambda: mesh.at_least(1), "the message stored")
+        assert ["Sent without naming an agent"] == await by_agent(mesh, mesh.login)

@@ -47,7 +47,12 @@ from apollo_domain.results import (
     RelatedEntry,
 )
 from apollo_domain.services import Caller
-from apollo_domain.services.context import bounded_int, parse_statuses, unit_float
+from apollo_domain.services.context import (
+    UNKNOWN_AGENT,
+    bounded_int,
+    parse_statuses,
+    unit_float,
+)
 from apollo_domain.services.entity_reads import (
     MAX_ENTITIES,
     MAX_ENTITY_DEPTH,
@@ -107,6 +112,12 @@ class RemoteClient:
         return self.caller.agent_id
 
     @property
+    def _credited(self) -> str | None:
+        """The agent a message names: none when the client was given none (the service
+        then credits the login; ``unknown`` is Apollo's own and never a source)."""
+        return None if self.caller.agent_id == UNKNOWN_AGENT else self.caller.agent_id
+
+    @property
     def principal(self) -> Principal:
         return self.caller.principal
 
@@ -153,7 +164,7 @@ class RemoteClient:
         source = request.source
         return c.StoreKnowledge(
             content=request.content,
-            agent_id=self.agent_id,
+            agent_id=self._credited,
             content_type=request.content_type.value,
             tags=request.tags,
             context=dict(request.context),
@@ -190,7 +201,7 @@ class RemoteClient:
                 to_entry_id=str(target),
                 relation_type=kind.value,
                 weight=float(weight),
-                agent_id=self.agent_id,
+                agent_id=self._credited,
             )
         )
 
@@ -199,24 +210,26 @@ class RemoteClient:
         if not isinstance(reason, str) or not reason.strip():
             raise ValidationError("reason", "must be a non-empty string")
         return await self._publish(
-            c.DeprecateEntry(entry_id=str(target), reason=reason, agent_id=self.agent_id)
+            c.DeprecateEntry(entry_id=str(target), reason=reason, agent_id=self._credited)
         )
 
     async def resolve_dispute(self, entry_id: UUID | str, resolution: str) -> Dispatch:
         target = parse_id("entry_id", entry_id)
         decided = parse_resolution(resolution)
         return await self._publish(
-            c.ResolveDispute(entry_id=str(target), resolution=decided.value, agent_id=self.agent_id)
+            c.ResolveDispute(
+                entry_id=str(target), resolution=decided.value, agent_id=self._credited
+            )
         )
 
     async def force_decay(self, factor: float) -> Dispatch:
         return await self._publish(
-            c.ForceDecay(factor=validate_decay_factor(factor), agent_id=self.agent_id)
+            c.ForceDecay(factor=validate_decay_factor(factor), agent_id=self._credited)
         )
 
     async def archive_stale(self, days: float) -> Dispatch:
         return await self._publish(
-            c.ArchiveStale(days=validate_stale_days(days), agent_id=self.agent_id)
+            c.ArchiveStale(days=validate_stale_days(days), agent_id=self._credited)
         )
 
     # -- reads: RPC -------------------------------------------------------------------------
@@ -238,7 +251,7 @@ class RemoteClient:
         return await self._request(
             c.QueryKnowledge(
                 query=_text("query", query),
-                agent_id=self.agent_id,
+                agent_id=self._credited,
                 min_confidence=unit_float("min_confidence", min_confidence),
                 limit=bounded_int("limit", limit, 1, MAX_LIMIT),
                 status=statuses,
@@ -263,7 +276,7 @@ class RemoteClient:
         return await self._request(
             c.QueryKnowledge(
                 query=_text("query", query),
-                agent_id=self.agent_id,
+                agent_id=self._credited,
                 limit=bounded_int("limit", limit, 1, MAX_LIMIT),
                 min_confidence=unit_float("min_confidence", min_confidence),
                 tags=_strings("tags", tags),
@@ -281,7 +294,7 @@ class RemoteClient:
         return await self._request(
             c.Traverse(
                 entry_id=str(parse_id("entry_id", entry_id)),
-                agent_id=self.agent_id,
+                agent_id=self._credited,
                 depth=validate_depth(depth),
                 relation_types=None if types is None else tuple(sorted(t.value for t in types)),
             )
@@ -293,7 +306,7 @@ class RemoteClient:
         return await self._request(
             c.GetExpertise(
                 domain=_text("domain", domain),
-                agent_id=self.agent_id,
+                agent_id=self._credited,
                 min_proficiency=unit_float("min_proficiency", min_proficiency),
             )
         )
@@ -301,7 +314,7 @@ class RemoteClient:
     async def domains_at_risk(self, min_agents: int = 2) -> list[DomainCoverage]:
         return await self._request(
             c.DomainsAtRisk(
-                agent_id=self.agent_id,
+                agent_id=self._credited,
                 min_agents=bounded_int("min_agents", min_agents, 1, 1_000_000),
             )
         )
@@ -310,7 +323,7 @@ class RemoteClient:
         if not isinstance(agent_id, str) or not agent_id.strip():
             raise ValidationError("agent_id", "must be a non-empty string")
         return await self._request(
-            c.GetAgentProfile(target_agent_id=agent_id.strip(), agent_id=self.agent_id)
+            c.GetAgentProfile(target_agent_id=agent_id.strip(), agent_id=self._credited)
         )
 
     # -- the entity graph: RPC ---------------------------------------------------------------
@@ -323,13 +336,13 @@ class RemoteClient:
                 query=parse_entity_query(query),
                 prefix=parse_prefix(prefix),
                 limit=bounded_int("limit", limit, 1, MAX_ENTITIES),
-                agent_id=self.agent_id,
+                agent_id=self._credited,
             )
         )
 
     async def entity(self, name: str) -> EntityDetail:
         parse_name(name)
-        return await self._request(c.GetEntity(name=name, agent_id=self.agent_id))
+        return await self._request(c.GetEntity(name=name, agent_id=self._credited))
 
     async def entity_history(self, name: str, as_of: datetime | str | None = None) -> EntityHistory:
         parse_name(name)
@@ -338,7 +351,7 @@ class RemoteClient:
             c.GetEntityHistory(
                 name=name,
                 as_of=None if when is None else format_datetime(when),
-                agent_id=self.agent_id,
+                agent_id=self._credited,
             )
         )
 
@@ -348,7 +361,7 @@ class RemoteClient:
             c.RelatedEntities(
                 name=name,
                 depth=bounded_int("depth", depth, 1, MAX_ENTITY_DEPTH),
-                agent_id=self.agent_id,
+                agent_id=self._credited,
             )
         )
 
