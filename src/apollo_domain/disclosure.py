@@ -2,8 +2,9 @@
 
 An HTTP caller without a token (no tokens configured) or an AMQP message without a
 verified ``user_id`` is anonymous. Its reads show no agent names: an entry's source (its
-owner and submission metadata too) and the agreeing sources of its ``bootstrap`` context,
-the agents of its evidence, the agents covering a domain. Views that are about agents
+owner and submission metadata too), and that source or the agreeing sources of its
+``bootstrap`` wherever its context names them, the agents of its evidence (pseudonyms),
+the source agents of a query, the agents covering a domain. Views that are about agents
 (expertise lists, profiles, a source's standing) are refused to it outright
 (:data:`AGENT_VIEWS`). The embedding program's own anonymous clients see everything.
 """
@@ -19,6 +20,7 @@ from . import commands as c
 from .expertise import DomainCoverage
 from .model import Entry, Evidence, SourceRef
 from .redaction import HIDDEN as HIDDEN_AGENT
+from .redaction import redact_value
 from .results import EntryView, QueryResult
 
 #: Reads whose whole answer is about named agents.
@@ -71,11 +73,16 @@ def _view(view: EntryView) -> EntryView:
 
 
 def _entry(entry: Entry) -> Entry:
-    context = dict(entry.source_context)
+    """The entry without its owner and source, and with every mention of its source or
+    of an agreeing source in its context (a caller context naming its agent, say)
+    hidden."""
+    context: dict[str, Any] = dict(entry.source_context)
+    named = {entry.source.agent_id}
     bootstrap = context.get("bootstrap")
     if isinstance(bootstrap, Mapping) and isinstance(bootstrap.get("agreement"), list):
-        agreed = [HIDDEN_AGENT] * len(bootstrap["agreement"])
-        context["bootstrap"] = {**bootstrap, "agreement": agreed}
+        named.update(str(agent) for agent in bootstrap["agreement"])
+    for agent in sorted(named):
+        context = redact_value(context, agent, HIDDEN_AGENT)
     return evolve(entry, owner_id=None, source=_source(entry.source), source_context=context)
 
 

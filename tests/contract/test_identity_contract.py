@@ -290,3 +290,14 @@ async def test_an_anonymous_caller_over_an_edge_sees_no_agent_names(make_apollo)
     program = apollo.client("reader")
     found = await program.query_knowledge(query="agents say", min_confidence=0)
     assert {"alice"} == {view.source_agent for view in found.entries}
+
+
+async def test_an_anonymous_caller_does_not_read_the_source_in_the_context(make_apollo):
+    """A caller context naming the writing agent shows it hidden too."""
+    apollo = await make_apollo()
+    command = c.StoreKnowledge(
+        content="noted with my name", context={"caller": {"agent_id": "alice"}}
+    )
+    result = await run(apollo, ALICE, command)
+    entry = await run(apollo, Principal(None), c.GetEntry(entry_id=str(result.entry_id)))
+    assert {"caller": {"agent_id": "hidden"}} == dict(entry.source_context)
