@@ -23,6 +23,7 @@ from attrs import evolve, frozen
 
 from . import commands as c
 from . import services
+from .bounds import STORE_MANY
 from .errors import Forbidden, NotFound, ValidationError
 from .expertise import DomainCoverage
 from .model import Entry, Evidence
@@ -106,6 +107,7 @@ async def _store_many(
     deps: Deps, caller: Caller, command: c.StoreMany, key: str | None
 ) -> list[IngestResult]:
     acting = caller.acting_as(command.agent_id)
+    STORE_MANY.check(len(command.items))
     requests = []
     for index, item in enumerate(command.items):
         try:

@@ -7,10 +7,11 @@ from datetime import datetime
 
 from attrs import field, frozen
 
+from ..bounds import AGENT_ID
 from ..errors import ValidationError
 from ..extraction import HeuristicEntityExtractor
 from ..model import ACTIVE_STATUSES, Principal, Status, Viewer
-from ..normalize import MAX_AGENT_ID, truncate
+from ..normalize import bounded_text
 from ..policy import ConfidencePolicy
 from ..ports import (
     Clock,
@@ -58,8 +59,12 @@ class Caller:
     trusted: bool = False
 
     @classmethod
-    def of(cls, agent_id: object, principal: Principal | None = None) -> Caller:
-        agent = truncate(agent_id, MAX_AGENT_ID) if agent_id is not None else None
+    def of(
+        cls, agent_id: object, principal: Principal | None = None, *, field: str = "agent_id"
+    ) -> Caller:
+        """The caller credited as ``agent_id`` (stripped; empty: ``unknown``); one longer
+        than the ``AGENT_ID`` bound is a :class:`ValidationError` naming ``field``."""
+        agent = bounded_text(agent_id, AGENT_ID, field)
         return cls(agent or UNKNOWN_AGENT, principal or Principal(None))
 
     def acting_as(self, agent_id: str | None) -> Caller:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from uuid import UUID
 
+from ..bounds import REASON
 from ..credibility import SourceCredibility, evidence_weight, parse_label
 from ..errors import Forbidden, NotFound, ValidationError
 from ..expertise import DomainCoverage, proficiency
@@ -54,6 +55,7 @@ async def deprecate_entry(
     target = parse_id("entry_id", entry_id)
     if not isinstance(reason, str) or not reason.strip():
         raise ValidationError("reason", "must be a non-empty string")
+    REASON.check(len(reason))
     viewer = await resolve_viewer(deps.store.directory, caller.principal)
     async with deps.store.unit_of_work() as uow:
         if not await first_application(uow, "deprecate", idempotency_key, deps.clock.now()):

@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 from uuid import UUID
 
+from .. import bounds
 from ..errors import ApolloError, Forbidden, InvalidTransition, NotFound, ValidationError
 from ..gas_rules import (
     FALLBACK_RELATION,
@@ -25,7 +26,7 @@ from ..model import AccessScope, ContentType, Relation, RelationType
 from ..ports import SearchFilter
 from ..results import GasResult, IngestResult
 from ..rules import is_visible
-from ..validation import check_depth
+from ..validation import bounded_json, check_depth
 from .context import ACTIVE, Caller, Deps, resolve_viewer
 from .ingest import ingest, prepare
 
@@ -56,7 +57,7 @@ PERMANENT_FAILURES: tuple[type[ApolloError], ...] = (
 )
 
 #: The longest GAS request id: it keys the processed-requests record (an index).
-MAX_REQUEST_ID_CHARS = 255
+MAX_REQUEST_ID_CHARS = bounds.REQUEST_ID.limit
 
 
 def _request_id(value: object) -> str:
@@ -66,12 +67,7 @@ def _request_id(value: object) -> str:
         value = str(value)
     if not isinstance(value, str) or not value.strip():
         raise ValidationError("request_id", "is required")
-    text = value.strip()
-    if len(text) > MAX_REQUEST_ID_CHARS:
-        raise ValidationError(
-            "request_id", f"is {len(text)} characters; at most {MAX_REQUEST_ID_CHARS} are allowed"
-        )
-    return text
+    return bounds.REQUEST_ID.text(value.strip())
 
 
 async def process_gas_event(
@@ -98,17 +94,21 @@ async def process_gas_event(
     response = event.get("response_content")
     if not isinstance(response, str) or not response.strip():
         raise ValidationError("response_content", "must be a non-empty string")
+    bounds.RESPONSE.check(len(response))
     messages = event.get("messages") or []
     if not isinstance(messages, Sequence) or isinstance(messages, str):
         raise ValidationError("messages", "must be a list of messages")
+    agent = Caller.of(_caller_agent(event), caller.principal, field="caller")
+    routing = event.get("routing") if isinstance(event.get("routing"), Mapping) else {}
+    gas_context = {
+        "request_id": request_id,
+        "routing": bounded_json("routing", routing or {}, bounds.ROUTING),
+    }
     key = f"gas:{request_id}"
     async with deps.store.unit_of_work() as uow:
         if await uow.processed.seen(key):
             return GasResult(request_id, (), 0, 0, 0, 0, 0, DepositCounts().as_dict(), True)
 
-    agent = Caller.of(_caller_agent(event), caller.principal)
-    routing = event.get("routing") if isinstance(event.get("routing"), Mapping) else {}
-    gas_context = {"request_id": request_id, "routing": dict(routing or {})}
     phases: list[str] = []
     llm = deps.llm
 
