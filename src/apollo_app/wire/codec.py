@@ -299,8 +299,11 @@ def _structure_datetime(value: Any, _: Any) -> datetime:
     else:
         raise TypeError(f"must be an ISO 8601 timestamp string, got {json_type(value)}")
     if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=UTC)
-    return parsed.astimezone(UTC)
+        return parsed.replace(tzinfo=UTC)
+    try:  # a zone that shifts the first or last representable day past its edge
+        return parsed.astimezone(UTC)
+    except OverflowError:
+        raise ValueError("is outside the representable range") from None
 
 
 def _structure_enum(value: Any, kind: type[enum.Enum]) -> enum.Enum:

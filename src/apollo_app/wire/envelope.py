@@ -37,6 +37,7 @@ from cattrs.errors import (
 )
 
 from apollo_domain import commands as c
+from apollo_domain.bounds import MESSAGE
 from apollo_domain.errors import ValidationError
 
 from . import codec
@@ -122,8 +123,10 @@ def encode_command(command: c.Command[Any]) -> bytes:
 
 
 def decode_command(raw: bytes, *, accept: Collection[str] | None = None) -> c.Command[Any]:
-    """The command of a message. Raises :class:`ValidationError` (naming the field) for bad
-    JSON, another version, an unknown action or one not in ``accept``, and bad payloads."""
+    """The command of a message. Raises :class:`ValidationError` (naming the field) for a
+    message over the ``MESSAGE`` bound (measured before it is parsed), bad JSON, another
+    version, an unknown action or one not in ``accept``, and bad payloads."""
+    MESSAGE.check(len(raw))
     try:
         document = codec.decode_json(raw, field_steps=2)
     except ValidationError as exc:  # a payload member nested too deeply: name it as below
@@ -158,7 +161,9 @@ def encode_gas_event(event: Mapping[str, Any]) -> bytes:
 
 
 def decode_gas_event(raw: bytes) -> c.ProcessGasEvent:
-    """The GAS command of a message; :class:`ValidationError` unless it is a JSON object."""
+    """The GAS command of a message; :class:`ValidationError` unless it is a JSON object
+    within the ``MESSAGE`` bound (measured before it is parsed)."""
+    MESSAGE.check(len(raw))
     document = codec.decode_json(raw, name="event", field_steps=0)
     if not isinstance(document, dict):
         raise ValidationError("event", "must be a JSON object")
