@@ -11,6 +11,7 @@ from . import bounds
 from .bounds import Bound
 from .errors import ValidationError
 from .model import AccessScope, ContentType, SourceRef
+from .validation import shown
 
 MAX_CONTENT_CHARS = bounds.CONTENT.limit
 MAX_TAGS = bounds.TAG_COUNT.limit
@@ -223,7 +224,9 @@ def normalize_scope(value: object) -> AccessScope:
         return AccessScope(str(value).strip().lower().removeprefix(":"))
     except ValueError:
         allowed = ", ".join(s.value for s in AccessScope)
-        raise ValidationError("access_scope", f"must be one of {allowed}, got {value!r}") from None
+        raise ValidationError(
+            "access_scope", f"must be one of {allowed}, got {shown(value)}"
+        ) from None
 
 
 def bounded_text(value: object, bound: Bound, field: str | None = None) -> str | None:

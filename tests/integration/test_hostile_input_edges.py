@@ -483,3 +483,33 @@ async def test_cli_ingest_reports_every_over_limit_line_naming_the_field(case: C
         assert reason.startswith(f"{case.field}: "), reason
         assert len(reason) < 500
         assert 1 == (await apollo.stats()).total
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "field"),
+    [
+        ("/traverse", {"entry_id": "x" * 1_000_000}, "entry_id"),
+        ("/ingest", {"content": "scoped", "access_scope": "x" * 1_000_000}, "access_scope"),
+        ("/query", {"query": "kafka", "status": ["x" * 1_000_000]}, "status"),
+        ("/query", {"query": "kafka", "mode": "x" * 1_000_000}, "mode"),
+    ],
+)
+async def test_http_errors_never_echo_a_megabyte_of_input(
+    http: Http, path: str, body: dict[str, Any], field: str
+):
+    response = await http.client.post(f"{API}{path}", json=body)
+    assert 400 == response.status_code
+    assert field == response.json()["error"]["field"]
+    assert len(response.content) < 1_000
+
+
+@pytest.mark.parametrize(
+    "as_of", ["9999-12-31T23:59:59-14:00", "0001-01-01T00:00:00+14:00", "99999-01-01"]
+)
+async def test_http_entity_history_with_an_unrepresentable_as_of_is_a_400(http: Http, as_of: str):
+    """It used to be a 500 (OverflowError)."""
+    await http.apollo.client("claude-graph").store_knowledge(content="Dana Wu works at Initech")
+    response = await http.client.get(f"{API}/entities/Initech/history", params={"as_of": as_of})
+    assert 400 == response.status_code, response.text[:300]
+    error = response.json()["error"]
+    assert ("validation_error", "as_of") == (error["type"], error["field"])

@@ -24,7 +24,7 @@ import cattrs
 from cattrs.errors import IterableValidationError, IterableValidationNote
 
 from apollo_domain.errors import ValidationError
-from apollo_domain.validation import MAX_JSON_DEPTH
+from apollo_domain.validation import MAX_JSON_DEPTH, shown
 
 StructureHook = Callable[[Any, Any], Any]
 
@@ -285,7 +285,7 @@ def _structure_uuid(value: Any, _: Any) -> UUID:
     try:
         return UUID(value)
     except ValueError:
-        raise ValueError(f"must be a UUID, got {value!r}") from None
+        raise ValueError(f"must be a UUID, got {shown(value)}") from None
 
 
 def _structure_datetime(value: Any, _: Any) -> datetime:
@@ -295,7 +295,7 @@ def _structure_datetime(value: Any, _: Any) -> datetime:
         try:
             parsed = datetime.fromisoformat(value)
         except ValueError:
-            raise ValueError(f"must be an ISO 8601 timestamp, got {value!r}") from None
+            raise ValueError(f"must be an ISO 8601 timestamp, got {shown(value)}") from None
     else:
         raise TypeError(f"must be an ISO 8601 timestamp string, got {json_type(value)}")
     if parsed.tzinfo is None:
@@ -311,7 +311,7 @@ def _structure_enum(value: Any, kind: type[enum.Enum]) -> enum.Enum:
         return kind(value)
     except ValueError:
         allowed = ", ".join(str(m.value) for m in kind)
-        raise ValueError(f"must be one of {allowed}, got {value!r}") from None
+        raise ValueError(f"must be one of {allowed}, got {shown(value)}") from None
 
 
 # --------------------------------------------------------------------------- generic hooks

@@ -206,7 +206,13 @@ def _validation_error(exc: BaseException, path: str) -> ValidationError:
     if notes and not path:
         path = notes[0].name
     message = str(exc) or type(exc).__name__
+    if len(message) > _MESSAGE_CHARS:  # never a megabyte of the input back
+        message = message[:_MESSAGE_CHARS] + "…"
     return ValidationError(path or "payload", message)
+
+
+#: The longest message a structuring failure is reported with.
+_MESSAGE_CHARS = 300
 
 
 def _join(path: str, name: str) -> str:

@@ -25,7 +25,7 @@ from ..ports import (
 )
 from ..retrieval import RetrievalSettings
 from ..retry import OutboxRetry
-from ..validation import bounded_float
+from ..validation import bounded_float, shown
 
 UNKNOWN_AGENT = "unknown"
 INGEST_PARTS = ("entries", "evidence", "expertise", "access_log", "outbox", "graph")
@@ -108,7 +108,7 @@ def unit_float(name: str, value: object) -> float:
 
 def bounded_int(name: str, value: object, low: int, high: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ValidationError(name, f"must be an integer, got {value!r}")
+        raise ValidationError(name, f"must be an integer, got {shown(value)}")
     if not low <= value <= high:
         raise ValidationError(name, f"must be between {low} and {high}, got {value}")
     return value
@@ -128,7 +128,7 @@ def parse_statuses(values: object, default: Iterable[Status]) -> frozenset[Statu
         except ValueError:
             allowed = ", ".join(s.value for s in Status)
             raise ValidationError(
-                "status", f"unknown status {value!r}; expected {allowed}"
+                "status", f"unknown status {shown(value)}; expected {allowed}"
             ) from None
     if not parsed:
         raise ValidationError("status", "must name at least one status")
