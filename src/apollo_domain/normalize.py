@@ -46,11 +46,15 @@ _WHITESPACE = re.compile(r"\s+")
 #: combining grapheme joiner, zero-width and bidirectional marks, Hangul fillers, variation
 #: selectors, tags, ... Text with or without them reads the same, so content identity drops
 #: them. One character class: a linear scan.
-DEFAULT_IGNORABLE = re.compile(
-    "[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f"
+_IGNORABLE_RANGES = (
+    "\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f"
     "\u202a-\u202e\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufff8"
-    "\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e0fff]"
+    "\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e0fff"
 )
+DEFAULT_IGNORABLE = re.compile(f"[{_IGNORABLE_RANGES}]")
+#: A run of what never shows, skipped at once: whitespace, C0 and C1 controls, and the
+#: default-ignorable code points.
+_UNSHOWN_RUN = re.compile(f"[\\s\x00-\x1f\x7f-\x9f{_IGNORABLE_RANGES}]*")
 #: General categories that show nothing: format and control characters, separators.
 _INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf", "Zs", "Zl", "Zp"})
 _TAG_DROP = re.compile(r"[^a-z0-9_ -]")
@@ -77,23 +81,28 @@ def clean_content(content: object) -> str:
 
 def is_visible(text: str) -> bool:
     """Whether something is left of ``text`` without its default-ignorable code points,
-    its format and control characters and its whitespace (stops at the first such
-    character)."""
-    for char in text:
-        if char.isspace() or unicodedata.category(char) in _INVISIBLE_CATEGORIES:
-            continue
-        if DEFAULT_IGNORABLE.match(char) is None:
+    its format and control characters and its whitespace. Linear: runs of what never shows
+    are skipped by one pattern, and the scan stops at the first visible character."""
+    position, end = 0, len(text)
+    while True:
+        run = _UNSHOWN_RUN.match(text, position)
+        position = run.end() if run is not None else position
+        if position >= end:
+            return False
+        if unicodedata.category(text[position]) not in _INVISIBLE_CATEGORIES:
             return True
-    return False
+        position += 1
 
 
 def canonical_content(content: str) -> str:
     """The text content identity is computed from: default-ignorable code points
     (:data:`DEFAULT_IGNORABLE`) dropped, Unicode NFKC, lowercased (and NFKC again, since
-    lowercasing may decompose), default-ignorable code points that NFKC produced dropped
-    too, whitespace runs collapsed to one space, stripped."""
+    lowercasing may decompose), whitespace runs collapsed to one space, stripped. (Neither
+    NFKC nor lowercasing turns another character into a default-ignorable one, so they
+    are dropped once, first: before NFKC, so that a mark between a letter and its accent
+    does not keep them apart.)"""
     text = unicodedata.normalize("NFKC", DEFAULT_IGNORABLE.sub("", content))
-    text = DEFAULT_IGNORABLE.sub("", unicodedata.normalize("NFKC", text.lower()))
+    text = unicodedata.normalize("NFKC", text.lower())
     return _WHITESPACE.sub(" ", text).strip()
 
 

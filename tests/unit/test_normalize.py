@@ -501,6 +501,24 @@ def test_every_default_ignorable_code_point_is_folded_and_nothing_else() -> None
     assert ignorable == folded
 
 
+def test_neither_nfkc_nor_lowercasing_makes_a_default_ignorable_code_point() -> None:
+    """Why canonical_content drops them once, before NFKC: no other character becomes one
+    (U+3164 and U+FFA0 become U+1160, but all three are dropped first)."""
+    made = []
+    for code in range(0x110000):
+        char = chr(code)
+        if 0xD800 <= code <= 0xDFFF or DEFAULT_IGNORABLE.match(char):
+            continue
+        folded = unicodedata.normalize("NFKC", char)
+        if DEFAULT_IGNORABLE.search(folded + unicodedata.normalize("NFKC", folded.lower())):
+            made.append(f"U+{code:04X}")
+    assert [] == made
+
+
+def test_a_mark_between_a_letter_and_its_accent_does_not_keep_them_apart() -> None:
+    assert content_hash("caf\u00e9") == content_hash("cafe\u034f\u0301")
+
+
 @pytest.mark.parametrize(
     "content",
     ["\u200b\u200c\u200d", "\u00ad", "\u034f\ufe0f", "\u2060 \ufeff\t", "\x01\x02", "\u3164"],
