@@ -67,6 +67,8 @@ _AGENT = doc(
     "caller's own agent.",
     maxLength=b.AGENT_ID.limit,
 )
+#: An agent a command is about (refused naming ``agent_id`` over the bound).
+_SUBJECT: dict[str, Any] = {"minLength": 1, "maxLength": b.AGENT_ID.limit}
 _ENTRY_ID = doc("The entry's id.", format="uuid")
 _TAG_FILTER = doc(
     "Only entries having at least one of these tags (a non-empty list that normalizes to "
@@ -233,7 +235,7 @@ class ArchiveStale(Command[MaintenanceResult]):
 class LabelSource(Command[SourceReport]):
     """Label a source: moderator/admin → credibility 1.0, troll/flagged → 0.05."""
 
-    target_agent_id: str = field(metadata=doc("The source (agent id) labelled.", minLength=1))
+    target_agent_id: str = field(metadata=doc("The source (agent id) labelled.", **_SUBJECT))
     label: str = field(metadata=doc("The label.", enum=["moderator", "admin", "troll", "flagged"]))
 
 
@@ -241,21 +243,21 @@ class LabelSource(Command[SourceReport]):
 class UnlabelSource(Command[SourceReport]):
     """Remove a source's label: its credibility is α / (α + β) again."""
 
-    target_agent_id: str = field(metadata=doc("The source (agent id).", minLength=1))
+    target_agent_id: str = field(metadata=doc("The source (agent id).", **_SUBJECT))
 
 
 @frozen(kw_only=True)
 class GetSource(Command[SourceReport]):
     """A source's standing: α, β, credibility, label, validated and refuted evidence."""
 
-    target_agent_id: str = field(metadata=doc("The source (agent id).", minLength=1))
+    target_agent_id: str = field(metadata=doc("The source (agent id).", **_SUBJECT))
 
 
 @frozen(kw_only=True)
 class EraseAgent(Command[ErasureResult]):
     """Erase an agent: its unconfirmed entries go, its confirmed ones are redacted."""
 
-    target_agent_id: str = field(metadata=doc("The agent to erase.", minLength=1))
+    target_agent_id: str = field(metadata=doc("The agent to erase.", **_SUBJECT))
 
 
 @frozen(kw_only=True)
@@ -388,7 +390,7 @@ class DomainsAtRisk(Command[list[DomainCoverage]]):
 class GetAgentProfile(Command[AgentProfile]):
     """An agent's domains, counts, average confidence and last activity."""
 
-    target_agent_id: str = field(metadata=doc("The agent described.", minLength=1))
+    target_agent_id: str = field(metadata=doc("The agent described.", **_SUBJECT))
 
 
 @frozen(kw_only=True)

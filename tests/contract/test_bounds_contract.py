@@ -118,3 +118,32 @@ async def test_an_as_of_past_the_representable_range_is_refused(make_apollo, as_
     with pytest.raises(ValidationError) as caught:
         await apollo.run(c.GetEntityHistory(name="Initech", as_of=as_of))
     assert "as_of" == caught.value.field
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        c.GetAgentProfile(target_agent_id="x" * (b.AGENT_ID.limit + 1)),
+        c.GetSource(target_agent_id="x" * (b.AGENT_ID.limit + 1)),
+        c.LabelSource(target_agent_id="x" * (b.AGENT_ID.limit + 1), label="troll"),
+        c.UnlabelSource(target_agent_id="x" * (b.AGENT_ID.limit + 1)),
+        c.EraseAgent(target_agent_id="x" * (b.AGENT_ID.limit + 1)),
+    ],
+    ids=lambda command: type(command).__name__,
+)
+async def test_an_agent_a_command_is_about_is_bounded_like_any_agent_id(make_apollo, command):
+    """No source has an agent id over the bound, so none is looked up, labelled or erased:
+    refused like an agent id anywhere else, and nothing is written."""
+    apollo = await make_apollo()
+    before = await footprint(apollo)
+    with pytest.raises(ValidationError) as caught:
+        await apollo.run(command, principal=ADMIN)
+    assert "agent_id" == caught.value.field
+    assert before == await footprint(apollo)
+
+
+async def test_an_expertise_domain_is_bounded_like_a_domain(make_apollo):
+    apollo = await make_apollo()
+    with pytest.raises(ValidationError) as caught:
+        await apollo.run(c.GetExpertise(domain="d" * (b.DOMAIN.limit + 1)))
+    assert "domain" == caught.value.field

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from uuid import UUID
 
-from ..bounds import REASON
+from ..bounds import AGENT_ID, DOMAIN, REASON
 from ..credibility import SourceCredibility, evidence_weight, parse_label
 from ..errors import Forbidden, NotFound, ValidationError
 from ..expertise import DomainCoverage, proficiency
@@ -236,6 +236,7 @@ async def get_expertise(
     name = normalize_tag(domain) if isinstance(domain, str) else None
     if not name:
         raise ValidationError("domain", "must be a non-empty string")
+    DOMAIN.text(name, "domain")
     floor = unit_float("min_proficiency", min_proficiency)
     viewer = await resolve_viewer(deps.store.directory, caller.principal)
     async with deps.store.unit_of_work() as uow:
@@ -271,9 +272,7 @@ async def domains_at_risk(
 async def agent_profile(deps: Deps, caller: Caller, agent_id: object) -> AgentProfile:
     """An agent's domains, counts, proficiency, average confidence and last activity, over
     the active entries the caller may see."""
-    if not isinstance(agent_id, str) or not agent_id.strip():
-        raise ValidationError("agent_id", "must be a non-empty string")
-    agent = agent_id.strip()
+    agent = _agent_id(agent_id)
     viewer = await resolve_viewer(deps.store.directory, caller.principal)
     async with deps.store.unit_of_work() as uow:
         standing = await uow.credibility.get(agent)
@@ -296,9 +295,11 @@ async def agent_profile(deps: Deps, caller: Caller, agent_id: object) -> AgentPr
 
 
 def _agent_id(agent_id: object) -> str:
+    """An agent named as the subject of a command: a non-empty string within the
+    ``AGENT_ID`` bound (stripped), else :class:`ValidationError` naming ``agent_id``."""
     if not isinstance(agent_id, str) or not agent_id.strip():
         raise ValidationError("agent_id", "must be a non-empty string")
-    return agent_id.strip()
+    return AGENT_ID.text(agent_id.strip())
 
 
 def _report(record: CredibilityRecord) -> SourceReport:
