@@ -10,9 +10,24 @@ from pathlib import Path
 import pytest
 
 from apollo_app.cli.ingest import parse_line
+from apollo_app.facade.client import store_many_command
 from apollo_app.wire.codec import make_converter
-from apollo_app.wire.envelope import decode_command, decode_gas_event
-from apollo_domain.bounds import BOUNDS, CONTENT, JSON_DEPTH, MESSAGE, TAG_COUNT, Unit
+from apollo_app.wire.envelope import (
+    decode_command,
+    decode_gas_event,
+    encode_command,
+    encode_gas_event,
+)
+from apollo_domain.bounds import (
+    BOUNDS,
+    CONTENT,
+    JSON_DEPTH,
+    MESSAGE,
+    STORE_MANY,
+    TAG_COUNT,
+    Unit,
+)
+from apollo_domain.commands import StoreKnowledge
 from apollo_domain.errors import ValidationError
 from apollo_domain.services.entity_reads import parse_instant
 from apollo_domain.validation import shown
@@ -94,3 +109,19 @@ def test_echoed_input_is_clipped() -> None:
 def test_a_timestamp_field_a_zone_shifts_out_of_range_is_refused_by_the_codec() -> None:
     with pytest.raises(ValueError, match="representable range"):
         make_converter().structure("9999-12-31T23:59:59-14:00", datetime)
+
+
+def test_a_client_refuses_a_message_over_the_bound_before_publishing_it() -> None:
+    """Client mode refuses what the service would dead-letter, before it is sent."""
+    with pytest.raises(ValidationError) as caught:
+        encode_command(StoreKnowledge(content="x" * MESSAGE.limit))
+    assert MESSAGE.field == caught.value.field
+    with pytest.raises(ValidationError) as caught:
+        encode_gas_event({"request_id": "r", "response_content": "x" * MESSAGE.limit})
+    assert MESSAGE.field == caught.value.field
+
+
+def test_a_bulk_store_over_the_bound_is_refused_before_anything_is_built() -> None:
+    with pytest.raises(ValidationError) as caught:
+        store_many_command([{"content": f"item {i}"} for i in range(STORE_MANY.limit + 1)])
+    assert "items" == caught.value.field

@@ -114,12 +114,15 @@ def payload_of(command: c.Command[Any]) -> dict[str, Any]:
 
 
 def encode_command(command: c.Command[Any]) -> bytes:
-    """``{"v": 1, "action": ..., "payload": ...}`` as UTF-8 JSON."""
+    """``{"v": 1, "action": ..., "payload": ...}`` as UTF-8 JSON; one over the ``MESSAGE``
+    bound is refused here, as the service would refuse it."""
     action = action_of(command)
     try:
-        return codec.encode_json({"v": VERSION, "action": action, "payload": payload_of(command)})
+        body = codec.encode_json({"v": VERSION, "action": action, "payload": payload_of(command)})
     except (TypeError, ValueError) as exc:
         raise ValidationError("payload", f"cannot be encoded as JSON: {exc}") from None
+    MESSAGE.check(len(body))
+    return body
 
 
 def decode_command(raw: bytes, *, accept: Collection[str] | None = None) -> c.Command[Any]:
@@ -153,11 +156,14 @@ def decode_command(raw: bytes, *, accept: Collection[str] | None = None) -> c.Co
 
 
 def encode_gas_event(event: Mapping[str, Any]) -> bytes:
-    """An ``llm.audit.complete`` event as published on the audit exchange."""
+    """An ``llm.audit.complete`` event as published on the audit exchange (within the
+    ``MESSAGE`` bound)."""
     try:
-        return codec.encode_json(dict(event))
+        body = codec.encode_json(dict(event))
     except (TypeError, ValueError) as exc:
         raise ValidationError("event", f"cannot be encoded as JSON: {exc}") from None
+    MESSAGE.check(len(body))
+    return body
 
 
 def decode_gas_event(raw: bytes) -> c.ProcessGasEvent:
