@@ -147,3 +147,19 @@ async def test_an_expertise_domain_is_bounded_like_a_domain(make_apollo):
     with pytest.raises(ValidationError) as caught:
         await apollo.run(c.GetExpertise(domain="d" * (b.DOMAIN.limit + 1)))
     assert "domain" == caught.value.field
+
+
+async def test_a_gas_events_caller_is_bounded_like_an_agent_id(make_apollo):
+    """The event's ``caller`` attributes its deposits: over the bound it is refused naming
+    ``caller`` (it used to be cut to 100 characters), and nothing is deposited."""
+    apollo = await make_apollo()
+    before = await footprint(apollo)
+    event = {
+        "request_id": "r-caller",
+        "response_content": "Kafka partitions keep messages in order",
+        "caller": {"agent_id": "x" * (b.AGENT_ID.limit + 1)},
+    }
+    with pytest.raises(ValidationError) as caught:
+        await apollo.run(c.ProcessGasEvent(event=event), principal=ADMIN)
+    assert "caller" == caught.value.field
+    assert before == await footprint(apollo)
