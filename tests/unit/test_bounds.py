@@ -8,6 +8,8 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
+from hypothesis import event, given
+from hypothesis import strategies as st
 
 from apollo_app.cli.ingest import parse_line
 from apollo_app.facade.client import store_many_command
@@ -125,3 +127,16 @@ def test_a_bulk_store_over_the_bound_is_refused_before_anything_is_built() -> No
     with pytest.raises(ValidationError) as caught:
         store_many_command([{"content": f"item {i}"} for i in range(STORE_MANY.limit + 1)])
     assert "items" == caught.value.field
+
+
+@given(st.sampled_from(BOUNDS), st.integers(min_value=-3, max_value=3))
+def test_a_bound_allows_its_limit_and_refuses_anything_above(bound, offset: int) -> None:
+    measure = bound.limit + offset
+    if offset > 0:
+        event("over the limit: refused")
+        with pytest.raises(ValidationError) as caught:
+            bound.check(measure)
+        assert bound.field == caught.value.field
+    else:
+        event("at or under the limit: allowed")
+        bound.check(measure)
