@@ -30,7 +30,7 @@ from apollo_app.entrypoints.http import HttpServer, create_app
 from apollo_app.entrypoints.http.operations import OPERATIONS, Operation
 from apollo_app.entrypoints.service import ApolloService
 from apollo_app.wire.envelope import ACTIONS, MUTATIONS, REQUESTS
-from apollo_domain.bounds import MESSAGE
+from apollo_domain.bounds import JSON_DEPTH, MESSAGE
 from apollo_domain.commands import DeprecateEntry
 from apollo_domain.errors import ValidationError
 from apollo_domain.messaging import DeadLetter, Message, MessageBus
@@ -513,3 +513,27 @@ async def test_http_entity_history_with_an_unrepresentable_as_of_is_a_400(http: 
     assert 400 == response.status_code, response.text[:300]
     error = response.json()["error"]
     assert ("validation_error", "as_of") == (error["type"], error["field"])
+
+
+def _writeback(case: Case) -> bytes:
+    """A store case as a writeback-vectorize message: the content, the agent credited, and
+    every other field in its metadata."""
+    fields = dict(case.payload)
+    payload: dict[str, Any] = {"content": fields.pop("content")}
+    if "agent_id" in fields:
+        payload["agent_id"] = fields.pop("agent_id")
+    payload["metadata"] = fields
+    return json.dumps({"v": 1, "action": "writeback_vectorize", "payload": payload}).encode()
+
+
+@pytest.mark.parametrize("case", LINE_CASES, ids=lambda case: case.id)
+async def test_bus_dead_letters_every_over_limit_writeback_naming_the_field(
+    mesh: Mesh, case: Case, caplog: pytest.LogCaptureFixture
+):
+    """A writeback is ingested with its metadata as the ingest's fields: the same bounds
+    (a value nested too deeply is refused as the message is decoded, in ``metadata``)."""
+    queue = mesh.service.topology.writeback_vectorize_queue
+    field = "metadata" if case.bound is JSON_DEPTH else case.field
+    await _dead_on_first_delivery(
+        mesh, lambda: mesh.publish(queue, _writeback(case)), field, caplog
+    )
