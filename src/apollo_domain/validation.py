@@ -68,19 +68,25 @@ def bounded_json(name: str, value: Mapping[Any, Any], bound: Bound) -> dict[str,
     except (TypeError, ValueError) as exc:
         raise ValidationError(name, f"must be JSON-serializable: {exc}") from None
     bound.check(len(encoded.encode("utf-8", "surrogatepass")), name)
-    return dict(_without_nul(json.loads(encoded)))
+    return dict(_storable(json.loads(encoded)))
 
 
-def _without_nul(value: Any) -> Any:
-    """A decoded JSON value with NUL characters dropped from its strings and keys (text no
-    store can hold); recursion is bounded by the depth checked before."""
+def _storable(value: Any) -> Any:
+    """A decoded JSON value with what no store can hold dropped from its strings and keys
+    (NUL characters, lone surrogates); recursion is bounded by the depth checked before."""
     if isinstance(value, str):
-        return value.replace("\x00", "")
+        return _text(value)
     if isinstance(value, list):
-        return [_without_nul(item) for item in value]
+        return [_storable(item) for item in value]
     if isinstance(value, dict):
-        return {key.replace("\x00", ""): _without_nul(item) for key, item in value.items()}
+        return {_text(key): _storable(item) for key, item in value.items()}
     return value
+
+
+def _text(text: str) -> str:
+    if not text.isascii():
+        text = text.encode("utf-8", "ignore").decode("utf-8")
+    return text.replace("\x00", "")
 
 
 __all__ = ["MAX_JSON_DEPTH", "bounded_float", "bounded_json", "check_depth", "shown"]

@@ -163,3 +163,15 @@ async def test_a_gas_events_caller_is_bounded_like_an_agent_id(make_apollo):
         await apollo.run(c.ProcessGasEvent(event=event), principal=ADMIN)
     assert "caller" == caught.value.field
     assert before == await footprint(apollo)
+
+
+async def test_a_context_keeps_only_text_a_store_can_hold(make_apollo):
+    """NUL characters and lone surrogates in a library caller's context are dropped, keys
+    included (PostgreSQL's JSON cannot hold them: it used to fail the ingest)."""
+    apollo = await make_apollo()
+    result = await apollo.client("claude-ctx").store_knowledge(
+        content="a context with unstorable text",
+        context={"k\x00": "a\ud800b\x00c", "list": ["\udc00x"]},
+    )
+    entry = await apollo.get_entry(result.entry_id)
+    assert {"k": "abc", "list": ["x"]} == dict(entry.source_context)
