@@ -69,6 +69,30 @@ raw_tags = st.text(max_size=15) | st.sampled_from(
 )
 raw_tag_lists = st.lists(raw_tags, max_size=25)
 
+#: The ranges of the Unicode property Default_Ignorable_Code_Point (Unicode 15).
+DEFAULT_IGNORABLE_RANGES = (
+    (0x00AD, 0x00AD),
+    (0x034F, 0x034F),
+    (0x061C, 0x061C),
+    (0x115F, 0x1160),
+    (0x17B4, 0x17B5),
+    (0x180B, 0x180F),
+    (0x200B, 0x200F),
+    (0x202A, 0x202E),
+    (0x2060, 0x206F),
+    (0x3164, 0x3164),
+    (0xFE00, 0xFE0F),
+    (0xFEFF, 0xFEFF),
+    (0xFFA0, 0xFFA0),
+    (0xFFF0, 0xFFF8),
+    (0x1BCA0, 0x1BCA3),
+    (0x1D173, 0x1D17A),
+    (0xE0000, 0xE0FFF),
+)
+default_ignorables = st.one_of(
+    [st.integers(low, high).map(chr) for low, high in DEFAULT_IGNORABLE_RANGES]
+)
+
 ascii_words = st.text(alphabet="abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ", min_size=1)
 whitespace_runs = st.text(alphabet=" \t\n\r", min_size=1, max_size=4)
 
@@ -263,6 +287,7 @@ def make_entry(**overrides: Any) -> Entry:
 
 
 __all__ = [
+    "DEFAULT_IGNORABLE_RANGES",
     "EPOCH",
     "GRAPH_NODES",
     "KNOWN_PROVIDER_NAMES",
@@ -275,6 +300,7 @@ __all__ = [
     "content_types",
     "credibilities",
     "datetimes",
+    "default_ignorables",
     "entries",
     "entry_counts",
     "failure_counts",

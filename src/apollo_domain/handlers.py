@@ -25,6 +25,7 @@ from attrs import evolve, frozen
 
 from . import commands as c
 from . import services
+from .bounds import STORE_MANY
 from .disclosure import AGENT_VIEWS, hide_agents
 from .errors import Forbidden, NotFound, ValidationError
 from .expertise import DomainCoverage
@@ -116,6 +117,7 @@ async def _store_many(
     deps: Deps, caller: Caller, command: c.StoreMany, key: str | None
 ) -> list[IngestResult]:
     acting = caller.acting_as(command.agent_id)
+    STORE_MANY.check(len(command.items))
     requests = []
     for index, item in enumerate(command.items):
         try:

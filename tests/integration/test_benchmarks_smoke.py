@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from benchmarks import (
+    content_identity_bench,
     hybrid_bench,
     ingest_recall_bench,
     memory_bench,
@@ -193,3 +194,9 @@ def test_model_ingest_bench_reports_both_rates(tmp_path: Path) -> None:
     assert positive(written["model_texts_per_s"]) and positive(written["store_many_texts_per_s"])
     assert 0 < written["entries_stored"] <= 24
     assert positive(written["ratio"])
+
+
+def test_content_identity_bench_quick_reports_both_figures_for_every_input() -> None:
+    figures = content_identity_bench.main(["--quick"])
+    assert 3 == len(figures)
+    assert all(positive(v) for row in figures.values() for v in row.values())

@@ -8,10 +8,11 @@ from datetime import datetime
 
 from attrs import field, frozen
 
+from ..bounds import AGENT_ID
 from ..errors import ValidationError
 from ..extraction import HeuristicEntityExtractor
 from ..model import ACTIVE_STATUSES, Principal, Status, Viewer
-from ..normalize import MAX_AGENT_ID, truncate
+from ..normalize import bounded_text
 from ..policy import ConfidencePolicy
 from ..ports import (
     Clock,
@@ -25,7 +26,7 @@ from ..ports import (
 )
 from ..retrieval import RetrievalSettings
 from ..retry import OutboxRetry
-from ..validation import bounded_float
+from ..validation import bounded_float, shown
 
 UNKNOWN_AGENT = "unknown"
 INGEST_PARTS = ("entries", "evidence", "expertise", "access_log", "outbox", "graph")
@@ -64,9 +65,16 @@ class Caller:
 
     @classmethod
     def of(
-        cls, agent_id: object, principal: Principal | None = None, *, edge: str | None = None
+        cls,
+        agent_id: object,
+        principal: Principal | None = None,
+        *,
+        edge: str | None = None,
+        field: str = "agent_id",
     ) -> Caller:
-        agent = truncate(agent_id, MAX_AGENT_ID) if agent_id is not None else None
+        """The caller credited as ``agent_id`` (stripped; empty: ``unknown``); one longer
+        than the ``AGENT_ID`` bound is a :class:`ValidationError` naming ``field``."""
+        agent = bounded_text(agent_id, AGENT_ID, field)
         return cls(agent or UNKNOWN_AGENT, principal or Principal(None), edge=edge)
 
     def acting_as(self, agent_id: str | None) -> Caller:
@@ -119,7 +127,7 @@ def unit_float(name: str, value: object) -> float:
 
 def bounded_int(name: str, value: object, low: int, high: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ValidationError(name, f"must be an integer, got {value!r}")
+        raise ValidationError(name, f"must be an integer, got {shown(value)}")
     if not low <= value <= high:
         raise ValidationError(name, f"must be between {low} and {high}, got {value}")
     return value
@@ -139,7 +147,7 @@ def parse_statuses(values: object, default: Iterable[Status]) -> frozenset[Statu
         except ValueError:
             allowed = ", ".join(s.value for s in Status)
             raise ValidationError(
-                "status", f"unknown status {value!r}; expected {allowed}"
+                "status", f"unknown status {shown(value)}; expected {allowed}"
             ) from None
     if not parsed:
         raise ValidationError("status", "must name at least one status")

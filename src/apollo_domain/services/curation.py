@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from uuid import UUID
 
+from ..bounds import AGENT_ID, DOMAIN, REASON
 from ..credibility import SourceCredibility, evidence_weight, parse_label
 from ..errors import Forbidden, NotFound, ValidationError
 from ..expertise import DomainCoverage, proficiency
@@ -54,6 +55,7 @@ async def deprecate_entry(
     target = parse_id("entry_id", entry_id)
     if not isinstance(reason, str) or not reason.strip():
         raise ValidationError("reason", "must be a non-empty string")
+    REASON.check(len(reason))
     viewer = await resolve_viewer(deps.store.directory, caller.principal)
     async with deps.store.unit_of_work() as uow:
         if not await first_application(uow, "deprecate", idempotency_key, deps.clock.now()):
@@ -247,6 +249,7 @@ async def get_expertise(
     name = normalize_tag(domain) if isinstance(domain, str) else None
     if not name:
         raise ValidationError("domain", "must be a non-empty string")
+    DOMAIN.text(name, "domain")
     floor = unit_float("min_proficiency", min_proficiency)
     viewer = await resolve_viewer(deps.store.directory, caller.principal)
     async with deps.store.unit_of_work() as uow:
@@ -282,9 +285,7 @@ async def domains_at_risk(
 async def agent_profile(deps: Deps, caller: Caller, agent_id: object) -> AgentProfile:
     """An agent's domains, counts, proficiency, average confidence and last activity, over
     the active entries the caller may see."""
-    if not isinstance(agent_id, str) or not agent_id.strip():
-        raise ValidationError("agent_id", "must be a non-empty string")
-    agent = agent_id.strip()
+    agent = _agent_id(agent_id)
     viewer = await resolve_viewer(deps.store.directory, caller.principal)
     async with deps.store.unit_of_work() as uow:
         standing = await uow.credibility.get(agent)
@@ -307,9 +308,11 @@ async def agent_profile(deps: Deps, caller: Caller, agent_id: object) -> AgentPr
 
 
 def _agent_id(agent_id: object) -> str:
+    """An agent named as the subject of a command: a non-empty string within the
+    ``AGENT_ID`` bound (stripped), else :class:`ValidationError` naming ``agent_id``."""
     if not isinstance(agent_id, str) or not agent_id.strip():
         raise ValidationError("agent_id", "must be a non-empty string")
-    return agent_id.strip()
+    return AGENT_ID.text(agent_id.strip())
 
 
 def _report(record: CredibilityRecord) -> SourceReport:

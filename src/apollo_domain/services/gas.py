@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 from uuid import UUID
 
+from .. import bounds
 from ..errors import ApolloError, Forbidden, InvalidTransition, NotFound, ValidationError
 from ..gas_rules import (
     FALLBACK_RELATION,
@@ -23,12 +24,20 @@ from ..gas_rules import (
     unambiguous_deposits,
 )
 from ..model import AccessScope, ContentType, Entry, Relation, RelationType
+from ..normalize import bounded_text
 from ..ports import SearchFilter
 from ..results import GasResult, IngestResult
 from ..rules import DISPUTE_RELATIONS, check_agent_id, dispute_refusal, is_visible
-from ..validation import check_depth
+from ..validation import bounded_json, check_depth
 from .context import ACTIVE, Caller, Deps, resolve_viewer, scoped_key
 from .ingest import ingest, prepare
+
+
+def _named_caller(value: object) -> str:
+    """An agent id the event names: bounded like any agent id (naming ``caller``), and not
+    one Apollo reserves (naming ``caller.agent_id``)."""
+    named = bounded_text(str(value), bounds.AGENT_ID, "caller") or ""
+    return check_agent_id("caller.agent_id", named)
 
 
 def _depositor(event: Mapping[str, Any], caller: Caller) -> Caller:
@@ -43,9 +52,9 @@ def _depositor(event: Mapping[str, Any], caller: Caller) -> Caller:
     if isinstance(named, Mapping):
         for key in ("agent_id", "id", "name"):
             if named.get(key):
-                return caller.acting_as(check_agent_id("caller.agent_id", str(named[key])))
+                return caller.acting_as(_named_caller(named[key]))
     elif isinstance(named, str) and named.strip():
-        return caller.acting_as(check_agent_id("caller.agent_id", named))
+        return caller.acting_as(_named_caller(named))
     routing = event.get("routing")
     if isinstance(routing, Mapping) and routing.get("provider"):
         return caller.acting_as(f"{routing['provider']}-gas")
@@ -64,7 +73,7 @@ PERMANENT_FAILURES: tuple[type[ApolloError], ...] = (
 )
 
 #: The longest GAS request id: it keys the processed-requests record (an index).
-MAX_REQUEST_ID_CHARS = 255
+MAX_REQUEST_ID_CHARS = bounds.REQUEST_ID.limit
 
 
 def _request_id(value: object) -> str:
@@ -74,12 +83,7 @@ def _request_id(value: object) -> str:
         value = str(value)
     if not isinstance(value, str) or not value.strip():
         raise ValidationError("request_id", "is required")
-    text = value.strip()
-    if len(text) > MAX_REQUEST_ID_CHARS:
-        raise ValidationError(
-            "request_id", f"is {len(text)} characters; at most {MAX_REQUEST_ID_CHARS} are allowed"
-        )
-    return text
+    return bounds.REQUEST_ID.text(value.strip())
 
 
 async def process_gas_event(
@@ -108,17 +112,21 @@ async def process_gas_event(
     response = event.get("response_content")
     if not isinstance(response, str) or not response.strip():
         raise ValidationError("response_content", "must be a non-empty string")
+    bounds.RESPONSE.check(len(response))
     messages = event.get("messages") or []
     if not isinstance(messages, Sequence) or isinstance(messages, str):
         raise ValidationError("messages", "must be a list of messages")
     agent = _depositor(event, caller)
+    routing = event.get("routing") if isinstance(event.get("routing"), Mapping) else {}
+    gas_context = {
+        "request_id": request_id,
+        "routing": bounded_json("routing", routing or {}, bounds.ROUTING),
+    }
     key = f"gas:{scoped_key(caller.principal, request_id)}"
     async with deps.store.unit_of_work() as uow:
         if await uow.processed.seen(key):
             return GasResult(request_id, (), 0, 0, 0, 0, 0, DepositCounts().as_dict(), True)
 
-    routing = event.get("routing") if isinstance(event.get("routing"), Mapping) else {}
-    gas_context = {"request_id": request_id, "routing": dict(routing or {})}
     phases: list[str] = []
     llm = deps.llm
 

@@ -19,6 +19,7 @@ from ..traversal import (
     ranked,
     validate_depth,
 )
+from ..validation import shown
 from .context import UNKNOWN_AGENT, Caller, Deps, first_application, resolve_viewer
 
 
@@ -28,7 +29,7 @@ def parse_id(name: str, value: object) -> UUID:
     try:
         return UUID(str(value))
     except (TypeError, ValueError, AttributeError):
-        raise ValidationError(name, f"must be a UUID, got {value!r}") from None
+        raise ValidationError(name, f"must be a UUID, got {shown(value)}") from None
 
 
 async def visible_entry(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -10,6 +9,7 @@ from typing import Any
 from attrs import frozen
 
 from .. import admission
+from ..bounds import CONTEXT_BYTES
 from ..credibility import SourceCredibility
 from ..entities import Extraction
 from ..errors import Conflict, ValidationError
@@ -37,7 +37,7 @@ from ..policy import ConfidencePolicy
 from ..ports import AccessLogRecord, CredibilityRecord, ScoredEntry, SearchFilter, UnitOfWork
 from ..results import IngestResult
 from ..rules import Corroborator, independent_of_all, may_corroborate
-from ..validation import check_depth
+from ..validation import bounded_json, check_depth
 from .context import (
     ACTIVE,
     INGEST_PARTS,
@@ -126,19 +126,15 @@ def prepare(
 
 
 def clean_context(context: object) -> dict[str, Any]:
-    """Caller context: a JSON object nested at most ``MAX_JSON_DEPTH`` levels deep;
-    Apollo's own keys may not be set by callers."""
+    """Caller context: a JSON object within the ``JSON_DEPTH`` and ``CONTEXT_BYTES``
+    bounds; Apollo's own keys may not be set by callers."""
     if context is None:
         return {}
     if not isinstance(context, Mapping):
         raise ValidationError("context", "must be a JSON object")
     check_depth("context", context)
     cleaned = {str(k): v for k, v in context.items() if str(k) not in _RESERVED_CONTEXT_KEYS}
-    try:
-        encoded = json.dumps(cleaned, allow_nan=False, default=str)
-    except (TypeError, ValueError) as exc:
-        raise ValidationError("context", f"must be JSON-serializable: {exc}") from None
-    return dict(json.loads(encoded.replace("\\u0000", "")))
+    return bounded_json("context", cleaned, CONTEXT_BYTES)
 
 
 async def ingest(

@@ -7,6 +7,7 @@ from math import fsum
 from typing import Any, Final
 from uuid import UUID
 
+from ..bounds import QUERY, QUERY_LIMIT
 from ..entities import normalize_entity_name
 from ..errors import ValidationError
 from ..lexical import STOPWORDS
@@ -15,14 +16,14 @@ from ..normalize import normalize_domain_filter, normalize_tag_filter
 from ..ports import AccessLogRecord, Reads, SearchFilter
 from ..results import EntryView, QueryResult
 from ..retrieval import GRAPH, LEXICAL, VECTOR, Fused, RetrievalSettings, fuse
-from ..validation import bounded_float
+from ..validation import bounded_float, shown
 from .context import Caller, Deps, bounded_int, parse_statuses, resolve_viewer, unit_float
 
 BROWSE_BELOW_CHARS = 3
-MAX_LIMIT = 100
+MAX_LIMIT = QUERY_LIMIT.limit
 #: The longest query text, in characters: a search is a question, not a document (and
 #: embedding a long one costs time and memory in proportion).
-MAX_QUERY_CHARS = 10_000
+MAX_QUERY_CHARS = QUERY.limit
 DEFAULT_STATUSES = (Status.CONFIRMED, Status.CANDIDATE)
 #: Retrieval modes: ``hybrid`` fuses every signal, the others use one alone.
 QUERY_MODES: Final = ("hybrid", "vector", "lexical")
@@ -39,14 +40,10 @@ _EDGE_PUNCTUATION = ".,;:!?\"'()[]{}<>“”‘’"
 
 def query_text(query: object) -> str:
     """The stripped search text; :class:`ValidationError` naming ``query`` unless it is a
-    string of at most ``MAX_QUERY_CHARS`` characters."""
+    string within the ``QUERY`` bound."""
     if not isinstance(query, str):
         raise ValidationError("query", "must be a string")
-    if len(query) > MAX_QUERY_CHARS:
-        raise ValidationError(
-            "query", f"is {len(query)} characters; at most {MAX_QUERY_CHARS} are allowed"
-        )
-    return query.strip()
+    return QUERY.text(query).strip()
 
 
 async def query(
@@ -85,7 +82,9 @@ async def query(
     """
     text = query_text(query)
     if mode not in QUERY_MODES:
-        raise ValidationError("mode", f"unknown mode {mode!r}; expected {', '.join(QUERY_MODES)}")
+        raise ValidationError(
+            "mode", f"unknown mode {shown(mode)}; expected {', '.join(QUERY_MODES)}"
+        )
     flt_tags = normalize_tag_filter(tags)
     domain = normalize_domain_filter(knowledge_domain)
     count = bounded_int("limit", limit, 1, MAX_LIMIT)

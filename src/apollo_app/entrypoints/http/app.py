@@ -17,6 +17,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from apollo_domain import commands as c
+from apollo_domain.bounds import MESSAGE
 from apollo_domain.errors import ApolloError, ValidationError
 from apollo_domain.handlers import handle
 from apollo_domain.services import Caller
@@ -33,7 +34,8 @@ from .openapi import openapi_document
 from .operations import HTTP_AGENT, OPERATIONS, Call, Operation
 
 logger = logging.getLogger("apollo.http")
-MAX_BODY_BYTES = 2 * 1024 * 1024
+#: The ``MESSAGE`` bound: a larger body is refused (413) before it is parsed.
+MAX_BODY_BYTES = MESSAGE.limit
 
 
 class _TooLarge(Exception):
@@ -157,7 +159,10 @@ def _endpoint(
                 status, payload = op.present(call, result)
         except _TooLarge:
             return error_response(
-                413, "payload_too_large", f"request bodies are limited to {MAX_BODY_BYTES} bytes"
+                413,
+                "payload_too_large",
+                f"request bodies are limited to {MAX_BODY_BYTES:,} bytes ({MESSAGE.name})",
+                MESSAGE.field,
             )
         except Unauthorized as exc:
             return error_response(401, "unauthorized", exc.message, headers=UNAUTHORIZED_HEADERS)
