@@ -114,6 +114,9 @@ class Settings:
     outbox_max_attempts: int = 20
     outbox_lease: float = 900.0
     corroboration_batch: int = 100
+    #: Access-log rows older than this many days are deleted by a periodic job (run with
+    #: the decay cycle); 0 keeps them forever.
+    access_log_retention_days: int = 30
     prefetch: int = 16
     #: The ingest consumer commits up to ``ingest_batch`` ``store_knowledge`` messages in
     #: one transaction: those that arrived within ``ingest_batch_ms`` of the first (1: each
@@ -177,6 +180,7 @@ class Settings:
         number("APOLLO_OUTBOX_MAX_ATTEMPTS", "outbox_max_attempts", int, 1, 1_000)
         number("APOLLO_OUTBOX_LEASE_SECONDS", "outbox_lease", float, 1, 86_400)
         number("APOLLO_CORROBORATION_BATCH", "corroboration_batch", int, 1, 100_000)
+        number("APOLLO_ACCESS_LOG_RETENTION_DAYS", "access_log_retention_days", int, 0, 36_500)
         number("APOLLO_PREFETCH", "prefetch", int, 1, 10_000)
         number("APOLLO_INGEST_BATCH", "ingest_batch", int, 1, 1_000)
         number("APOLLO_INGEST_BATCH_MS", "ingest_batch_ms", float, 0, 1_000)

@@ -602,6 +602,11 @@ class AccessLog(Protocol):
         """Erasure: the agent's rows keep their action, entry and time but name
         ``replacement`` instead; returns the number of rows rewritten."""
 
+    async def trim(self, cutoff: datetime, limit: int) -> int:
+        """Retention: delete the oldest rows created before ``cutoff``, at most ``limit`` of
+        them (one set-based statement where the adapter can); returns how many went. A
+        caller empties a large backlog in several bounded calls, each committed alone."""
+
 
 class CredibilityRegistry(Protocol):
     async def get(self, agent_id: str) -> CredibilityRecord:

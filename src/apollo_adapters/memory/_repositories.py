@@ -403,6 +403,10 @@ class InMemoryAccessLog(_Repository):
         undo = self._uow._open("access_log")
         return self._store._access_log.redact_agent(agent_id, replacement, undo)
 
+    async def trim(self, cutoff: datetime, limit: int) -> int:
+        undo = self._uow._open("access_log")
+        return self._store._access_log.trim(cutoff, limit, undo)
+
 
 class InMemoryCredibilityRegistry(_Repository):
     __slots__ = ()

@@ -1,7 +1,9 @@
-"""Periodic work: the corroboration checker and the contradiction scan (DESIGN §4)."""
+"""Periodic work: the corroboration checker, the contradiction scan and the access log's
+retention (DESIGN §4)."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 from uuid import UUID
 
@@ -19,7 +21,7 @@ from ..model import (
 )
 from ..policy import ConfidencePolicy
 from ..ports import OutboxItem, ScoredEntry, SearchFilter, UnitOfWork
-from ..results import ContradictionReport, CorroborationReport
+from ..results import ContradictionReport, CorroborationReport, MaintenanceResult
 from ..rules import Corroborator, agreeing_sources, independent, may_corroborate
 from ..secrets import redact
 from .context import ACTIVE, Deps, bounded_int, first_application, resolve_viewer
@@ -31,6 +33,10 @@ CONTRADICTION_WEIGHT = 0.8
 WELL_ESTABLISHED_CONFIDENCE = 0.8
 WELL_ESTABLISHED_EVIDENCE = 2
 LOW_CREDIBILITY = 0.4
+#: Access-log rows one retention transaction deletes at most: a large backlog goes in
+#: several short transactions instead of one that holds the table for long.
+ACCESS_LOG_TRIM_BATCH = 5_000
+MAX_RETENTION_DAYS = 36_500
 
 
 def _as_corroborator(entry: Entry) -> Corroborator:
@@ -382,3 +388,27 @@ async def _record(deps: Deps, uow: UnitOfWork, entry_id: UUID, verdicts: list[Sc
     if entry is not locked[entry_id]:
         await uow.entries.update(entry)
     return found
+
+
+async def trim_access_log(
+    deps: Deps, days: object, *, idempotency_key: str | None = None
+) -> MaintenanceResult:
+    """Retention: delete the access-log rows older than ``days`` days (an integer, 1 to
+    36,500), oldest first, in transactions of at most :data:`ACCESS_LOG_TRIM_BATCH` rows
+    until none is left before the cutoff, which is fixed when the run starts. Rows written
+    meanwhile are newer than the cutoff and stay. ``idempotency_key`` is recorded with the
+    first batch: a redelivery of it changes nothing and reports 0."""
+    kept = bounded_int("days", days, 1, MAX_RETENTION_DAYS)
+    cutoff = deps.clock.now() - timedelta(days=kept)
+    deleted = 0
+    key = idempotency_key
+    while True:
+        async with deps.store.unit_of_work() as uow:
+            if not await first_application(uow, "trim_access_log", key, deps.clock.now()):
+                return MaintenanceResult("trim_access_log", 0)
+            key = None  # recorded with the first batch
+            batch = await uow.access_log.trim(cutoff, ACCESS_LOG_TRIM_BATCH)
+            await uow.commit()
+        deleted += batch
+        if batch < ACCESS_LOG_TRIM_BATCH:
+            return MaintenanceResult("trim_access_log", deleted)

@@ -155,6 +155,9 @@ class ApolloService:
             ),
             ("outbox", settings.outbox_interval, c.ProcessOutbox(limit=OUTBOX_BATCH)),
         ]
+        if settings.access_log_retention_days > 0:
+            retention = c.TrimAccessLog(days=settings.access_log_retention_days)
+            jobs.append(("access-log retention", settings.decay_interval, retention))
         for name, interval, command in jobs:
             self._periodic.every(name, interval, self._job(command))
         log.info("consuming %s", ", ".join(queue for queue, _ in consumers))
