@@ -96,6 +96,12 @@ class Settings:
     http_host: str = "127.0.0.1"
     http_port: int = 8765
     http_enabled: bool = True
+    #: A client has ``http_header_timeout`` seconds to send a request's line and headers,
+    #: then ``http_body_timeout`` seconds for its body (else 408, connection closed); with
+    #: ``http_max_connections`` connections open or requests in flight, requests get 503.
+    http_header_timeout: float = 10.0
+    http_body_timeout: float = 30.0
+    http_max_connections: int = 512
     api_tokens: Mapping[str, str] = field(factory=dict, converter=_tokens, repr=_tokens_repr)
     #: Broker users whose messages may credit other agents and carry the identity header
     #: (``None``: every user, the seed's shared-transport mesh).
@@ -171,6 +177,9 @@ class Settings:
         text("APOLLO_HTTP_HOST", "http_host")
         number("APOLLO_EMBEDDING_DIMENSION", "embedding_dimension", int, 1, 16_000)
         number("APOLLO_HTTP_PORT", "http_port", int, 1, 65_535)
+        number("APOLLO_HTTP_HEADER_TIMEOUT", "http_header_timeout", float, 0.01, 3_600)
+        number("APOLLO_HTTP_BODY_TIMEOUT", "http_body_timeout", float, 0.01, 3_600)
+        number("APOLLO_HTTP_MAX_CONNECTIONS", "http_max_connections", int, 1, 100_000)
         number("APOLLO_DECAY_INTERVAL", "decay_interval", float, 1, 7 * 86_400)
         number("APOLLO_EXPERTISE_INTERVAL", "expertise_interval", float, 1, 7 * 86_400)
         number("APOLLO_CORROBORATION_INTERVAL", "corroboration_interval", float, 1, 7 * 86_400)
