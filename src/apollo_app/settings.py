@@ -111,7 +111,12 @@ class Settings:
     decay_interval: float = 3600.0
     expertise_interval: float = 1800.0
     corroboration_interval: float = 900.0
+    #: The outbox drainer runs contradiction scans as soon as work is committed, with
+    #: ``outbox_workers`` runs at once (0: this process leaves them to others);
+    #: ``outbox_interval`` is how often an idle one looks for work queued by other
+    #: processes or retries that came due.
     outbox_interval: float = 5.0
+    outbox_workers: int = 2
     #: A failed outbox item waits ``outbox_retry_base · 2^failures`` seconds, at most
     #: ``outbox_retry_max``, and is dead after ``outbox_max_attempts`` failures; a claimed
     #: item is leased to its claimer for ``outbox_lease`` seconds.
@@ -184,6 +189,7 @@ class Settings:
         number("APOLLO_EXPERTISE_INTERVAL", "expertise_interval", float, 1, 7 * 86_400)
         number("APOLLO_CORROBORATION_INTERVAL", "corroboration_interval", float, 1, 7 * 86_400)
         number("APOLLO_OUTBOX_INTERVAL", "outbox_interval", float, 0.05, 3_600)
+        number("APOLLO_OUTBOX_WORKERS", "outbox_workers", int, 0, 64)
         number("APOLLO_OUTBOX_RETRY_BASE_SECONDS", "outbox_retry_base", float, 0.01, 86_400)
         number("APOLLO_OUTBOX_RETRY_MAX_SECONDS", "outbox_retry_max", float, 0.01, 7 * 86_400)
         number("APOLLO_OUTBOX_MAX_ATTEMPTS", "outbox_max_attempts", int, 1, 1_000)
