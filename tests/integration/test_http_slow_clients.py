@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from apollo_app import Apollo, Settings
+from apollo_app import Apollo
 from apollo_app.entrypoints.http import HttpServer, create_app
 from tests.support import eventually_within
 
@@ -188,25 +188,3 @@ async def test_requests_beyond_the_connection_cap_are_answered_503():
         for _, other in [*idle, (reader, writer)]:
             other.close()
         assert status.startswith(b"HTTP/1.1 503 "), status
-
-
-def test_the_timeouts_and_the_cap_are_settings():
-    """Unset: 10 s for headers, 30 s for a body, 512 connections; each has its variable."""
-    defaults = Settings.from_env({})
-    assert (10.0, 30.0, 512) == (
-        defaults.http_header_timeout,
-        defaults.http_body_timeout,
-        defaults.http_max_connections,
-    )
-    settings = Settings.from_env(
-        {
-            "APOLLO_HTTP_HEADER_TIMEOUT": "2.5",
-            "APOLLO_HTTP_BODY_TIMEOUT": "60",
-            "APOLLO_HTTP_MAX_CONNECTIONS": "64",
-        }
-    )
-    assert (2.5, 60.0, 64) == (
-        settings.http_header_timeout,
-        settings.http_body_timeout,
-        settings.http_max_connections,
-    )
