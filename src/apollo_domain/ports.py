@@ -245,8 +245,11 @@ class EntryRepository(Protocol):
     async def get(self, entry_id: UUID, *, with_embedding: bool = False) -> Entry | None:
         """The entry regardless of visibility (callers check it), or None."""
 
-    async def get_many(self, entry_ids: Collection[UUID]) -> dict[UUID, Entry]:
-        """Entries by id (missing ids are absent from the result); no embeddings."""
+    async def get_many(
+        self, entry_ids: Collection[UUID], *, with_embedding: bool = False
+    ) -> dict[UUID, Entry]:
+        """Entries by id (missing ids are absent from the result); their embeddings only
+        when ``with_embedding``. One statement where the adapter can."""
 
     async def find_by_hash(
         self,

@@ -74,9 +74,11 @@ class InMemoryEntryRepository(_Repository):
         self._uow._open("entries")
         return self._store._entries.get(entry_id, with_embedding)
 
-    async def get_many(self, entry_ids: Collection[UUID]) -> dict[UUID, Entry]:
+    async def get_many(
+        self, entry_ids: Collection[UUID], *, with_embedding: bool = False
+    ) -> dict[UUID, Entry]:
         self._uow._open("entries")
-        return self._store._entries.get_many(entry_ids)
+        return self._store._entries.get_many(entry_ids, with_embedding)
 
     async def find_by_hash(
         self,

@@ -10,6 +10,7 @@ from uuid import UUID
 from ..credibility import SourceCredibility
 from ..lifecycle import confirm, dispute
 from ..model import (
+    AccessScope,
     Entry,
     Evidence,
     EvidenceKind,
@@ -18,7 +19,6 @@ from ..model import (
     RelationType,
     SourceRef,
     Status,
-    Viewer,
 )
 from ..policy import ConfidencePolicy
 from ..ports import OutboxItem, ScoredEntry, SearchFilter, UnitOfWork
@@ -367,31 +367,33 @@ async def _neighbours(
 ) -> list[tuple[UUID, str, list[ScoredEntry]]]:
     """Per entry: its id, content and the older active neighbours its scan judges (none
     when the entry is gone, archived or without an embedding), all read in one unit of
-    work that writes nothing."""
-    viewers: dict[str | None, Viewer] = {}
-    found: list[tuple[UUID, str, list[ScoredEntry]]] = []
+    work that writes nothing: the entries in one read, and the neighbours of the entries
+    that share a search filter (owner and scope) in one search."""
+    groups: dict[tuple[str | None, AccessScope], list[Entry]] = {}
+    neighbours: dict[UUID, list[ScoredEntry]] = {}
     async with deps.store.unit_of_work() as uow:
-        for entry_id in entry_ids:
-            entry = await uow.entries.get(entry_id, with_embedding=True)
-            if entry is None or not entry.is_active or entry.embedding is None:
-                found.append((entry_id, "", []))
-                continue
-            if entry.owner_id not in viewers:
-                viewers[entry.owner_id] = await resolve_viewer(
-                    deps.store.directory, Principal(entry.owner_id)
-                )
-            nearest = await uow.entries.nearest(
-                entry.embedding,
-                SearchFilter(
-                    viewers[entry.owner_id],
-                    ACTIVE,
-                    access_scope=entry.access_scope,
-                    exclude_ids=frozenset({entry.id}),
-                ),
-                CONTRADICTION_NEIGHBOURS,
+        entries = await uow.entries.get_many(entry_ids, with_embedding=True)
+        for entry in entries.values():
+            if entry.is_active and entry.embedding is not None:
+                groups.setdefault((entry.owner_id, entry.access_scope), []).append(entry)
+        for (owner_id, scope), members in groups.items():
+            viewer = await resolve_viewer(deps.store.directory, Principal(owner_id))
+            found = await uow.entries.nearest_many(
+                [member.embedding for member in members if member.embedding is not None],
+                SearchFilter(viewer, ACTIVE, access_scope=scope),
+                CONTRADICTION_NEIGHBOURS + 1,  # the entry itself is among them
             )
-            found.append((entry_id, entry.content, _older_close(deps, entry, nearest)))
-    return found
+            for member, nearest in zip(members, found, strict=True):
+                others = [n for n in nearest if n.entry.id != member.id]
+                neighbours[member.id] = _older_close(
+                    deps, member, others[:CONTRADICTION_NEIGHBOURS]
+                )
+    return [
+        (entry_id, entries[entry_id].content, neighbours[entry_id])
+        if entry_id in neighbours
+        else (entry_id, "", [])
+        for entry_id in entry_ids
+    ]
 
 
 def _older_close(deps: Deps, entry: Entry, nearest: list[ScoredEntry]) -> list[ScoredEntry]:
