@@ -174,6 +174,35 @@ async def test_a_client_that_leaves_mid_body_is_one_info_line_and_no_error(serve
     assert [] == [r for r in caplog.records if r.levelno >= logging.WARNING]
 
 
+async def test_a_client_that_leaves_mid_response_is_one_info_line_and_no_error(caplog):
+    """The application has sent half its response when the client goes away; it learns
+    so from ``receive`` and its last send goes nowhere, quietly."""
+    caplog.set_level(logging.INFO)
+    finished = asyncio.Event()
+
+    async def half_then_rest(scope, receive, send):
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"half", "more_body": True})
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        await send({"type": "http.response.body", "body": b" and the rest"})
+        finished.set()
+
+    async with HttpServer(half_then_rest, "127.0.0.1", 0) as server:
+        reader, writer = await _connect(server)
+        writer.write(HEALTH)
+        await writer.drain()
+        assert (await reader.readuntil(b"half")).startswith(b"HTTP/1.1 200 ")
+        writer.close()
+        await writer.wait_closed()
+        async with asyncio.timeout(CLOSED_WITHIN):
+            await finished.wait()
+
+    left = [r for r in caplog.records if "went away" in r.getMessage()]
+    assert [(logging.INFO, "apollo.http")] == [(r.levelno, r.name) for r in left]
+    assert [] == [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+
 async def test_requests_beyond_the_connection_cap_are_answered_503():
     """With two connections open, a request on a third is refused, not queued."""
     async with (

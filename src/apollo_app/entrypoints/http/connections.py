@@ -77,6 +77,9 @@ class GuardedH11Protocol(H11Protocol):
         self._stop_body_timer()
         if self._linger is not None:
             self._linger.cancel()
+        cycle = self.cycle
+        if cycle is not None and cycle.response_started and not cycle.response_complete:
+            logger.info("%s went away before its response was complete", _peer(self.client))
         super().connection_lost(exc)
 
     def _follow(self) -> None:
