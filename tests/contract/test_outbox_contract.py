@@ -299,6 +299,24 @@ async def test_a_judge_failure_fails_only_its_item_of_the_batch(make_apollo):
         assert expected == (await apollo.get_entry(old)).status
 
 
+async def test_a_malformed_item_fails_alone_and_the_rest_of_its_batch_is_done(make_apollo):
+    """A scan whose payload names no entry is counted as failed (it waits for its retry,
+    then dies); the pair claimed with it is judged and recorded."""
+    embedder = KeyedEmbedder(16)
+    apollo = await make_apollo(embedder=embedder)
+    apollo.deps = evolve(apollo.deps, judge=AlwaysContradicts(apollo.deps.clock))
+    async with apollo.store.unit_of_work() as uow:
+        await uow.outbox.enqueue("contradiction_scan", {"entry": "?"}, apollo.deps.clock.now())
+        await uow.commit()
+    old, new = await _conflict(apollo, embedder)
+
+    report = await apollo.process_outbox()
+
+    assert (2, 1, 1) == (report.processed, report.contradictions, report.failed)
+    assert [(new, old)] == await _contradictions(apollo, new)
+    assert 1 == await _pending(apollo)
+
+
 async def test_a_committed_claim_is_a_lease_and_a_failure_waits_for_its_retry(store):
     """Through the port: a claimed item is invisible to every later claim until its lease
     ends, then due again with its attempts unchanged; a failed one is due at its retry

@@ -315,12 +315,22 @@ async def _run_batch(
 ) -> tuple[int, int, list[tuple[OutboxItem, Exception]]]:
     """Do claimed items: how many were done, the contradictions they recorded, and the
     items that failed with their errors."""
-    scans = [item for item in items if item.kind == CONTRADICTION_SCAN]
-    try:
-        reads = await _neighbours(deps, [UUID(str(item.payload["entry_id"])) for item in scans])
-    except Exception as exc:
-        return 0, 0, [(item, exc) for item in scans]
     errors: list[tuple[OutboxItem, Exception]] = []
+    scans: list[OutboxItem] = []
+    entry_ids: list[UUID] = []
+    for item in items:
+        if item.kind != CONTRADICTION_SCAN:
+            continue
+        try:
+            entry_ids.append(UUID(str(item.payload["entry_id"])))
+        except (KeyError, ValueError) as exc:
+            errors.append((item, exc))
+        else:
+            scans.append(item)
+    try:
+        reads = await _neighbours(deps, entry_ids)
+    except Exception as exc:
+        return 0, 0, [*errors, *((item, exc) for item in scans)]
     judged: list[tuple[OutboxItem, UUID, list[ScoredEntry]]] = []
     for item, (entry_id, content, neighbours) in zip(scans, reads, strict=True):
         try:
