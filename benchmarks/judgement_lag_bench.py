@@ -30,6 +30,7 @@ import argparse
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from apollo_adapters.inprocess import InProcessBus
@@ -58,6 +59,7 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--messages", type=int, default=3_000, help="texts in the flood")
     parser.add_argument("--quick", action="store_true", help="a 300-message smoke run")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--output", type=Path, default=None, help="results folder")
     return parser.parse_args(argv)
 
 
@@ -176,7 +178,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     args = parse(argv)
     result = asyncio.run(run(args))
     print(report(result))
-    path = write_json("judgement_lag_bench_quick" if args.quick else "judgement_lag_bench", result)
+    name = "judgement_lag_bench_quick" if args.quick else "judgement_lag_bench"
+    path = write_json(name, result, args.output)
     print(f"\n{fmt(str(path))}")
     return result
 
