@@ -115,7 +115,7 @@ class Settings:
     #: ``outbox_workers`` runs at once (0: this process leaves them to others);
     #: ``outbox_interval`` is how often an idle one looks for work queued by other
     #: processes or retries that came due.
-    outbox_interval: float = 5.0
+    outbox_interval: float = 1.0
     outbox_workers: int = 2
     #: A failed outbox item waits ``outbox_retry_base · 2^failures`` seconds, at most
     #: ``outbox_retry_max``, and is dead after ``outbox_max_attempts`` failures; a claimed
