@@ -23,9 +23,9 @@ from ...wire.codec import encode_json
 from .errors import JSON, error_body
 
 logger = logging.getLogger("apollo.http")
-#: After a 408 the connection stops sending, then discards what the client still sends for
-#: this long before it closes: closing with unread bytes would reset the connection, and
-#: the client could lose the answer.
+#: A connection closed by a timer stops sending, then discards what the client still sends
+#: for this long before it closes: closing with unread bytes would reset the connection,
+#: and the client could lose the answer.
 LINGER_SECONDS = 1.0
 
 
@@ -134,11 +134,15 @@ class GuardedH11Protocol(H11Protocol):
             cycle.message_event.set()
             self._refuse(f"request bodies must arrive within {self.body_timeout:g}s")
             return
-        self.transport.close()
+        self._close_lingering()  # answered without reading the body
 
     def _refuse(self, message: str) -> None:
-        """Answer 408, stop sending, and close after :data:`LINGER_SECONDS`."""
+        """Answer 408 and close."""
         self.transport.write(_timeout_response(message))
+        self._close_lingering()
+
+    def _close_lingering(self) -> None:
+        """Stop sending, drop what arrives, close after :data:`LINGER_SECONDS`."""
         if self.transport.can_write_eof():
             self.transport.write_eof()
         self._linger = self.loop.call_later(LINGER_SECONDS, self.transport.close)
