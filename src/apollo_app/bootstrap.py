@@ -351,12 +351,16 @@ async def open_bus(
     return InProcessBus(topology, max_redeliveries=settings.max_redeliveries)
 
 
-async def connect_broker(amqp_url: str, topology: Topology | None = None) -> MessageBus:
+async def connect_broker(
+    amqp_url: str, topology: Topology | None = None, *, declare_topology: bool = True
+) -> MessageBus:
     """A RabbitMQ bus at ``amqp_url`` declaring ``topology`` (the production names by
-    default): client mode's transport."""
+    default; not declared when ``declare_topology`` is false): client mode's transport."""
     from apollo_adapters.rabbitmq import AiormqBus
 
-    return await AiormqBus.connect(amqp_url, topology=topology or Topology())
+    return await AiormqBus.connect(
+        amqp_url, topology=topology or Topology(), declare_topology=declare_topology
+    )
 
 
 __all__ = [

@@ -9,10 +9,11 @@ from typing import Any
 
 from attrs import evolve, field, frozen
 
-from apollo_domain.errors import ConfigurationError, ValidationError
+from apollo_domain.errors import ConfigurationError, Forbidden, ValidationError
 from apollo_domain.model import Principal, Role
 from apollo_domain.policy import ConfidencePolicy
 from apollo_domain.retry import OutboxRetry
+from apollo_domain.rules import check_agent_id
 from apollo_domain.secrets import MASK, redact
 
 EMBEDDERS = ("hashing", "sentence-transformers", "openai")
@@ -108,6 +109,9 @@ class Settings:
     gateway_users: frozenset[str] | None = None
     #: Broker users whose messages may run admin commands (none by default).
     admin_users: frozenset[str] = frozenset()
+    #: With gateways listed, whether a message without a broker-verified ``user_id`` is
+    #: taken (as the one anonymous source) instead of dead-lettered ``unauthenticated``.
+    allow_anonymous_publishers: bool = False
     decay_interval: float = 3600.0
     expertise_interval: float = 1800.0
     corroboration_interval: float = 900.0
@@ -212,14 +216,16 @@ class Settings:
                 "APOLLO_EMBEDDER",
                 f"must be one of {', '.join(EMBEDDERS)}, got {kwargs['embedder']!r}",
             )
-        enabled = env.get("APOLLO_HTTP_ENABLED")
-        if enabled is not None and enabled.strip():
-            flag = enabled.strip().lower()
-            if flag not in _BOOLEANS:
-                raise ConfigurationError(
-                    "APOLLO_HTTP_ENABLED", f"must be true or false, got {enabled!r}"
-                )
-            kwargs["http_enabled"] = _BOOLEANS[flag]
+        for name, key in (
+            ("APOLLO_HTTP_ENABLED", "http_enabled"),
+            ("APOLLO_ALLOW_ANONYMOUS_PUBLISHERS", "allow_anonymous_publishers"),
+        ):
+            enabled = env.get(name)
+            if enabled is not None and enabled.strip():
+                flag = enabled.strip().lower()
+                if flag not in _BOOLEANS:
+                    raise ConfigurationError(name, f"must be true or false, got {enabled!r}")
+                kwargs[key] = _BOOLEANS[flag]
         gateways = env.get("APOLLO_GATEWAY_USERS")
         if gateways is not None and gateways.strip():
             kwargs["gateway_users"] = parse_users("APOLLO_GATEWAY_USERS", gateways)
@@ -257,8 +263,17 @@ class Settings:
     def bus_principal(self, user_id: str | None) -> Principal:
         """The principal of a message with the broker-verified ``user_id``: an admin when
         listed in ``admin_users``, a gateway when listed in ``gateway_users`` (or all are),
-        else a writer; no user id is the anonymous writer of global data."""
+        else a writer. No user id is the anonymous writer of global data (one source,
+        whatever its messages say) when every user is a gateway or
+        ``allow_anonymous_publishers``; with gateways listed it is otherwise refused
+        (:class:`Forbidden` ``unauthenticated``, naming ``user_id``)."""
         if user_id is None:
+            if self.gateway_users is not None and not self.allow_anonymous_publishers:
+                raise Forbidden(
+                    "unauthenticated: the message has no broker-verified user_id, and "
+                    "APOLLO_ALLOW_ANONYMOUS_PUBLISHERS is off",
+                    field="user_id",
+                )
             return Principal(None)
         if user_id in self.admin_users:
             return Principal(user_id, role=Role.ADMIN)
@@ -312,6 +327,7 @@ def principal_of_grant(grant: str) -> Principal:
         raise ValidationError("grant", f"expected principal[:role[:agent]], got {grant!r}")
     role = parts[1] if len(parts) > 1 and parts[1] else Role.WRITER
     agent = parts[2] if len(parts) > 2 and parts[2] else None
+    check_agent_id("agent_id", agent or parts[0])  # the agent the token acts as
     return Principal(parts[0], role=role, agent=agent)
 
 

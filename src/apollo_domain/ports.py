@@ -668,7 +668,8 @@ class Outbox(Protocol):
 
 class ProcessedKeys(Protocol):
     """Idempotency keys (GAS request ids, message ids), recorded in the transaction of the
-    effects they guard."""
+    effects they guard. The keys arrive whole: the command layer has already scoped each
+    by the principal that sent it (:func:`~apollo_domain.services.context.scoped_key`)."""
 
     async def mark(self, key: str, now: datetime) -> bool:
         """Record ``key``; True when it was new, False when already recorded.

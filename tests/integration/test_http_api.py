@@ -846,7 +846,7 @@ async def test_metrics_expose_ingest_outcomes_queries_and_requests(api: Api) -> 
     await api.http.post(f"{API}/query", json={"query": "counted"})
     await api.http.get(f"{API}/nowhere")
     await api.http.delete(f"{API}/ingest")
-    response = await api.http.get("/metrics")
+    response = await api.http.get("/metrics", headers=OPS)
     assert 200 == response.status_code
     assert response.headers["content-type"].startswith("text/plain")
     lines = set(response.text.splitlines())

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from apollo_app import ConfigurationError, Settings
+from apollo_app import ConfigurationError, Principal, Settings
+from apollo_domain.errors import Forbidden
 from apollo_domain.retry import OutboxRetry
 
 
@@ -132,3 +133,25 @@ def test_another_database_is_refused_without_repeating_the_url() -> None:
     with pytest.raises(ConfigurationError) as built:
         Settings(database_url="mysql://root@localhost/apollo")
     assert "database_url" == built.value.variable
+
+
+def test_a_message_without_user_id_is_refused_once_gateways_are_listed():
+    """Every user a gateway (the default): anonymous is the one anonymous writer. Gateways
+    listed: refused as unauthenticated, naming user_id, unless anonymous publishers are
+    allowed (APOLLO_ALLOW_ANONYMOUS_PUBLISHERS)."""
+    assert Principal(None) == Settings().bus_principal(None)
+    restricted = Settings.from_env({"APOLLO_GATEWAY_USERS": "apollo-service"})
+    with pytest.raises(Forbidden) as refused:
+        restricted.bus_principal(None)
+    assert ("user_id", True) == (refused.value.field, "unauthenticated" in str(refused.value))
+    allowed = Settings.from_env(
+        {"APOLLO_GATEWAY_USERS": "apollo-service", "APOLLO_ALLOW_ANONYMOUS_PUBLISHERS": "yes"}
+    )
+    assert Principal(None) == allowed.bus_principal(None)
+
+
+@pytest.mark.parametrize("grant", ["http", "mesh:gateway:redacted", "ops:admin:Unknown"])
+def test_a_token_may_not_act_as_an_agent_apollo_reserves(grant: str):
+    with pytest.raises(ConfigurationError) as refused:
+        Settings.from_env({"APOLLO_API_TOKENS": f"tok={grant}"})
+    assert "APOLLO_API_TOKENS" in str(refused.value)

@@ -1,7 +1,7 @@
 """Use cases: application services over the ports. Async, I/O only through ports."""
 
 from .bulk_ingest import ingest_many
-from .context import Caller, Deps, resolve_viewer
+from .context import Caller, Deps, resolve_viewer, scoped_key
 from .curation import (
     agent_profile,
     aggregate_expertise,
@@ -58,6 +58,7 @@ __all__ = [
     "resolve_dispute",
     "resolve_viewer",
     "run_decay_cycle",
+    "scoped_key",
     "trim_access_log",
     "unlabel_source",
 ]

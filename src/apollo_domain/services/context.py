@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from datetime import datetime
 
@@ -56,17 +57,24 @@ class Caller:
     #: The embedding program itself, calling without a principal: it reads any entry by id.
     #: Never set from an edge.
     trusted: bool = False
+    #: The transport the call came over (``http``, ``amqp``), None for the embedding
+    #: program. An edge's call records its own submission metadata (``submitted_by`` the
+    #: principal, ``submitted_from`` the edge); what a payload says about it is ignored.
+    edge: str | None = None
 
     @classmethod
-    def of(cls, agent_id: object, principal: Principal | None = None) -> Caller:
+    def of(
+        cls, agent_id: object, principal: Principal | None = None, *, edge: str | None = None
+    ) -> Caller:
         agent = truncate(agent_id, MAX_AGENT_ID) if agent_id is not None else None
-        return cls(agent or UNKNOWN_AGENT, principal or Principal(None))
+        return cls(agent or UNKNOWN_AGENT, principal or Principal(None), edge=edge)
 
     def acting_as(self, agent_id: str | None) -> Caller:
-        """The same principal credited as ``agent_id`` (``None``: unchanged)."""
+        """The same principal, over the same edge, credited as ``agent_id`` (``None``:
+        unchanged)."""
         if agent_id is None or not agent_id.strip():
             return self
-        return Caller.of(agent_id, self.principal)
+        return Caller.of(agent_id, self.principal, edge=self.edge)
 
 
 async def resolve_viewer(directory: IdentityDirectory, principal: Principal) -> Viewer:
@@ -79,6 +87,14 @@ async def resolve_viewer(directory: IdentityDirectory, principal: Principal) -> 
     owners = set(await directory.members_of(groups))
     owners.add(principal.id)
     return Viewer(principal.id, frozenset(owners))
+
+
+def scoped_key(principal: Principal, key: str) -> str:
+    """``key`` (a message id, a GAS request id) as the key of ``principal``'s commands: one
+    principal's key never suppresses another's command (DESIGN §2 "One login, one
+    source"). The anonymous principal is one scope. Unambiguous whatever the two
+    contain."""
+    return json.dumps([principal.id, key], ensure_ascii=False, separators=(",", ":"))
 
 
 async def first_application(

@@ -60,7 +60,7 @@ async def deprecate_entry(
             return _unchanged(await visible_entry(uow, target, viewer))
         entry = await visible_entry(uow, target, viewer, lock=True)
         principal = caller.principal
-        if not principal.role.administers and entry.owner_id != principal.id:
+        if not principal.role.administers and not _owns(caller, entry):
             raise Forbidden(f"only its owner or an admin may deprecate entry {entry.id}")
         now = deps.clock.now()
         changed = deprecate(entry, reason, now)
@@ -72,6 +72,19 @@ async def deprecate_entry(
         )
         await uow.commit()
     return LifecycleResult(changed.id, changed.status, True, changed.confidence)
+
+
+def _owns(caller: Caller, entry: Entry) -> bool:
+    """Whether ``entry`` is the caller's own: its owner is the caller's principal. An
+    anonymous caller over an edge owns nothing (anonymous publishers are one source, not
+    one owner); the embedding program's anonymous clients own the unowned entries of
+    their agent."""
+    principal = caller.principal
+    if principal.id is not None:
+        return entry.owner_id == principal.id
+    return (
+        caller.edge is None and entry.owner_id is None and entry.source.agent_id == caller.agent_id
+    )
 
 
 def _unchanged(entry: Entry) -> LifecycleResult:

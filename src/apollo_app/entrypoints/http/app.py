@@ -147,7 +147,9 @@ def _endpoint(
                 status, payload = await _health(apollo)
             else:
                 command = _command(op, call, data)
-                caller = Caller.of(principal.agent or principal.id or HTTP_AGENT, principal)
+                caller = Caller.of(
+                    principal.agent or principal.id or HTTP_AGENT, principal, edge=HTTP_AGENT
+                )
                 started = time.perf_counter()
                 result = await handle(apollo.deps, caller, command)
                 if metrics is not None:
@@ -206,11 +208,16 @@ def create_app(
         return Response(document, media_type=JSON)
 
     async def exposition(request: Request) -> Response:
+        """The counters are the whole store's (private writes included): with tokens, an
+        admin's only."""
         try:
-            if auth.configured and auth.principal(request).id is None:
+            principal = auth.principal(request)
+            if auth.configured and principal.id is None:
                 raise Unauthorized("a bearer token is required")
         except Unauthorized as exc:
             return error_response(401, "unauthorized", exc.message, headers=UNAUTHORIZED_HEADERS)
+        if auth.configured and not principal.role.administers:
+            return error_response(403, "forbidden", "the metrics are an admin's")
         if metrics is None:
             return error_response(404, "not_found", "metrics are not enabled")
         try:
