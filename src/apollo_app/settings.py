@@ -97,6 +97,12 @@ class Settings:
     http_host: str = "127.0.0.1"
     http_port: int = 8765
     http_enabled: bool = True
+    #: A client has ``http_header_timeout`` seconds to send a request's line and headers,
+    #: then ``http_body_timeout`` seconds for its body (else 408, connection closed); with
+    #: ``http_max_connections`` connections open or requests in flight, requests get 503.
+    http_header_timeout: float = 10.0
+    http_body_timeout: float = 30.0
+    http_max_connections: int = 512
     api_tokens: Mapping[str, str] = field(factory=dict, converter=_tokens, repr=_tokens_repr)
     #: Broker users whose messages may credit other agents and carry the identity header
     #: (``None``: every user, the seed's shared-transport mesh).
@@ -109,7 +115,12 @@ class Settings:
     decay_interval: float = 3600.0
     expertise_interval: float = 1800.0
     corroboration_interval: float = 900.0
-    outbox_interval: float = 5.0
+    #: The outbox drainer runs contradiction scans as soon as work is committed, with
+    #: ``outbox_workers`` runs at once (0: this process leaves them to others);
+    #: ``outbox_interval`` is how often an idle one looks for work queued by other
+    #: processes or retries that came due.
+    outbox_interval: float = 1.0
+    outbox_workers: int = 2
     #: A failed outbox item waits ``outbox_retry_base · 2^failures`` seconds, at most
     #: ``outbox_retry_max``, and is dead after ``outbox_max_attempts`` failures; a claimed
     #: item is leased to its claimer for ``outbox_lease`` seconds.
@@ -118,6 +129,9 @@ class Settings:
     outbox_max_attempts: int = 20
     outbox_lease: float = 900.0
     corroboration_batch: int = 100
+    #: Access-log rows older than this many days are deleted by a periodic job (run with
+    #: the decay cycle); 0 keeps them forever.
+    access_log_retention_days: int = 30
     prefetch: int = 16
     #: The ingest consumer commits up to ``ingest_batch`` ``store_knowledge`` messages in
     #: one transaction: those that arrived within ``ingest_batch_ms`` of the first (1: each
@@ -172,15 +186,20 @@ class Settings:
         text("APOLLO_HTTP_HOST", "http_host")
         number("APOLLO_EMBEDDING_DIMENSION", "embedding_dimension", int, 1, 16_000)
         number("APOLLO_HTTP_PORT", "http_port", int, 1, 65_535)
+        number("APOLLO_HTTP_HEADER_TIMEOUT", "http_header_timeout", float, 0.01, 3_600)
+        number("APOLLO_HTTP_BODY_TIMEOUT", "http_body_timeout", float, 0.01, 3_600)
+        number("APOLLO_HTTP_MAX_CONNECTIONS", "http_max_connections", int, 1, 100_000)
         number("APOLLO_DECAY_INTERVAL", "decay_interval", float, 1, 7 * 86_400)
         number("APOLLO_EXPERTISE_INTERVAL", "expertise_interval", float, 1, 7 * 86_400)
         number("APOLLO_CORROBORATION_INTERVAL", "corroboration_interval", float, 1, 7 * 86_400)
         number("APOLLO_OUTBOX_INTERVAL", "outbox_interval", float, 0.05, 3_600)
+        number("APOLLO_OUTBOX_WORKERS", "outbox_workers", int, 0, 64)
         number("APOLLO_OUTBOX_RETRY_BASE_SECONDS", "outbox_retry_base", float, 0.01, 86_400)
         number("APOLLO_OUTBOX_RETRY_MAX_SECONDS", "outbox_retry_max", float, 0.01, 7 * 86_400)
         number("APOLLO_OUTBOX_MAX_ATTEMPTS", "outbox_max_attempts", int, 1, 1_000)
         number("APOLLO_OUTBOX_LEASE_SECONDS", "outbox_lease", float, 1, 86_400)
         number("APOLLO_CORROBORATION_BATCH", "corroboration_batch", int, 1, 100_000)
+        number("APOLLO_ACCESS_LOG_RETENTION_DAYS", "access_log_retention_days", int, 0, 36_500)
         number("APOLLO_PREFETCH", "prefetch", int, 1, 10_000)
         number("APOLLO_INGEST_BATCH", "ingest_batch", int, 1, 1_000)
         number("APOLLO_INGEST_BATCH_MS", "ingest_batch_ms", float, 0, 1_000)

@@ -523,6 +523,18 @@ class ProcessOutbox(Command[ContradictionReport]):
     limit: int = field(default=50, metadata=doc("Outbox items processed at most.", minimum=1))
 
 
+@frozen(kw_only=True)
+class TrimAccessLog(Command[MaintenanceResult]):
+    """Delete the access-log rows older than ``days`` days (retention)."""
+
+    days: int = field(
+        default=30,
+        metadata=doc(
+            "Keep the rows of this many days; delete older ones.", minimum=1, maximum=36_500
+        ),
+    )
+
+
 __all__ = [
     "FIELD_ALIASES",
     "QUERY_MODES",
@@ -555,6 +567,7 @@ __all__ = [
     "StoreKnowledge",
     "StoreMany",
     "Traverse",
+    "TrimAccessLog",
     "UnlabelSource",
     "WritebackStore",
     "WritebackVectorize",

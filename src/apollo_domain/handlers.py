@@ -353,6 +353,12 @@ async def _outbox(
     return await services.process_outbox(deps, command.limit, idempotency_key=key)
 
 
+async def _trim_access_log(
+    deps: Deps, caller: Caller, command: c.TrimAccessLog, key: str | None
+) -> MaintenanceResult:
+    return await services.trim_access_log(deps, command.days, idempotency_key=key)
+
+
 # ---------------------------------------------------------------- entity graph reads
 
 
@@ -425,6 +431,7 @@ COMMAND_HANDLERS: Final[Mapping[type[c.Command[Any]], Handler]] = {
     c.CheckCorroboration: _admin(_corroboration),
     c.AggregateExpertise: _admin(_aggregate),
     c.ProcessOutbox: _admin(_outbox),
+    c.TrimAccessLog: _admin(_trim_access_log),
 }
 
 

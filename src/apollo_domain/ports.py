@@ -245,8 +245,11 @@ class EntryRepository(Protocol):
     async def get(self, entry_id: UUID, *, with_embedding: bool = False) -> Entry | None:
         """The entry regardless of visibility (callers check it), or None."""
 
-    async def get_many(self, entry_ids: Collection[UUID]) -> dict[UUID, Entry]:
-        """Entries by id (missing ids are absent from the result); no embeddings."""
+    async def get_many(
+        self, entry_ids: Collection[UUID], *, with_embedding: bool = False
+    ) -> dict[UUID, Entry]:
+        """Entries by id (missing ids are absent from the result); their embeddings only
+        when ``with_embedding``. One statement where the adapter can."""
 
     async def find_by_hash(
         self,
@@ -601,6 +604,11 @@ class AccessLog(Protocol):
     async def redact_agent(self, agent_id: str, replacement: str) -> int:
         """Erasure: the agent's rows keep their action, entry and time but name
         ``replacement`` instead; returns the number of rows rewritten."""
+
+    async def trim(self, cutoff: datetime, limit: int) -> int:
+        """Retention: delete the oldest rows created before ``cutoff``, at most ``limit`` of
+        them (one set-based statement where the adapter can); returns how many went. A
+        caller empties a large backlog in several bounded calls, each committed alone."""
 
 
 class CredibilityRegistry(Protocol):

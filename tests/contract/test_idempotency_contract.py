@@ -218,6 +218,17 @@ async def _outbox_cmd(apollo: Apollo, clock: ManualClock) -> c.Command[Any]:
     return c.ProcessOutbox(limit=10)
 
 
+async def _trim_cmd(apollo: Apollo, clock: ManualClock) -> c.Command[Any]:
+    await _store(apollo, "logged long ago")
+    clock.advance(days=2)
+    return c.TrimAccessLog(days=1)
+
+
+async def _more_rows_age(apollo: Apollo, clock: ManualClock) -> None:
+    await _store(apollo, "logged between two deliveries", agent="openai-b")
+    clock.advance(days=2)
+
+
 CASES = [
     Case("store", c.StoreKnowledge, f"ingest:{SCOPED}", _store_cmd, _same_entry),
     Case(
@@ -319,6 +330,14 @@ CASES = [
         f"outbox:{SCOPED}",
         _outbox_cmd,
         lambda first, again: first.processed == 1 and again.processed == 0,
+    ),
+    Case(
+        "trim_access_log",
+        c.TrimAccessLog,
+        f"trim_access_log:{SCOPED}",
+        _trim_cmd,
+        lambda first, again: first.affected == 1 and again.affected == 0,
+        _more_rows_age,
     ),
 ]
 

@@ -276,12 +276,13 @@ class EntryTable(VectorSearch):
         entry = self.entry(row)
         return self._with_embedding(row, entry) if with_embedding else entry
 
-    def get_many(self, ids: Iterable[UUID]) -> dict[UUID, Entry]:
+    def get_many(self, ids: Iterable[UUID], with_embedding: bool = False) -> dict[UUID, Entry]:
         found: dict[UUID, Entry] = {}
         for entry_id in ids:
             row = self.row_of.get(entry_id)
             if row is not None:
-                found[entry_id] = self.entry(row)
+                entry = self.entry(row)
+                found[entry_id] = self._with_embedding(row, entry) if with_embedding else entry
         return found
 
     def find_by_hash(

@@ -213,11 +213,14 @@ class PostgresEntryRepository:
         )
         return None if row is None else entry_from_row(row)
 
-    async def get_many(self, entry_ids: Collection[UUID]) -> dict[UUID, Entry]:
+    async def get_many(
+        self, entry_ids: Collection[UUID], *, with_embedding: bool = False
+    ) -> dict[UUID, Entry]:
         if not entry_ids:
             return {}
+        columns = ENTRY_COLUMNS_WITH_EMBEDDING if with_embedding else ENTRY_COLUMNS
         rows = await self._s.rows(
-            sql.SQL("SELECT {} FROM entries WHERE id = ANY(%s)").format(ENTRY_COLUMNS),
+            sql.SQL("SELECT {} FROM entries WHERE id = ANY(%s)").format(columns),
             (list(entry_ids),),
         )
         return {row["id"]: entry_from_row(row) for row in rows}

@@ -215,6 +215,10 @@ class Apollo:
     async def process_outbox(self, limit: int = 50) -> ContradictionReport:
         return await self.run(c.ProcessOutbox(limit=limit))
 
+    async def trim_access_log(self, days: int = 30) -> MaintenanceResult:
+        """Delete the access-log rows older than ``days`` days."""
+        return await self.run(c.TrimAccessLog(days=days))
+
     async def process_gas_event(
         self, event: Mapping[str, Any], *, principal: Principal | None = None
     ) -> GasResult:

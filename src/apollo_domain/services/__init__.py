@@ -22,7 +22,7 @@ from .gas import process_gas_event
 from .graph import entry_relations, link_entries, related_entries
 from .group_ingest import IngestItem, ingest_each
 from .ingest import IngestRequest, ingest, prepare
-from .maintenance import check_corroboration, process_outbox
+from .maintenance import check_corroboration, process_outbox, trim_access_log
 from .query import query
 
 __all__ = [
@@ -59,5 +59,6 @@ __all__ = [
     "resolve_viewer",
     "run_decay_cycle",
     "scoped_key",
+    "trim_access_log",
     "unlabel_source",
 ]

@@ -12,7 +12,7 @@ import attrs
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
@@ -170,6 +170,12 @@ def _endpoint(
             return error_response(415, "unsupported_media_type", str(exc))
         except ApolloError as exc:
             return map_error(exc)
+        except ClientDisconnect:
+            # Nobody is left to answer: one line, no traceback (499: client closed request).
+            client = request.client
+            peer = f"{client.host}:{client.port}" if client else "a client"
+            logger.info("%s went away before its request to %s was read", peer, op.full_path)
+            return Response(status_code=499)
         except HTTPException:
             raise
         except Exception as exc:

@@ -78,6 +78,7 @@ from ...wire.envelope import (
     decode_gas_event,
 )
 from ...wire.replies import encode_error_reply, encode_reply
+from .drainer import OutboxDrainer
 from .periodic import Periodic
 
 if TYPE_CHECKING:
@@ -117,6 +118,11 @@ class ApolloService:
         self.topology = topology or getattr(bus, "topology", None) or topology_of(settings)
         self._subscriptions: list[Subscription] = []
         self._periodic = Periodic()
+        self._drainer = OutboxDrainer(
+            self._job(c.ProcessOutbox(limit=OUTBOX_BATCH)),
+            settings.outbox_interval,
+            settings.outbox_workers,
+        )
         self._started = False
         self._stopped = False
         self._batch = _Batch()
@@ -165,10 +171,13 @@ class ApolloService:
                 settings.corroboration_interval,
                 c.CheckCorroboration(limit=settings.corroboration_batch),
             ),
-            ("outbox", settings.outbox_interval, c.ProcessOutbox(limit=OUTBOX_BATCH)),
         ]
+        if settings.access_log_retention_days > 0:
+            retention = c.TrimAccessLog(days=settings.access_log_retention_days)
+            jobs.append(("access-log retention", settings.decay_interval, retention))
         for name, interval, command in jobs:
             self._periodic.every(name, interval, self._job(command))
+        self._drainer.start()
         log.info("consuming %s", ", ".join(queue for queue, _ in consumers))
 
     async def stop(self) -> None:
@@ -183,7 +192,7 @@ class ApolloService:
             self._batch.due = True
             self._start()
             await asyncio.gather(*self._flushes, return_exceptions=True)
-        await self._periodic.stop()
+        await asyncio.gather(self._periodic.stop(), self._drainer.stop())
         log.info("stopped")
 
     async def __aenter__(self) -> ApolloService:
@@ -226,6 +235,7 @@ class ApolloService:
                 command = decode_command(delivery.message.body, accept=accept)
                 message_id = delivery.message.message_id
                 result = await self._run(self._caller(delivery), command, message_id or None)
+                self._drainer.wake()
                 log.debug("%s %s: %s", type(command).__name__, message_id, result)
 
             await self._settle(delivery, work)
@@ -312,6 +322,7 @@ class ApolloService:
                 await asyncio.gather(*(self._single(p.delivery) for p in pending))
                 return
             seconds = time.perf_counter() - started
+            self._drainer.wake()  # the batch queued its contradiction scans
             for p, result in zip(pending, results, strict=True):
                 if self.metrics is not None:
                     self.metrics.observe_command(p.command, result, seconds)
@@ -326,6 +337,7 @@ class ApolloService:
         async def work() -> None:
             command = decode_gas_event(delivery.message.body)
             result = await self._run(self._caller(delivery), command)
+            self._drainer.wake()
             log.debug("gas %s: %s", result.request_id, dict(result.deposited))
 
         await self._settle(delivery, work)
