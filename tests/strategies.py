@@ -237,6 +237,26 @@ def relations(draw: st.DrawFn) -> Relation:
 
 relation_lists = st.lists(relations(), max_size=20)
 
+# -- restatements ----------------------------------------------------------------------
+
+_CLAIM_WORDS = st.sampled_from(
+    ["Redis", "PostgreSQL", "port", "9187", "exporter", "replication", "cache", "is", "the",
+     "enabled", "disabled", "uses", "TLS", "on", "by", "default", "keeps", "memory"]
+)  # fmt: skip
+
+
+@st.composite
+def restatements(draw: st.DrawFn) -> tuple[str, str]:
+    """A claim and a restatement of it: the same words, with a ``not`` (or ``never``)
+    inserted at some position, or unchanged."""
+    words = draw(st.lists(_CLAIM_WORDS, min_size=1, max_size=10))
+    restated = list(words)
+    if draw(st.booleans()):
+        at = draw(st.integers(min_value=0, max_value=len(words)))
+        restated.insert(at, draw(st.sampled_from(["not", "never"])))
+    return " ".join(words), " ".join(restated)
+
+
 # -- example factory -------------------------------------------------------------------
 
 
@@ -296,6 +316,7 @@ __all__ = [
     "relation_types",
     "relation_weights",
     "relations",
+    "restatements",
     "scopes",
     "similarities",
     "source_lists",

@@ -10,6 +10,7 @@ from typing import Any
 from attrs import frozen
 
 from .. import admission
+from ..contradiction import flips_negation
 from ..credibility import SourceCredibility
 from ..entities import Extraction
 from ..errors import Conflict, ValidationError
@@ -265,18 +266,24 @@ def supports(
 ) -> bool:
     """``request`` may add ``kind`` evidence to ``target``: every corroboration rule of
     DESIGN §2, against a confirmed target at the corroboration similarity, or against a
-    candidate it restates (near-duplicate similarity) for an agreement."""
+    candidate it restates (near-duplicate similarity) for an agreement; and it does not
+    say the opposite (:func:`flips_negation`: a negated restatement is a contradiction
+    candidate, however close it embeds)."""
     if kind is EvidenceKind.CORROBORATION:
         status, threshold = Status.CONFIRMED, policy.corroboration_similarity
     else:
         status, threshold = Status.CANDIDATE, policy.near_duplicate_similarity
-    return target.status is status and may_corroborate(
-        request.corroborator,
-        target,
-        similarity,
-        [e.source for e in recorded],
-        min_similarity=threshold,
-        owners_sharing_group=viewer.team_owners,
+    return (
+        target.status is status
+        and may_corroborate(
+            request.corroborator,
+            target,
+            similarity,
+            [e.source for e in recorded],
+            min_similarity=threshold,
+            owners_sharing_group=viewer.team_owners,
+        )
+        and not flips_negation(request.content, target.content)
     )
 
 
@@ -472,7 +479,10 @@ def admit_new(
     evidence: Mapping[uuid.UUID, Sequence[Evidence]],
 ) -> admission.AdmissionDecision:
     """Steps 6 (a source repeating itself) and 7 (novelty) for a text with these nearest
-    neighbours (highest similarity first) and their evidence."""
+    neighbours (highest similarity first) and their evidence. A neighbour the text
+    contradicts by negation (:func:`flips_negation`) is no repeat and takes nothing from
+    its novelty: the text is a new claim, for the contradiction scan to judge."""
+    neighbours = [n for n in neighbours if not flips_negation(request.content, n.entry.content)]
     max_similarity = neighbours[0].similarity if neighbours else None
     repeats_own_source = any(
         policy.is_near_duplicate(n.similarity)
