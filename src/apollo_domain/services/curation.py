@@ -25,7 +25,13 @@ from ..lifecycle import (
 )
 from ..model import Entry, RelationType
 from ..normalize import normalize_tag
-from ..ports import AccessLogRecord, CredibilityRecord, ExpertiseRecord, UnitOfWork
+from ..ports import (
+    AccessLogRecord,
+    AgentDomainStats,
+    CredibilityRecord,
+    ExpertiseRecord,
+    UnitOfWork,
+)
 from ..redaction import REDACTED
 from ..results import (
     AgentProfile,
@@ -243,7 +249,7 @@ async def get_expertise(
             s.agent_id,
             s.knowledge_domain,
             s.entry_count,
-            proficiency(s.average_confidence, s.entry_count),
+            _proficiency(s),
             s.last_active_at,
         )
         for s in stats
@@ -280,7 +286,7 @@ async def agent_profile(deps: Deps, caller: Caller, agent_id: object) -> AgentPr
         DomainExpertise(
             s.knowledge_domain,
             s.entry_count,
-            proficiency(s.average_confidence, s.entry_count),
+            _proficiency(s),
             s.average_confidence,
             s.last_active_at,
         )
@@ -291,6 +297,15 @@ async def agent_profile(deps: Deps, caller: Caller, agent_id: object) -> AgentPr
     average = sum(d.average_confidence * d.entry_count for d in domains) / total if total else 0.0
     last = max((d.last_active_at for d in domains if d.last_active_at), default=None)
     return AgentProfile(agent, tuple(domains), total, average, last, _report(standing).credibility)
+
+
+def _proficiency(stats: AgentDomainStats) -> float:
+    return proficiency(
+        stats.average_confidence,
+        stats.entry_count,
+        stats.confirmed_count,
+        stats.corroboration_count,
+    )
 
 
 def _agent_id(agent_id: object) -> str:
@@ -385,7 +400,7 @@ async def aggregate_expertise(
                     s.agent_id,
                     s.knowledge_domain,
                     s.entry_count,
-                    proficiency(s.average_confidence, s.entry_count),
+                    _proficiency(s),
                     s.last_active_at,
                 )
                 for s in stats
