@@ -40,6 +40,10 @@ class Embedder(Protocol):
 
     ``embed`` returns one vector per text, in order, each of length ``dimension``.
     Raises :class:`EmbeddingError` on failure.
+
+    An embedder may also declare ``relevance_floor`` (a float, or None): the cosine under
+    which its query matches say nothing, calibrated per model. The composition root makes
+    it the retrieval settings' floor unless one is configured.
     """
 
     model_id: str

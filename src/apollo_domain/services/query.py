@@ -68,8 +68,10 @@ async def query(
     ``mode``: ``vector`` ranks by embedding similarity, ``lexical`` by the query's terms,
     ``hybrid`` (the default) fuses both with the entity-graph fill by reciprocal rank
     fusion (:mod:`apollo_domain.retrieval`). Each result names the signals that found it.
-    A vector match needs a similarity above ``min_similarity``; an entry no signal found
-    is never returned, so unrelated and opposite texts are neither returned nor boosted.
+    A vector match needs a similarity above ``min_similarity`` and at least the embedder's
+    relevance floor (``RetrievalSettings.relevance_floor``: a lexical or graph match is
+    relevant by itself); an entry no signal found is never returned, so unrelated and
+    opposite texts are neither returned nor boosted.
 
     A search boosts each returned entry's confidence atomically in the store and, when
     ``count_access``, adds to its access count and writes one ``query`` access-log row per
@@ -117,12 +119,15 @@ async def query(
     if vector is not None:
         embedding = vector
 
+        def relevant(similarity: float) -> bool:
+            return similarity > similarity_floor and deps.retrieval.relevant(similarity)
+
         async def nearest(reads: Reads) -> Candidates:
             if fused:
                 ids = await reads.entries.nearest_ids(embedding, flt, depth)
-                return [(i, s) for i, s in ids if s > similarity_floor], []
+                return [(i, s) for i, s in ids if relevant(s)], []
             found = await reads.entries.nearest(embedding, flt, depth)
-            hits = [h for h in found if h.similarity > similarity_floor]
+            hits = [h for h in found if relevant(h.similarity)]
             return [(h.entry.id, h.similarity) for h in hits], [h.entry for h in hits]
 
         reads[VECTOR] = nearest
