@@ -14,6 +14,7 @@ from uuid import UUID, uuid4
 from attrs import evolve, frozen
 from hypothesis import strategies as st
 
+from apollo_domain.confusables import CONFUSABLES
 from apollo_domain.model import AccessScope, ContentType, Entry, Relation, SourceRef, Status, Viewer
 from apollo_domain.normalize import content_hash, make_source
 from apollo_domain.retry import OutboxRetry
@@ -257,6 +258,28 @@ def restatements(draw: st.DrawFn) -> tuple[str, str]:
     return " ".join(words), " ".join(restated)
 
 
+# -- disguises ---------------------------------------------------------------------------
+
+_LATIN_TWINS: dict[str, list[str]] = {}
+for _letter, _latin in CONFUSABLES.items():
+    _LATIN_TWINS.setdefault(_latin, []).append(_letter)
+
+
+@st.composite
+def disguised_texts(draw: st.DrawFn) -> tuple[str, str]:
+    """An ASCII text and a copy with some of its letters swapped for Cyrillic or Greek
+    look-alikes (possibly none); a Latin letter without a look-alike stays in the copy
+    (a text without any Latin letter disguises nothing)."""
+    keep = draw(st.text(alphabet="fgnrz", min_size=1, max_size=3))
+    text = keep + draw(st.text(alphabet="abcdehijopsxyABCEHIKMOPTXY .,0123456789"))
+    letters = list(text)
+    for i, letter in enumerate(letters):
+        twins = _LATIN_TWINS.get(letter)
+        if twins and draw(st.booleans()):
+            letters[i] = draw(st.sampled_from(twins))
+    return text, "".join(letters)
+
+
 # -- example factory -------------------------------------------------------------------
 
 
@@ -295,6 +318,7 @@ __all__ = [
     "content_types",
     "credibilities",
     "datetimes",
+    "disguised_texts",
     "entries",
     "entry_counts",
     "failure_counts",

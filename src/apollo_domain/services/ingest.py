@@ -44,6 +44,7 @@ from .context import (
     INGEST_PARTS,
     Caller,
     Deps,
+    embed_readings,
     first_application,
     resolve_viewer,
     unit_float,
@@ -196,7 +197,7 @@ async def ingest(
 
 async def _embed(deps: Deps, request: IngestRequest) -> tuple[tuple[float, ...], Extraction]:
     """Step 5's embedding of the text, and the entities it mentions."""
-    (vector,) = await deps.embedder.embed([request.content])
+    (vector,) = await embed_readings(deps, [request.content])
     return tuple(float(x) for x in vector), await extract(deps.extractor, request.content)
 
 

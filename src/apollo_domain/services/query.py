@@ -16,7 +16,15 @@ from ..ports import AccessLogRecord, Reads, SearchFilter
 from ..results import EntryView, QueryResult
 from ..retrieval import GRAPH, LEXICAL, VECTOR, Fused, RetrievalSettings, fuse
 from ..validation import bounded_float
-from .context import Caller, Deps, bounded_int, parse_statuses, resolve_viewer, unit_float
+from .context import (
+    Caller,
+    Deps,
+    bounded_int,
+    embed_readings,
+    parse_statuses,
+    resolve_viewer,
+    unit_float,
+)
 
 BROWSE_BELOW_CHARS = 3
 MAX_LIMIT = 100
@@ -109,7 +117,7 @@ async def query(
 
     vector = None
     if mode != LEXICAL:
-        (vector,) = await deps.embedder.embed([text])
+        (vector,) = await embed_readings(deps, [text])
     fused = mode == "hybrid"
     depth = max(count, deps.retrieval.candidates) if fused else count
     reads: dict[str, Callable[[Reads], Awaitable[Candidates]]] = {}
