@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
+from functools import lru_cache
 from types import MappingProxyType
 
 from attrs import frozen
@@ -266,6 +267,7 @@ def _is_entity(token: _Token) -> bool:
     return len(token.text) >= 3 and token.text not in _STOPWORDS
 
 
+@lru_cache(maxsize=64)
 def _profile(text: str) -> _Profile:
     tokens = _tokenize(text)
     return _Profile(

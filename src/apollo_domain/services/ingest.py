@@ -482,8 +482,16 @@ def admit_new(
     """Steps 6 (a source repeating itself) and 7 (novelty) for a text with these nearest
     neighbours (highest similarity first) and their evidence. A neighbour the text
     contradicts by negation (:func:`flips_negation`) is no repeat and takes nothing from
-    its novelty: the text is a new claim, for the contradiction scan to judge."""
-    neighbours = [n for n in neighbours if not flips_negation(request.content, n.entry.content)]
+    its novelty: the text is a new claim, for the contradiction scan to judge. Only close
+    neighbours (at the corroboration similarity) are tested, which bounds the work: a
+    farther one is no repeat, and leaves a source above credibility 0.2 enough novelty."""
+    neighbours = [
+        n
+        for n in neighbours
+        if not (
+            policy.corroborates(n.similarity) and flips_negation(request.content, n.entry.content)
+        )
+    ]
     max_similarity = neighbours[0].similarity if neighbours else None
     repeats_own_source = any(
         policy.is_near_duplicate(n.similarity)
