@@ -267,7 +267,7 @@ def _is_entity(token: _Token) -> bool:
     return len(token.text) >= 3 and token.text not in _STOPWORDS
 
 
-@lru_cache(maxsize=64)
+@lru_cache(maxsize=16)
 def _profile(text: str) -> _Profile:
     tokens = _tokenize(text)
     return _Profile(
