@@ -4,6 +4,7 @@ that records support: single ingest, bulk ingest and the corroboration checker."
 
 from __future__ import annotations
 
+from apollo_adapters.embedders import HashingEmbedder
 from apollo_app import Outcome, Status
 from apollo_domain.model import EvidenceKind
 from tests.support import KeyedEmbedder, at_cosine
@@ -98,3 +99,22 @@ async def test_a_denial_at_near_copy_similarity_is_not_rejected_as_low_novelty(m
     await apollo.client("claude-a").store_knowledge(content=SAID, content_type="fact")
     denied = await apollo.client("claude-a").store_knowledge(content=DENIED, content_type="fact")
     assert Outcome.CREATED == denied.outcome
+
+
+async def test_with_the_hashing_embedder_a_denial_is_disputed_not_paired(make_apollo):
+    """The pair embeds at 0.90 with the default embedder: close enough for the checker to
+    pair two candidates, which it must not; the scan disputes both instead."""
+    apollo = await make_apollo(embedder=HashingEmbedder())
+    (said_vector, denied_vector) = await apollo.deps.embedder.embed([SAID, DENIED])
+    assert 0.9 <= sum(a * b for a, b in zip(said_vector, denied_vector, strict=True))
+    said = await apollo.client("claude-a").store_knowledge(content=SAID, content_type="fact")
+    apollo.deps.clock.advance(seconds=1)
+    denied = await apollo.client("openai-b").store_knowledge(content=DENIED, content_type="fact")
+
+    report = await apollo.check_corroboration()
+    await apollo.process_outbox()
+
+    assert (0, 0) == (report.promoted, report.bootstrapped)
+    assert [Status.DISPUTED, Status.DISPUTED] == [
+        (await apollo.get_entry(i)).status for i in (said.entry_id, denied.entry_id)
+    ]
