@@ -324,3 +324,29 @@ async def test_proficiency_rises_with_confirmed_and_corroborated_work_not_volume
     assert [(e.agent_id, e.proficiency) for e in experts] == [
         (r.agent_id, pytest.approx(r.proficiency)) for r in stored
     ]
+
+
+async def test_corroborations_earned_on_entries_a_viewer_cannot_see_do_not_count(make_apollo):
+    """gemini-peer agrees with a team entry of alice's team: its teammates see the earned
+    agreement in gemini-peer's proficiency, an outsider sees only its own candidate."""
+    apollo = await make_apollo()
+    await apollo.directory.add_membership("alice", "lab")
+    await apollo.directory.add_membership("bob", "lab")
+    alice, bob = Principal("alice"), Principal("bob")
+    await apollo.client("claude-a", principal=alice).store_knowledge(
+        content="the lab cluster runs etcd 3.5", tags=["ops"], access_scope="team"
+    )
+    agreed = await apollo.client("gemini-peer", principal=bob).store_knowledge(
+        content="the lab cluster runs etcd 3.5", tags=["ops"], access_scope="team"
+    )
+    assert "agreement recorded" == agreed.reason
+    await apollo.client("gemini-peer", principal=bob).store_knowledge(
+        content="public note on etcd compaction", tags=["ops"]
+    )
+
+    async def peer(principal):
+        experts = await apollo.client("asker", principal=principal).get_expertise(domain="ops")
+        return next(e.proficiency for e in experts if e.agent_id == "gemini-peer")
+
+    assert pytest.approx(0.5 * math.log2(2.25)) == await peer(Principal("alice"))
+    assert pytest.approx(0.5 * math.log2(1.25)) == await peer(Principal("carol"))
