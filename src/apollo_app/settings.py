@@ -12,6 +12,7 @@ from attrs import evolve, field, frozen
 from apollo_domain.errors import ConfigurationError, Forbidden, ValidationError
 from apollo_domain.model import Principal, Role
 from apollo_domain.policy import ConfidencePolicy
+from apollo_domain.retrieval import RetrievalSettings
 from apollo_domain.retry import OutboxRetry
 from apollo_domain.rules import check_agent_id
 from apollo_domain.secrets import MASK, redact
@@ -145,6 +146,9 @@ class Settings:
     #: which a narrower search finds as an exact scan does (benchmarks/ingest_recall_bench.py).
     ingest_ef_search: int = 64
     rpc_timeout: float = 10.0
+    #: The cosine a query's vector match needs to count (``None``: the embedder's own,
+    #: calibrated floor; set it for an OpenAI-compatible model Apollo has no floor for).
+    relevance_floor: float | None = None
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -208,6 +212,7 @@ class Settings:
         number("APOLLO_EF_SEARCH", "ef_search", int, 1, 1_000)
         number("APOLLO_INGEST_EF_SEARCH", "ingest_ef_search", int, 1, 1_000)
         number("APOLLO_RPC_TIMEOUT", "rpc_timeout", float, 0.1, 3_600)
+        number("APOLLO_RELEVANCE_FLOOR", "relevance_floor", float, -1, 1)
 
         if "database_url" in kwargs:
             check_database_url("APOLLO_DATABASE_URL", kwargs["database_url"])
@@ -290,6 +295,14 @@ class Settings:
             self.outbox_max_attempts,
             self.outbox_lease,
         )
+
+    @property
+    def retrieval(self) -> RetrievalSettings | None:
+        """Retrieval settings with ``APOLLO_RELEVANCE_FLOOR`` when it is set, else None
+        (the defaults, with the embedder's floor)."""
+        if self.relevance_floor is None:
+            return None
+        return RetrievalSettings(relevance_floor=self.relevance_floor)
 
     @property
     def secrets(self) -> tuple[str, ...]:

@@ -40,6 +40,10 @@ class Embedder(Protocol):
 
     ``embed`` returns one vector per text, in order, each of length ``dimension``.
     Raises :class:`EmbeddingError` on failure.
+
+    An embedder may also declare ``relevance_floor`` (a float, or None): the cosine under
+    which its query matches say nothing, calibrated per model. The composition root makes
+    it the retrieval settings' floor unless one is configured.
     """
 
     model_id: str
@@ -163,13 +167,17 @@ class DecayOutcome:
 
 @frozen
 class AgentDomainStats:
-    """Aggregate of one agent's active entries in one domain."""
+    """Aggregate of one agent's active entries in one domain: how many, their average
+    confidence, how many of them are confirmed, and how many corroborations and agreements
+    the agent earned in the domain (its evidence of those kinds on active entries)."""
 
     agent_id: str
     knowledge_domain: str
     entry_count: int
     average_confidence: float
     last_active_at: datetime | None
+    confirmed_count: int = 0
+    corroboration_count: int = 0
 
 
 @frozen
@@ -400,9 +408,10 @@ class EntryRepository(Protocol):
         domain: str | None = None,
         agent_id: str | None = None,
     ) -> list[AgentDomainStats]:
-        """Per (source agent, domain): count and average confidence of active entries, over
-        the entries ``viewer`` may see (``None``: every entry), optionally of one domain or
-        one agent; ordered by agent, then domain."""
+        """Per (source agent, domain) with active entries: their count, average confidence
+        and confirmed count, and the corroboration and agreement evidence the agent holds on
+        active entries of the domain; over the entries ``viewer`` may see (``None``: every
+        entry), optionally of one domain or one agent; ordered by agent, then domain."""
 
     async def stats(self, viewer: Viewer, now: datetime) -> StoreStats:
         """Counts over the entries the viewer can see (total relations included)."""

@@ -6,7 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from apollo_adapters.embedders import HashingEmbedder
+from apollo_adapters.memory import InMemoryStore
 from apollo_app import ConfigurationError, Principal, Settings
+from apollo_app.bootstrap import Overrides, build_embedder, relevance_floor_of, wire
 from apollo_domain.errors import Forbidden
 from apollo_domain.retry import OutboxRetry
 
@@ -60,6 +63,25 @@ def test_outbox_backoff_is_read_and_reaches_the_use_cases():
     assert OutboxRetry(2.0, 120.0, 7, 60.0) == settings.outbox_retry
 
 
+def test_the_relevance_floor_overrides_the_embedders_and_reaches_the_use_cases():
+    """Unset, the embedder's calibrated floor applies; ``APOLLO_RELEVANCE_FLOOR`` replaces
+    it for every embedder (an OpenAI-compatible model Apollo has not calibrated)."""
+    assert None is Settings.from_env({}).retrieval
+    settings = Settings.from_env({"APOLLO_RELEVANCE_FLOOR": "0.3"})
+    deps = wire(
+        InMemoryStore(), Overrides(embedder=HashingEmbedder(), retrieval=settings.retrieval)
+    )
+    assert 0.3 == deps.retrieval.relevance_floor
+    assert (
+        0.15
+        == wire(InMemoryStore(), Overrides(embedder=HashingEmbedder())).retrieval.relevance_floor
+    )
+    openai = build_embedder(
+        settings.replace(embedder="openai", embedding_url="http://e", embedding_model="m")
+    )
+    assert 0.3 == relevance_floor_of(openai)
+
+
 def test_group_commit_is_read_with_defaults_that_batch():
     """Unset: batches of up to 16 ingests gathered for at most 10 ms; 1 turns it off."""
     defaults = Settings.from_env({})
@@ -101,6 +123,8 @@ def test_search_breadths_are_read_with_a_narrower_one_for_ingest():
         ("APOLLO_OUTBOX_LEASE_SECONDS", "soon"),
         ("APOLLO_DATABASE_URL", "mysql://root@localhost/apollo"),
         ("APOLLO_DATABASE_URL", "apollo-db"),
+        ("APOLLO_RELEVANCE_FLOOR", "1.5"),
+        ("APOLLO_RELEVANCE_FLOOR", "high"),
     ],
 )
 def test_bad_values_name_their_variable(variable, value):

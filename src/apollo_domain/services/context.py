@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 
 from attrs import field, frozen
 
 from ..bounds import AGENT_ID
+from ..confusables import reading
 from ..errors import ValidationError
 from ..extraction import HeuristicEntityExtractor
 from ..model import ACTIVE_STATUSES, Principal, Status, Viewer
@@ -83,6 +84,13 @@ class Caller:
         if agent_id is None or not agent_id.strip():
             return self
         return Caller.of(agent_id, self.principal, edge=self.edge)
+
+
+async def embed_readings(deps: Deps, texts: Sequence[str]) -> list[Sequence[float]]:
+    """The embeddings of ``texts`` as they read (:func:`~apollo_domain.confusables.reading`:
+    look-alike letters that disguise Latin ones folded), one per text, in order. Every
+    text Apollo embeds to place or to search goes through here."""
+    return await deps.embedder.embed([reading(text) for text in texts])
 
 
 async def resolve_viewer(directory: IdentityDirectory, principal: Principal) -> Viewer:

@@ -26,7 +26,13 @@ from ..lifecycle import (
 )
 from ..model import Entry, RelationType
 from ..normalize import normalize_tag
-from ..ports import AccessLogRecord, CredibilityRecord, ExpertiseRecord, UnitOfWork
+from ..ports import (
+    AccessLogRecord,
+    AgentDomainStats,
+    CredibilityRecord,
+    ExpertiseRecord,
+    UnitOfWork,
+)
 from ..redaction import REDACTED
 from ..results import (
     AgentProfile,
@@ -259,7 +265,7 @@ async def get_expertise(
             s.agent_id,
             s.knowledge_domain,
             s.entry_count,
-            proficiency(s.average_confidence, s.entry_count),
+            _proficiency(s),
             s.last_active_at,
         )
         for s in stats
@@ -294,7 +300,7 @@ async def agent_profile(deps: Deps, caller: Caller, agent_id: object) -> AgentPr
         DomainExpertise(
             s.knowledge_domain,
             s.entry_count,
-            proficiency(s.average_confidence, s.entry_count),
+            _proficiency(s),
             s.average_confidence,
             s.last_active_at,
         )
@@ -305,6 +311,15 @@ async def agent_profile(deps: Deps, caller: Caller, agent_id: object) -> AgentPr
     average = sum(d.average_confidence * d.entry_count for d in domains) / total if total else 0.0
     last = max((d.last_active_at for d in domains if d.last_active_at), default=None)
     return AgentProfile(agent, tuple(domains), total, average, last, _report(standing).credibility)
+
+
+def _proficiency(stats: AgentDomainStats) -> float:
+    return proficiency(
+        stats.average_confidence,
+        stats.entry_count,
+        stats.confirmed_count,
+        stats.corroboration_count,
+    )
 
 
 def _agent_id(agent_id: object) -> str:
@@ -401,7 +416,7 @@ async def aggregate_expertise(
                     s.agent_id,
                     s.knowledge_domain,
                     s.entry_count,
-                    proficiency(s.average_confidence, s.entry_count),
+                    _proficiency(s),
                     s.last_active_at,
                 )
                 for s in stats

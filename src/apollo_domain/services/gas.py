@@ -29,7 +29,7 @@ from ..ports import SearchFilter
 from ..results import GasResult, IngestResult
 from ..rules import DISPUTE_RELATIONS, check_agent_id, dispute_refusal, is_visible
 from ..validation import bounded_json, check_depth
-from .context import ACTIVE, Caller, Deps, resolve_viewer, scoped_key
+from .context import ACTIVE, Caller, Deps, embed_readings, resolve_viewer, scoped_key
 from .ingest import ingest, prepare
 
 
@@ -324,7 +324,7 @@ async def _propose_relations(
     for deposit, (content, _kind) in zip(deposits, facts, strict=True):
         if deposit.entry_id is None:
             continue
-        (vector,) = await deps.embedder.embed([content])
+        (vector,) = await embed_readings(deps, [content])
         async with deps.store.unit_of_work() as uow:
             hits = await uow.entries.nearest(
                 vector,

@@ -10,6 +10,7 @@ from attrs import frozen
 
 from .. import admission
 from ..bounds import CONTEXT_BYTES
+from ..contradiction import flips_negation
 from ..credibility import SourceCredibility
 from ..entities import Extraction
 from ..errors import Conflict, ValidationError
@@ -43,6 +44,7 @@ from .context import (
     INGEST_PARTS,
     Caller,
     Deps,
+    embed_readings,
     first_application,
     resolve_viewer,
     unit_float,
@@ -191,7 +193,7 @@ async def ingest(
 
 async def _embed(deps: Deps, request: IngestRequest) -> tuple[tuple[float, ...], Extraction]:
     """Step 5's embedding of the text, and the entities it mentions."""
-    (vector,) = await deps.embedder.embed([request.content])
+    (vector,) = await embed_readings(deps, [request.content])
     return tuple(float(x) for x in vector), await extract(deps.extractor, request.content)
 
 
@@ -261,18 +263,24 @@ def supports(
 ) -> bool:
     """``request`` may add ``kind`` evidence to ``target``: every corroboration rule of
     DESIGN §2, against a confirmed target at the corroboration similarity, or against a
-    candidate it restates (near-duplicate similarity) for an agreement."""
+    candidate it restates (near-duplicate similarity) for an agreement; and it does not
+    say the opposite (:func:`flips_negation`: a negated restatement is a contradiction
+    candidate, however close it embeds)."""
     if kind is EvidenceKind.CORROBORATION:
         status, threshold = Status.CONFIRMED, policy.corroboration_similarity
     else:
         status, threshold = Status.CANDIDATE, policy.near_duplicate_similarity
-    return target.status is status and may_corroborate(
-        request.corroborator,
-        target,
-        similarity,
-        [e.source for e in recorded],
-        min_similarity=threshold,
-        owners_sharing_group=viewer.team_owners,
+    return (
+        target.status is status
+        and may_corroborate(
+            request.corroborator,
+            target,
+            similarity,
+            [e.source for e in recorded],
+            min_similarity=threshold,
+            owners_sharing_group=viewer.team_owners,
+        )
+        and not flips_negation(request.content, target.content)
     )
 
 
@@ -468,7 +476,18 @@ def admit_new(
     evidence: Mapping[uuid.UUID, Sequence[Evidence]],
 ) -> admission.AdmissionDecision:
     """Steps 6 (a source repeating itself) and 7 (novelty) for a text with these nearest
-    neighbours (highest similarity first) and their evidence."""
+    neighbours (highest similarity first) and their evidence. A neighbour the text
+    contradicts by negation (:func:`flips_negation`) is no repeat and takes nothing from
+    its novelty: the text is a new claim, for the contradiction scan to judge. Only close
+    neighbours (at the corroboration similarity) are tested, which bounds the work: a
+    farther one is no repeat, and leaves a source above credibility 0.2 enough novelty."""
+    neighbours = [
+        n
+        for n in neighbours
+        if not (
+            policy.corroborates(n.similarity) and flips_negation(request.content, n.entry.content)
+        )
+    ]
     max_similarity = neighbours[0].similarity if neighbours else None
     repeats_own_source = any(
         policy.is_near_duplicate(n.similarity)

@@ -7,6 +7,7 @@ from datetime import timedelta
 from typing import Any
 from uuid import UUID
 
+from ..contradiction import flips_negation
 from ..credibility import SourceCredibility
 from ..lifecycle import confirm, dispute
 from ..model import (
@@ -63,17 +64,22 @@ def allowed(
     policy: ConfidencePolicy,
 ) -> bool:
     """``a`` may corroborate ``b``: every rule of DESIGN §2, with ``a``'s own evidence
-    sources independent of ``b``'s source too."""
+    sources independent of ``b``'s source too, and neither saying the opposite of the
+    other (:func:`flips_negation`)."""
     a_sources = [e.source for e in evidence.get(a.id, ())] or [a.source]
     b_sources = [e.source for e in evidence.get(b.id, ())] or [b.source]
-    return may_corroborate(
-        _as_corroborator(a),
-        b,
-        similarity,
-        b_sources,
-        min_similarity=policy.corroboration_similarity,
-        owners_sharing_group=sharing,
-    ) and all(independent(s, b.source) for s in a_sources)
+    return (
+        may_corroborate(
+            _as_corroborator(a),
+            b,
+            similarity,
+            b_sources,
+            min_similarity=policy.corroboration_similarity,
+            owners_sharing_group=sharing,
+        )
+        and all(independent(s, b.source) for s in a_sources)
+        and not flips_negation(a.content, b.content)
+    )
 
 
 def _paired_with(entry: Entry) -> str | None:

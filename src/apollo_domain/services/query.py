@@ -17,7 +17,15 @@ from ..ports import AccessLogRecord, Reads, SearchFilter
 from ..results import EntryView, QueryResult
 from ..retrieval import GRAPH, LEXICAL, VECTOR, Fused, RetrievalSettings, fuse
 from ..validation import bounded_float, shown
-from .context import Caller, Deps, bounded_int, parse_statuses, resolve_viewer, unit_float
+from .context import (
+    Caller,
+    Deps,
+    bounded_int,
+    embed_readings,
+    parse_statuses,
+    resolve_viewer,
+    unit_float,
+)
 
 BROWSE_BELOW_CHARS = 3
 MAX_LIMIT = QUERY_LIMIT.limit
@@ -65,8 +73,10 @@ async def query(
     ``mode``: ``vector`` ranks by embedding similarity, ``lexical`` by the query's terms,
     ``hybrid`` (the default) fuses both with the entity-graph fill by reciprocal rank
     fusion (:mod:`apollo_domain.retrieval`). Each result names the signals that found it.
-    A vector match needs a similarity above ``min_similarity``; an entry no signal found
-    is never returned, so unrelated and opposite texts are neither returned nor boosted.
+    A vector match needs a similarity above ``min_similarity`` and at least the embedder's
+    relevance floor (``RetrievalSettings.relevance_floor``: a lexical or graph match is
+    relevant by itself); an entry no signal found is never returned, so unrelated and
+    opposite texts are neither returned nor boosted.
 
     A search boosts each returned entry's confidence atomically in the store and, when
     ``count_access``, adds to its access count and writes one ``query`` access-log row per
@@ -106,7 +116,7 @@ async def query(
 
     vector = None
     if mode != LEXICAL:
-        (vector,) = await deps.embedder.embed([text])
+        (vector,) = await embed_readings(deps, [text])
     fused = mode == "hybrid"
     depth = max(count, deps.retrieval.candidates) if fused else count
     reads: dict[str, Callable[[Reads], Awaitable[Candidates]]] = {}
@@ -116,12 +126,15 @@ async def query(
     if vector is not None:
         embedding = vector
 
+        def relevant(similarity: float) -> bool:
+            return similarity > similarity_floor and deps.retrieval.relevant(similarity)
+
         async def nearest(reads: Reads) -> Candidates:
             if fused:
                 ids = await reads.entries.nearest_ids(embedding, flt, depth)
-                return [(i, s) for i, s in ids if s > similarity_floor], []
+                return [(i, s) for i, s in ids if relevant(s)], []
             found = await reads.entries.nearest(embedding, flt, depth)
-            hits = [h for h in found if h.similarity > similarity_floor]
+            hits = [h for h in found if relevant(h.similarity)]
             return [(h.entry.id, h.similarity) for h in hits], [h.entry for h in hits]
 
         reads[VECTOR] = nearest
