@@ -91,7 +91,7 @@ async def test_filters_apply(make_apollo):
     assert (
         await reader.query_knowledge(query="query about kafka", status="confirmed")
     ).entries == ()
-    await apollo.client("curator").deprecate_entry(
+    await apollo.client("curator", Principal("curator", role="admin")).deprecate_entry(
         entry_id=ids["kafka partitions order messages"], reason="outdated"
     )
     found = await reader.query_knowledge(
