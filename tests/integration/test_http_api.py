@@ -383,14 +383,14 @@ async def test_visibility_private_team_global(api: Api) -> None:
 # --------------------------------------------------------------------------- query, retrieve
 
 
-async def test_query_semantic_and_browse(api: Api) -> None:
+async def test_query_search_and_browse(api: Api) -> None:
     created = await api.ingest(content="Redis keeps its dataset in memory", tags=["cache"])
     semantic = await api.http.post(
         f"{API}/query", json={"query": "redis memory dataset", "min_confidence": 0, "limit": 5}
     )
     assert 200 == semantic.status_code
     body = semantic.json()
-    assert "semantic" == body["mode"]
+    assert "hybrid" == body["mode"]
     (entry,) = body["entries"]
     assert created["entry_id"] == entry["id"]
     assert ["cache"] == entry["tags"]
