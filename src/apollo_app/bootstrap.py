@@ -187,6 +187,11 @@ async def _close_all(closers: Sequence[Closer]) -> None:
         await closer()
 
 
+def embedded_store_exists(settings: Settings) -> bool:
+    """Whether ``APOLLO_DATA_DIR`` already holds an embedded server's data."""
+    return (settings.data_dir / "postgres" / "PG_VERSION").exists()
+
+
 async def _database(settings: Settings) -> tuple[str, list[Closer]]:
     """The conninfo of ``APOLLO_DATABASE_URL``, else of an embedded server started in
     ``APOLLO_DATA_DIR`` (stopped by the returned closer)."""
@@ -221,9 +226,34 @@ def _pgvector_hint(settings: Settings) -> Iterator[None]:
         ) from exc
 
 
-async def open_durable(settings: Settings, overrides: Overrides = Overrides()) -> Wired:
+@contextmanager
+def _migrate_hint(settings: Settings) -> Iterator[None]:
+    """A server at ``APOLLO_DATABASE_URL`` opened without migrating whose schema is not
+    current: the error names the variable and the command that migrates it."""
+    from apollo_adapters.postgres.errors import SchemaNotCurrent
+
+    try:
+        yield
+    except SchemaNotCurrent as exc:
+        if settings.database_url is None:
+            raise
+        raise ConfigurationError(
+            "APOLLO_DATABASE_URL",
+            f"{exc}; run `apollo migrate` to create or update it (this command does not"
+            " change a server's schema)",
+        ) from exc
+
+
+async def open_durable(
+    settings: Settings, overrides: Overrides = Overrides(), *, migrate: bool = True
+) -> Wired:
     """The PostgreSQL store of ``APOLLO_DATABASE_URL`` (else the embedded server), migrated,
-    with the embedder and LLM the settings name unless ``overrides`` supplies them."""
+    with the embedder and LLM the settings name unless ``overrides`` supplies them.
+
+    With ``migrate=False`` a server given by URL is used as it is: a schema that is missing
+    or has migrations pending is a :class:`ConfigurationError` naming the variable that
+    says to run ``apollo migrate``. The embedded server is always migrated: it is Apollo's
+    own."""
     from apollo_adapters.postgres import PostgresStore
 
     closers: list[Closer] = []
@@ -240,7 +270,7 @@ async def open_durable(settings: Settings, overrides: Overrides = Overrides()) -
             judge = judge or chat
         conninfo, server_closers = await _database(settings)
         closers.extend(server_closers)
-        with _pgvector_hint(settings):
+        with _pgvector_hint(settings), _migrate_hint(settings):
             store = await PostgresStore.open(
                 conninfo,
                 embedder_model_id=embedder.model_id,
@@ -248,6 +278,7 @@ async def open_durable(settings: Settings, overrides: Overrides = Overrides()) -
                 pool_max=settings.pool_max,
                 ef_search=settings.ef_search,
                 ingest_ef_search=settings.ingest_ef_search,
+                migrate=migrate or settings.database_url is None,
             )
         closers.append(store.close)
     except BaseException:
@@ -370,6 +401,7 @@ __all__ = [
     "connect_broker",
     "default_embedder",
     "embedded_server",
+    "embedded_store_exists",
     "hashing_embedder",
     "in_memory",
     "manual_clock",

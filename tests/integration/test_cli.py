@@ -7,6 +7,7 @@ marked ``postgres``.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -15,9 +16,11 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from apollo_adapters.postgres.embedded import temporary_folder
+from tests.postgres_support import PostgresTestServer
 
 TIMEOUT = 180
 COMMANDS = (
@@ -361,3 +364,55 @@ def test_an_unreachable_database_exits_1(tmp_path: Path) -> None:
     assert 1 == result.returncode, result.stdout + result.stderr
     assert result.stderr.startswith("apollo: error: StoreUnavailable")
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.postgres
+def test_a_command_that_creates_the_store_says_so_once() -> None:
+    """A query in a folder without a store creates an empty one: a note on stderr says so,
+    so "no results" does not look like lost data; the next query has nothing to note."""
+    folder = temporary_folder("apollo-cli-new-")
+    try:
+        first = run("query", "leader election", data_dir=folder)
+        assert (0, "no results\n") == (first.returncode, first.stdout), first.stderr
+        assert [
+            f"apollo: note: no store in {folder}: created a new, empty one (--data-dir, "
+            "APOLLO_DATA_DIR or APOLLO_DATABASE_URL choose another)"
+        ] == first.stderr.splitlines()
+        again = run("query", "leader election", data_dir=folder)
+        assert (0, "no results\n", "") == (again.returncode, again.stdout, again.stderr)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _schema_of(conninfo: str) -> tuple[bool, bool]:
+    """Whether the database has the ``vector`` extension and Apollo's ``entries`` table."""
+    with psycopg.connect(conninfo) as conn:
+        row = conn.execute(
+            "SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'vector'),"
+            " to_regclass('entries') IS NOT NULL"
+        ).fetchone()
+    assert row is not None
+    return bool(row[0]), bool(row[1])
+
+
+@pytest.mark.postgres
+def test_read_commands_never_migrate_a_server_given_by_url(
+    postgres_server: PostgresTestServer,
+) -> None:
+    """``query``, ``stats`` and ``entities`` use a server given by URL as it is: on an
+    empty database they change nothing and say to run ``apollo migrate``, naming the flag
+    the user typed; after ``apollo migrate`` they answer."""
+    url = postgres_server.conninfo(asyncio.run(postgres_server.create_database()))
+    for command in (("query", "leader election"), ("stats",), ("entities",)):
+        result = run(*command, "--database-url", url)
+        assert 2 == result.returncode, result.stdout + result.stderr
+        assert result.stderr.startswith(
+            "apollo: error: --database-url: the database has no Apollo schema; run `apollo migrate`"
+        ), result.stderr
+        assert (False, False) == _schema_of(url)
+    by_variable = run("stats", env={"APOLLO_DATABASE_URL": url})
+    assert by_variable.stderr.startswith("apollo: error: APOLLO_DATABASE_URL: the database")
+    assert 0 == run("migrate", "--database-url", url).returncode
+    assert (True, True) == _schema_of(url)
+    answered = run("query", "leader election", "--database-url", url)
+    assert (0, "no results\n", "") == (answered.returncode, answered.stdout, answered.stderr)

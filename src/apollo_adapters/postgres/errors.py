@@ -20,6 +20,15 @@ class MissingPgvector(StoreUnavailable):
     """The server cannot load the ``vector`` extension (pgvector is not installed there)."""
 
 
+class SchemaNotCurrent(StoreUnavailable):
+    """The database was opened without migrating and its schema is missing or has
+    migrations pending (``pending``: their versions)."""
+
+    def __init__(self, message: str, pending: tuple[int, ...]) -> None:
+        super().__init__(message)
+        self.pending = pending
+
+
 def translate(exc: psycopg.Error) -> ApolloError:
     """The Apollo error for a psycopg (or psycopg_pool) exception."""
     if isinstance(exc, pg_errors.UniqueViolation):

@@ -22,7 +22,7 @@ from apollo_domain.ports import Reads
 
 from . import schema
 from .entries import PostgresEntryRepository
-from .errors import translated
+from .errors import SchemaNotCurrent, translated
 from .graph import PostgresEntityGraph
 from .repositories import (
     PostgresAccessLog,
@@ -228,13 +228,14 @@ class PostgresStore:
         """Connect, migrate (unless ``migrate=False``) and check the embedder matches.
 
         Raises :class:`ConfigurationError` when the database was created for another
-        embedding model or dimension, :class:`StoreUnavailable` when it cannot be reached
-        or its schema is missing.
+        embedding model or dimension, :class:`StoreUnavailable` when it cannot be reached,
+        :class:`SchemaNotCurrent` (a :class:`StoreUnavailable`) when its schema is missing
+        or has migrations pending.
         """
         schema.check_dimension(dimension)
         if migrate:
             await schema.migrate(conninfo, dimension=dimension, model_id=embedder_model_id)
-        await _check_embedder(conninfo, embedder_model_id, dimension)
+        await _check_schema(conninfo, embedder_model_id, dimension)
         store = cls(
             conninfo,
             pool_min=pool_min,
@@ -383,16 +384,29 @@ class PostgresStore:
         await self._pool.close()
 
 
-async def _check_embedder(conninfo: str, model_id: str, dimension: int) -> None:
+async def _check_schema(conninfo: str, model_id: str, dimension: int) -> None:
+    """:class:`SchemaNotCurrent` unless every migration was applied; :class:`ConfigurationError`
+    unless the store was created for this embedder."""
     with translated():
         async with await psycopg.AsyncConnection.connect(conninfo, autocommit=True) as conn:
             cur = await conn.execute(
                 "SELECT to_regclass('apollo_store_meta') IS NOT NULL"
                 " AND to_regclass('entries') IS NOT NULL"
+                " AND to_regclass('apollo_schema_migrations') IS NOT NULL"
             )
             ready = await cur.fetchone()
+            every = tuple(m.version for m in schema.migrations())
             if not ready or not ready[0]:
-                raise StoreUnavailable("the Apollo schema is missing; run the migrations")
+                raise SchemaNotCurrent("the database has no Apollo schema", every)
+            cur = await conn.execute("SELECT version FROM apollo_schema_migrations")
+            done = {row[0] for row in await cur.fetchall()}
+            pending = tuple(v for v in every if v not in done)
+            if pending:
+                raise SchemaNotCurrent(
+                    f"the Apollo schema has {len(pending)} migration(s) pending"
+                    f" ({', '.join(map(str, pending))})",
+                    pending,
+                )
             cur = await conn.execute(
                 "SELECT embedding_model_id, embedding_dimension FROM apollo_store_meta"
             )

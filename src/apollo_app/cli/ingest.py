@@ -26,6 +26,7 @@ from .common import (
     UsageError,
     error,
     load_settings,
+    open_apollo,
     principal_of,
     run_async,
 )
@@ -181,9 +182,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     report = IngestReport()
 
     async def run() -> None:
-        from ..facade import Apollo
-
-        async with Apollo.open(settings) as apollo:
+        async with open_apollo(settings) as apollo:
             await ingest_lines(
                 apollo,
                 lines,
