@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from tests.browser.conftest import ADMIN_TOKEN, READER_TOKEN, Service
+from tests.browser.pixels import filled_fraction
 
 pytestmark = [pytest.mark.browser, pytest.mark.postgres]
 
@@ -28,6 +29,8 @@ HOSTILE = (
     'Harmless looking tip <img src=x onerror="window.apolloPwned=1">'
     "<script>window.apolloPwned=2</script> about quokka markup"
 )
+#: The colour of a bar's unfilled track (style.css ``progress.bar``).
+TRACK = (0xEE, 0xF2, 0xF6)
 BACKGROUND = [
     ("BGP route reflectors reduce full-mesh IBGP complexity", "claude-net-1", "networking"),
     (
@@ -219,6 +222,25 @@ def test_expertise_and_activity_show_the_mesh(
     assert "Outbox backlog" in counters
     shot(page, tmp_path, "activity")
     assert [] == page.errors
+
+
+def test_activity_bars_fill_in_proportion_to_their_counts(
+    page: Any, service: Service, seeded: dict[str, str]
+) -> None:
+    """Each status and content-type bar is filled, on screen, in proportion to its count:
+    measured on the pixels of the rendered bar, not on its attributes."""
+    open_console(page, service, ADMIN_TOKEN, "#/activity")
+    bars = page.locator("table.bars progress.bar")
+    bars.first.wait_for()
+    measured = []
+    for bar in bars.all():
+        value, most = float(bar.get_attribute("value")), float(bar.get_attribute("max"))
+        fill = filled_fraction(bar.screenshot(), TRACK)
+        measured.append((round(value / most, 2), round(fill, 2)))
+    assert len(measured) >= 4, measured
+    assert any(share == 1 for share, _ in measured), measured
+    for share, fill in measured:
+        assert abs(share - fill) <= 0.05, measured
 
 
 def test_without_a_token_the_console_says_one_is_needed(
