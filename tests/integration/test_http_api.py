@@ -7,6 +7,7 @@ it, so every test starts from an empty store.
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 import socket
 from collections.abc import AsyncIterator
@@ -22,7 +23,13 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from apollo_adapters.memory import InMemoryStore
 from apollo_app import Apollo, Principal, Settings, Status
-from apollo_app.entrypoints.http import HttpServer, bind_host, create_app, serve_http
+from apollo_app.entrypoints.http import (
+    HttpServer,
+    bind_host,
+    create_app,
+    host_overridden,
+    serve_http,
+)
 from apollo_app.metrics import Metrics
 from apollo_app.wire.codec import decode_json, encode_json, make_converter
 from apollo_domain.model import Outcome
@@ -969,14 +976,32 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-async def test_serve_http_serves_until_cancelled(api: Api) -> None:
-    """serve_http binds loopback without tokens, signals readiness, and releases the port
-    when its task is cancelled."""
+def test_a_host_setting_is_overridden_only_with_a_warning() -> None:
+    """Without tokens a host other than loopback is not used, and the warning says so,
+    naming both settings; loopback itself, or tokens, need no word."""
+    warning = host_overridden("0.0.0.0", None)
+    assert warning is not None
+    assert warning.startswith("APOLLO_HTTP_HOST=0.0.0.0 is overridden:")
+    assert "listens on 127.0.0.1 only" in warning and "APOLLO_API_TOKENS" in warning
+    assert host_overridden("127.0.0.1", None) is None
+    assert host_overridden("localhost", {}) is None
+    assert host_overridden("0.0.0.0", {"t": "alice"}) is None
+
+
+async def test_serve_http_serves_until_cancelled(
+    api: Api, caplog: pytest.LogCaptureFixture
+) -> None:
+    """serve_http binds loopback without tokens (with one warning that the host setting is
+    overridden), signals readiness, and releases the port when its task is cancelled."""
     port = _free_port()
     settings = Settings(http_host="0.0.0.0", http_port=port)
     ready = asyncio.Event()
-    task = asyncio.create_task(serve_http(api.apollo, settings, Metrics(), ready=ready))
-    await asyncio.wait_for(ready.wait(), timeout=10)
+    with caplog.at_level(logging.WARNING, logger="apollo.http"):
+        task = asyncio.create_task(serve_http(api.apollo, settings, Metrics(), ready=ready))
+        await asyncio.wait_for(ready.wait(), timeout=10)
+    assert [host_overridden("0.0.0.0", None)] == [
+        r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING
+    ]
     async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as local:
         assert 200 == (await local.get(f"{API}/health")).status_code
     task.cancel()
