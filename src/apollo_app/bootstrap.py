@@ -17,6 +17,7 @@ from attrs import frozen
 
 from apollo_adapters.clock import ManualClock, SystemClock
 from apollo_adapters.embedders import CachingEmbedder, HashingEmbedder
+from apollo_adapters.embedders.hashing import MODEL_ID_PREFIX as HASHING_MODEL_PREFIX
 from apollo_adapters.memory import InMemoryStore
 from apollo_domain.contradiction import HeuristicContradictionJudge
 from apollo_domain.errors import ConfigurationError
@@ -227,6 +228,34 @@ def _pgvector_hint(settings: Settings) -> Iterator[None]:
 
 
 @contextmanager
+def _embedder_hint(settings: Settings) -> Iterator[None]:
+    """A store made with another embedder than the one configured: the error names the
+    settings that choose the embedder, with their values, and the one that made it."""
+    from apollo_adapters.postgres.errors import EmbedderMismatch
+
+    try:
+        yield
+    except EmbedderMismatch as exc:
+        chosen = f"APOLLO_EMBEDDER={settings.embedder}"
+        if settings.embedder == "hashing":
+            chosen += f", APOLLO_EMBEDDING_DIMENSION={settings.embedding_dimension}"
+        elif settings.embedding_model:
+            chosen += f", APOLLO_EMBEDDING_MODEL={settings.embedding_model}"
+        made_by = (
+            f"APOLLO_EMBEDDER=hashing and APOLLO_EMBEDDING_DIMENSION={exc.stored_dimension}"
+            if exc.stored_model.startswith(HASHING_MODEL_PREFIX)
+            else f"the embedder of model {exc.stored_model!r}"
+        )
+        raise ConfigurationError(
+            "APOLLO_EMBEDDER",
+            f"the store holds vectors of model {exc.stored_model!r} (dimension"
+            f" {exc.stored_dimension}), not those of the embedder configured now ({chosen});"
+            f" set {made_by} to open it, or choose a new store (APOLLO_DATA_DIR or"
+            " APOLLO_DATABASE_URL)",
+        ) from exc
+
+
+@contextmanager
 def _migrate_hint(settings: Settings) -> Iterator[None]:
     """A server at ``APOLLO_DATABASE_URL`` opened without migrating whose schema is not
     current: the error names the variable and the command that migrates it."""
@@ -270,7 +299,7 @@ async def open_durable(
             judge = judge or chat
         conninfo, server_closers = await _database(settings)
         closers.extend(server_closers)
-        with _pgvector_hint(settings), _migrate_hint(settings):
+        with _pgvector_hint(settings), _migrate_hint(settings), _embedder_hint(settings):
             store = await PostgresStore.open(
                 conninfo,
                 embedder_model_id=embedder.model_id,
@@ -323,13 +352,14 @@ async def migrate_database(settings: Settings) -> tuple[list[int], int, dict[int
             applied = await migrate(
                 conninfo, dimension=embedder.dimension, model_id=embedder.model_id
             )
-        store = await PostgresStore.open(
-            conninfo,
-            embedder_model_id=embedder.model_id,
-            dimension=embedder.dimension,
-            pool_max=1,
-            migrate=False,
-        )
+        with _embedder_hint(settings):
+            store = await PostgresStore.open(
+                conninfo,
+                embedder_model_id=embedder.model_id,
+                dimension=embedder.dimension,
+                pool_max=1,
+                migrate=False,
+            )
         await store.close()
     finally:
         await _close_all(closers)

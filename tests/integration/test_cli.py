@@ -416,3 +416,19 @@ def test_read_commands_never_migrate_a_server_given_by_url(
     assert (True, True) == _schema_of(url)
     answered = run("query", "leader election", "--database-url", url)
     assert (0, "no results\n", "") == (answered.returncode, answered.stdout, answered.stderr)
+
+
+@pytest.mark.postgres
+def test_another_embedder_than_the_stores_is_refused_naming_the_settings(data_dir: Path) -> None:
+    """A store made by the 384-dimension hashing embedder, opened with another dimension:
+    the error names APOLLO_EMBEDDER, the values configured now and the ones to set."""
+    assert 0 == run("migrate", data_dir=data_dir).returncode
+    result = run("stats", data_dir=data_dir, env={"APOLLO_EMBEDDING_DIMENSION": "256"})
+    assert 2 == result.returncode, result.stdout + result.stderr
+    assert [
+        "apollo: error: APOLLO_EMBEDDER: the store holds vectors of model"
+        " 'apollo-hashing-v1-384' (dimension 384), not those of the embedder configured now"
+        " (APOLLO_EMBEDDER=hashing, APOLLO_EMBEDDING_DIMENSION=256); set"
+        " APOLLO_EMBEDDER=hashing and APOLLO_EMBEDDING_DIMENSION=384 to open it, or choose"
+        " a new store (APOLLO_DATA_DIR or APOLLO_DATABASE_URL)"
+    ] == result.stderr.splitlines()

@@ -53,6 +53,10 @@ _ENTRY_BYTES = 300  # dict slot, tuple, key int and the two lists' headers
 _Features = tuple[int, list[int], list[float]]
 
 
+#: The model id of a hashing embedder is this, then its dimension.
+MODEL_ID_PREFIX = "apollo-hashing-v1-"
+
+
 class HashingEmbedder:
     """Signed feature hashing into ``dimension`` floats. No model, no I/O, deterministic.
 
@@ -65,7 +69,7 @@ class HashingEmbedder:
         if dimension < 2:
             raise ValueError("dimension must be at least 2")
         self.dimension = dimension
-        self.model_id = f"apollo-hashing-v1-{dimension}"
+        self.model_id = f"{MODEL_ID_PREFIX}{dimension}"
         self._words: dict[str, _Features] = {}
         self._cached_bytes = 0
         self._lock = threading.Lock()

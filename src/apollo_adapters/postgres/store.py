@@ -13,7 +13,6 @@ from pgvector.psycopg import register_vector_async
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from apollo_domain.errors import (
-    ConfigurationError,
     PersistenceFailed,
     StoreUnavailable,
     ValidationError,
@@ -22,7 +21,7 @@ from apollo_domain.ports import Reads
 
 from . import schema
 from .entries import PostgresEntryRepository
-from .errors import SchemaNotCurrent, translated
+from .errors import EmbedderMismatch, SchemaNotCurrent, translated
 from .graph import PostgresEntityGraph
 from .repositories import (
     PostgresAccessLog,
@@ -415,9 +414,10 @@ async def _check_schema(conninfo: str, model_id: str, dimension: int) -> None:
         raise StoreUnavailable("the Apollo schema has no embedding model recorded")
     stored_model, stored_dimension = stored
     if (stored_model, stored_dimension) != (model_id, dimension):
-        raise ConfigurationError(
-            "embedder",
+        raise EmbedderMismatch(
             f"the store holds vectors of model {stored_model!r} (dimension"
             f" {stored_dimension}) but the configured embedder is {model_id!r} (dimension"
             f" {dimension}); configure the original embedder or use a new database",
+            stored_model,
+            stored_dimension,
         )
