@@ -325,6 +325,24 @@ async def test_author_defaults_to_the_principal_else_http(api: Api) -> None:
     assert "http" == anonymous.source.agent_id
 
 
+async def test_anonymous_callers_are_one_owner(api: Api) -> None:
+    """Without tokens, the anonymous HTTP caller and an anonymous library (or CLI) client
+    are the same owner: the HTTP caller may deprecate what the other stored as
+    ``claude-7``; a token's writer may not (README, Security model)."""
+    stored = await api.apollo.client("claude-7").store_knowledge(content="Stored anonymously")
+    refused = await api.http.post(
+        f"{API}/entries/{stored.id}/deprecate", json={"reason": "not mine"}, headers=BOB
+    )
+    assert 403 == refused.status_code, refused.text
+    app = create_app(api.apollo)
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as local:
+        response = await local.post(
+            f"{API}/entries/{stored.id}/deprecate", json={"reason": "superseded"}
+        )
+    assert (200, "archived") == (response.status_code, response.json()["status"])
+
+
 async def test_private_scope_needs_a_token(api: Api) -> None:
     """With tokens configured an anonymous request is a 401; without tokens an anonymous
     caller cannot own a private entry (400)."""
