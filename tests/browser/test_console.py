@@ -246,8 +246,14 @@ def test_activity_bars_fill_in_proportion_to_their_counts(
 def test_without_a_token_the_console_says_one_is_needed(
     page: Any, service: Service, seeded: dict[str, str]
 ) -> None:
-    """Tokens are configured, so the API answers an anonymous console with 401: shown."""
+    """Tokens are configured, so the API answers an anonymous console with 401: shown, and
+    the token field asks for one instead of offering loopback; the search did not run, so
+    it does not claim "No results."."""
     open_console(page, service, None, "#/search?q=router")
     message = page.locator("#message.error")
     message.wait_for()
     assert "401" in message.inner_text() and "token" in message.inner_text()
+    page.locator("#results[data-query='router']").wait_for()
+    assert "No results" not in page.locator("#results").inner_text()
+    assert "required: paste a bearer token" == page.locator("#token").get_attribute("placeholder")
+    assert "a token is required" == page.locator("#token-state").inner_text()
