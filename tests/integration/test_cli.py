@@ -432,3 +432,21 @@ def test_another_embedder_than_the_stores_is_refused_naming_the_settings(data_di
         " APOLLO_EMBEDDER=hashing and APOLLO_EMBEDDING_DIMENSION=384 to open it, or choose"
         " a new store (APOLLO_DATA_DIR or APOLLO_DATABASE_URL)"
     ] == result.stderr.splitlines()
+
+
+@pytest.mark.postgres
+def test_query_prints_the_mode_that_ran(server_folder: Path) -> None:
+    """``--mode lexical`` prints ``(lexical)``, the default ``(hybrid)``, ``--json`` says
+    the same; a text under three characters browses."""
+    stored = run(
+        "ingest", "-", data_dir=server_folder, stdin='{"content": "Raft elects a leader"}\n'
+    )
+    assert 0 == stored.returncode, stored.stderr
+    for mode in ("lexical", "vector", "hybrid"):
+        result = run("query", "raft leader", "--mode", mode, data_dir=server_folder)
+        assert 0 == result.returncode, result.stderr
+        assert result.stdout.startswith(f"1 result(s) ({mode}):"), result.stdout
+    answer = run("query", "raft leader", "--mode", "lexical", "--json", data_dir=server_folder)
+    assert "lexical" == json.loads(answer.stdout)["mode"]
+    browsed = run("query", "r", "--json", data_dir=server_folder)
+    assert "browse" == json.loads(browsed.stdout)["mode"]
