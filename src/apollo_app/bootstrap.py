@@ -255,6 +255,28 @@ def _embedder_hint(settings: Settings) -> Iterator[None]:
         ) from exc
 
 
+async def _check_model_before_loading(settings: Settings, conninfo: str) -> None:
+    """A sentence-transformers model takes seconds to load: a store made with another
+    model is refused (naming the settings) before it is loaded, from the model id alone."""
+    if settings.embedder != "sentence-transformers":
+        return
+    from apollo_adapters.embedders.sentence import model_id_of
+    from apollo_adapters.postgres import PostgresStore
+    from apollo_adapters.postgres.errors import EmbedderMismatch
+
+    configured = model_id_of(settings.embedding_model)
+    with _embedder_hint(settings):
+        stored = await PostgresStore.stored_embedder(conninfo)
+        if stored is not None and stored[0] != configured:
+            model, dimension = stored
+            raise EmbedderMismatch(
+                f"the store holds vectors of model {model!r} but the configured embedder"
+                f" is {configured!r}",
+                model,
+                dimension,
+            )
+
+
 @contextmanager
 def _migrate_hint(settings: Settings) -> Iterator[None]:
     """A server at ``APOLLO_DATABASE_URL`` opened without migrating whose schema is not
@@ -289,7 +311,10 @@ async def open_durable(
     embedder = overrides.embedder
     llm, judge = overrides.llm, overrides.judge
     try:
+        conninfo, server_closers = await _database(settings)
+        closers.extend(server_closers)
         if embedder is None:
+            await _check_model_before_loading(settings, conninfo)
             embedder = build_embedder(settings)
             _closer_of(embedder, closers)
         chat = build_llm(settings) if llm is None or judge is None else None
@@ -297,8 +322,6 @@ async def open_durable(
             _closer_of(chat, closers)
             llm = llm or chat
             judge = judge or chat
-        conninfo, server_closers = await _database(settings)
-        closers.extend(server_closers)
         with _pgvector_hint(settings), _migrate_hint(settings), _embedder_hint(settings):
             store = await PostgresStore.open(
                 conninfo,
@@ -342,12 +365,13 @@ async def migrate_database(settings: Settings) -> tuple[list[int], int, dict[int
     from apollo_adapters.postgres import PostgresStore, migrate
     from apollo_adapters.postgres.schema import migrations
 
-    embedder = build_embedder(settings)
     closers: list[Closer] = []
-    _closer_of(embedder, closers)
     try:
         conninfo, server_closers = await _database(settings)
         closers.extend(server_closers)
+        await _check_model_before_loading(settings, conninfo)
+        embedder = build_embedder(settings)
+        _closer_of(embedder, closers)
         with _pgvector_hint(settings):
             applied = await migrate(
                 conninfo, dimension=embedder.dimension, model_id=embedder.model_id

@@ -450,3 +450,26 @@ def test_query_prints_the_mode_that_ran(server_folder: Path) -> None:
     assert "lexical" == json.loads(answer.stdout)["mode"]
     browsed = run("query", "r", "--json", data_dir=server_folder)
     assert "browse" == json.loads(browsed.stdout)["mode"]
+
+
+@pytest.mark.postgres
+def test_a_model_other_than_the_stores_is_refused_before_it_loads(
+    data_dir: Path, tmp_path: Path
+) -> None:
+    """The model's folder name is its id: a store made by another embedder is refused from
+    it, before loading anything (this folder holds no model at all, so loading it would
+    fail otherwise), naming the settings."""
+    folder = tmp_path / "not-a-model"
+    folder.mkdir()
+    assert 0 == run("migrate", data_dir=data_dir).returncode
+    result = run(
+        "stats",
+        data_dir=data_dir,
+        env={"APOLLO_EMBEDDER": "sentence-transformers", "APOLLO_EMBEDDING_MODEL": str(folder)},
+    )
+    assert 2 == result.returncode, result.stdout + result.stderr
+    assert result.stderr.startswith(
+        "apollo: error: APOLLO_EMBEDDER: the store holds vectors of model"
+        " 'apollo-hashing-v1-384' (dimension 384), not those of the embedder configured now"
+        f" (APOLLO_EMBEDDER=sentence-transformers, APOLLO_EMBEDDING_MODEL={folder});"
+    ), result.stderr

@@ -83,7 +83,7 @@ class SentenceTransformerEmbedder:
             raise ConfigurationError("model", f"{str(path)!r} does not declare its dimension")
         self.path = path
         self.dimension: int = dimension
-        self.model_id: str = model_id or _model_name(path)
+        self.model_id: str = model_id or model_id_of(path)
         self.batch_size = batch_size
         self._lock = threading.Lock()
 
@@ -151,7 +151,10 @@ def _progress_bars(shown: bool) -> Iterator[None]:
         turn(enabled)
 
 
-def _model_name(path: Path) -> str:
+def model_id_of(model: str | Path | None) -> str:
+    """The ``model_id`` the embedder of the model folder ``model`` (None: the packaged
+    one) has, known without loading the model."""
+    path = Path(model) if model is not None else default_model_path()
     resolved = path.resolve()
     name = resolved.name
     if name.lower() in {"model", "models"} and resolved.parent.name:
@@ -159,4 +162,4 @@ def _model_name(path: Path) -> str:
     return name
 
 
-__all__ = ["SentenceTransformerEmbedder", "default_model_path"]
+__all__ = ["SentenceTransformerEmbedder", "default_model_path", "model_id_of"]

@@ -252,6 +252,23 @@ class PostgresStore:
             raise
         return store
 
+    @staticmethod
+    async def stored_embedder(conninfo: str) -> tuple[str, int] | None:
+        """The (model id, dimension) the database at ``conninfo`` holds vectors of; None
+        while it has no Apollo schema. Reads only: an embedder can be checked against it
+        before it is built (a model takes seconds to load)."""
+        with translated():
+            async with await psycopg.AsyncConnection.connect(conninfo, autocommit=True) as conn:
+                cur = await conn.execute("SELECT to_regclass('apollo_store_meta') IS NOT NULL")
+                ready = await cur.fetchone()
+                if not ready or not ready[0]:
+                    return None
+                cur = await conn.execute(
+                    "SELECT embedding_model_id, embedding_dimension FROM apollo_store_meta"
+                )
+                stored = await cur.fetchone()
+        return None if stored is None else (str(stored[0]), int(stored[1]))
+
     def _new_pool(self) -> AsyncConnectionPool[psycopg.AsyncConnection[Any]]:
         return AsyncConnectionPool(
             self._conninfo,
