@@ -1009,6 +1009,20 @@ def test_a_host_setting_is_overridden_only_with_a_warning() -> None:
     assert host_overridden("0.0.0.0", {"t": "alice"}) is None
 
 
+def test_apollo_serve_binds_loopback_with_one_warning(caplog: pytest.LogCaptureFixture) -> None:
+    """``apollo serve`` binds its socket before anything starts: without tokens on
+    loopback, with the one warning that names the overridden host setting."""
+    from apollo_app.entrypoints.service.runner import _http_socket
+
+    settings = Settings(http_host="0.0.0.0", http_port=0)
+    with caplog.at_level(logging.WARNING), _http_socket(settings) as sock:
+        assert sock is not None
+        assert "127.0.0.1" == sock.getsockname()[0]
+    assert [host_overridden("0.0.0.0", None)] == [
+        r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING
+    ]
+
+
 async def test_serve_http_serves_until_cancelled(
     api: Api, caplog: pytest.LogCaptureFixture
 ) -> None:
