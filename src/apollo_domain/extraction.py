@@ -5,7 +5,9 @@ quoted names (``"Project Orion"``), dates (``2024-05-01``, ``March 3, 2024``, ``
 a year such as ``2023``), quantities (a number with a unit or currency: ``42 kg``,
 ``$1,200``, ``15%``), identifiers and versions (``v2.4.1``, ``INC-1234``, ``max_connections``,
 ``node.js``), then names: runs of capitalized words (``Alice Moreau``, ``Bank of America``)
-and single capitalized words inside a sentence (``Lisbon``), never a stop word or a month.
+and single capitalized words inside a sentence (``Lisbon``), or opening one that names
+another name (``Globex`` in ``Globex headquarters are in Paris``), never a stop word or a
+month.
 Typed edges come from a few unambiguous verbs between two names of one sentence
 (``Alice Moreau works at Acme`` → ``works_at``).
 
@@ -19,6 +21,7 @@ character.
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from collections.abc import Iterator
 from itertools import pairwise
 from typing import Final
@@ -87,6 +90,7 @@ _NAME_WORD = re.compile(
     rf"(?:[A-Z][\w{_TRAILING}]*+|(?i:{'|'.join(sorted(_CONNECTORS))})[{_TRAILING}]*+(?!\w))"
 )
 _SENTENCE_ENDS = ".!?:;"
+_SENTENCE_STOP = re.compile(r"[.!?:;](?=\s|$)|\n")
 
 _RELATIONS: Final = (
     ("works_at", r"works? (?:at|for)|is employed (?:at|by)|joined"),
@@ -210,9 +214,11 @@ def _unique(mentions: tuple[EntityMention, ...]) -> tuple[EntityMention, ...]:
 
 
 def _names(text: str, taken: bytearray) -> list[tuple[int, int, str]]:
-    """Runs of capitalized words (connectors allowed inside), and single capitalized words
-    that do not open a sentence."""
+    """Runs of capitalized words (connectors allowed inside), single capitalized words
+    that do not open a sentence, and one that does when its sentence names something else
+    too (``Globex headquarters are in Paris``, not ``Soup is hot``)."""
     found: list[tuple[int, int, str]] = []
+    openers: list[tuple[int, int, str]] = []
     run: list[tuple[int, int, str]] = []
 
     def flush() -> None:
@@ -223,10 +229,12 @@ def _names(text: str, taken: bytearray) -> list[tuple[int, int, str]]:
             first += 1
         if first < len(run):
             start, end = run[first][0], run[-1][1]
-            if len(run) - first > 1 or not _opens_sentence(text, start):
-                name = text[start:end].rstrip(".")
-                if len(run) - first > 1 or len(name) > 1:
-                    found.append((start, start + len(name), name))
+            name = text[start:end].rstrip(".")
+            if len(run) - first > 1:
+                found.append((start, start + len(name), name))
+            elif len(name) > 1:
+                opener = _opens_sentence(text, start)
+                (openers if opener else found).append((start, start + len(name), name))
         run.clear()
 
     previous_end = 0
@@ -247,7 +255,19 @@ def _names(text: str, taken: bytearray) -> list[tuple[int, int, str]]:
             flush()
         previous_end = end
     flush()
-    return found
+    # An opener is a name when a name found above starts in the rest of its sentence: the
+    # names are in order, so a binary search finds the first one after the opener, and the
+    # next sentence stop found for one opener serves the openers before it.
+    starts = [start for start, _, _ in found]
+    stop_at = -1
+    for start, end, name in openers:
+        if stop_at < end:
+            stop = _SENTENCE_STOP.search(text, end)
+            stop_at = len(text) if stop is None else stop.start()
+        following = bisect_left(starts, end)
+        if following < len(starts) and starts[following] < stop_at:
+            found.append((start, end, name))
+    return sorted(found)
 
 
 def _opens_sentence(text: str, start: int) -> bool:

@@ -7,6 +7,7 @@ from math import fsum
 from typing import Any, Final
 from uuid import UUID
 
+from ..bounds import QUERY, QUERY_LIMIT
 from ..entities import normalize_entity_name
 from ..errors import ValidationError
 from ..lexical import STOPWORDS
@@ -15,14 +16,22 @@ from ..normalize import normalize_domain_filter, normalize_tag_filter
 from ..ports import AccessLogRecord, Reads, SearchFilter
 from ..results import EntryView, QueryResult
 from ..retrieval import GRAPH, LEXICAL, VECTOR, Fused, RetrievalSettings, fuse
-from ..validation import bounded_float
-from .context import Caller, Deps, bounded_int, parse_statuses, resolve_viewer, unit_float
+from ..validation import bounded_float, shown
+from .context import (
+    Caller,
+    Deps,
+    bounded_int,
+    embed_readings,
+    parse_statuses,
+    resolve_viewer,
+    unit_float,
+)
 
 BROWSE_BELOW_CHARS = 3
-MAX_LIMIT = 100
+MAX_LIMIT = QUERY_LIMIT.limit
 #: The longest query text, in characters: a search is a question, not a document (and
 #: embedding a long one costs time and memory in proportion).
-MAX_QUERY_CHARS = 10_000
+MAX_QUERY_CHARS = QUERY.limit
 DEFAULT_STATUSES = (Status.CONFIRMED, Status.CANDIDATE)
 #: Retrieval modes: ``hybrid`` fuses every signal, the others use one alone.
 QUERY_MODES: Final = ("hybrid", "vector", "lexical")
@@ -39,14 +48,10 @@ _EDGE_PUNCTUATION = ".,;:!?\"'()[]{}<>“”‘’"
 
 def query_text(query: object) -> str:
     """The stripped search text; :class:`ValidationError` naming ``query`` unless it is a
-    string of at most ``MAX_QUERY_CHARS`` characters."""
+    string within the ``QUERY`` bound."""
     if not isinstance(query, str):
         raise ValidationError("query", "must be a string")
-    if len(query) > MAX_QUERY_CHARS:
-        raise ValidationError(
-            "query", f"is {len(query)} characters; at most {MAX_QUERY_CHARS} are allowed"
-        )
-    return query.strip()
+    return QUERY.text(query).strip()
 
 
 async def query(
@@ -63,13 +68,16 @@ async def query(
     min_similarity: object = 0.0,
     mode: object = DEFAULT_MODE,
 ) -> QueryResult:
-    """Search (or newest-first browse for queries under three characters).
+    """Search (or newest-first browse for queries under three characters). The result's
+    ``mode`` names what ran: the search mode asked for, or ``browse``.
 
     ``mode``: ``vector`` ranks by embedding similarity, ``lexical`` by the query's terms,
     ``hybrid`` (the default) fuses both with the entity-graph fill by reciprocal rank
     fusion (:mod:`apollo_domain.retrieval`). Each result names the signals that found it.
-    A vector match needs a similarity above ``min_similarity``; an entry no signal found
-    is never returned, so unrelated and opposite texts are neither returned nor boosted.
+    A vector match needs a similarity above ``min_similarity`` and at least the embedder's
+    relevance floor (``RetrievalSettings.relevance_floor``: a lexical or graph match is
+    relevant by itself); an entry no signal found is never returned, so unrelated and
+    opposite texts are neither returned nor boosted.
 
     A search boosts each returned entry's confidence atomically in the store and, when
     ``count_access``, adds to its access count and writes one ``query`` access-log row per
@@ -84,8 +92,10 @@ async def query(
     that normalizes to nothing is refused rather than dropped.
     """
     text = query_text(query)
-    if mode not in QUERY_MODES:
-        raise ValidationError("mode", f"unknown mode {mode!r}; expected {', '.join(QUERY_MODES)}")
+    if not isinstance(mode, str) or mode not in QUERY_MODES:
+        raise ValidationError(
+            "mode", f"unknown mode {shown(mode)}; expected {', '.join(QUERY_MODES)}"
+        )
     flt_tags = normalize_tag_filter(tags)
     domain = normalize_domain_filter(knowledge_domain)
     count = bounded_int("limit", limit, 1, MAX_LIMIT)
@@ -107,7 +117,7 @@ async def query(
 
     vector = None
     if mode != LEXICAL:
-        (vector,) = await deps.embedder.embed([text])
+        (vector,) = await embed_readings(deps, [text])
     fused = mode == "hybrid"
     depth = max(count, deps.retrieval.candidates) if fused else count
     reads: dict[str, Callable[[Reads], Awaitable[Candidates]]] = {}
@@ -117,12 +127,15 @@ async def query(
     if vector is not None:
         embedding = vector
 
+        def relevant(similarity: float) -> bool:
+            return similarity > similarity_floor and deps.retrieval.relevant(similarity)
+
         async def nearest(reads: Reads) -> Candidates:
             if fused:
                 ids = await reads.entries.nearest_ids(embedding, flt, depth)
-                return [(i, s) for i, s in ids if s > similarity_floor], []
+                return [(i, s) for i, s in ids if relevant(s)], []
             found = await reads.entries.nearest(embedding, flt, depth)
-            hits = [h for h in found if h.similarity > similarity_floor]
+            hits = [h for h in found if relevant(h.similarity)]
             return [(h.entry.id, h.similarity) for h in hits], [h.entry for h in hits]
 
         reads[VECTOR] = nearest
@@ -160,7 +173,7 @@ async def query(
             found.update(await uow.entries.get_many(unread))
             ranked = [r for r in ranked if r.entry_id in found]
         if not ranked:
-            return QueryResult("semantic", ())
+            return QueryResult(mode, ())
         now = deps.clock.now()
         live = [r for r in ranked if found[r.entry_id].status is not Status.ARCHIVED]
         boosted = await uow.entries.boost(
@@ -174,7 +187,7 @@ async def query(
                 ]
             )
         await uow.commit()
-    return QueryResult("semantic", tuple(_view(found[r.entry_id], r, boosted) for r in ranked))
+    return QueryResult(mode, tuple(_view(found[r.entry_id], r, boosted) for r in ranked))
 
 
 def _view(entry: Entry, ranked: Fused, boosted: Mapping[UUID, float]) -> EntryView:

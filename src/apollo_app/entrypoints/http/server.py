@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import socket
 from collections.abc import Generator, Mapping
 
@@ -16,15 +17,34 @@ from ...facade import Apollo
 from ...metrics import Metrics
 from ...settings import Settings
 from .app import create_app
+from .connections import guarded_protocol
 
 LOOPBACK = "127.0.0.1"
+logger = logging.getLogger("apollo.http")
 GRACEFUL_SHUTDOWN_SECONDS = 5
+#: Defaults of a server built without settings (``Settings`` has the same ones).
+HEADER_TIMEOUT_SECONDS = 10.0
+BODY_TIMEOUT_SECONDS = 30.0
+MAX_CONNECTIONS = 512
 
 
 def bind_host(settings_host: str, tokens: Mapping[str, str] | None) -> str:
     """Where to listen: without tokens there is no authentication, so only loopback,
-    whatever the host setting says."""
+    whatever the host setting says (:func:`host_overridden` says so in words)."""
     return settings_host if tokens else LOOPBACK
+
+
+def host_overridden(settings_host: str, tokens: Mapping[str, str] | None) -> str | None:
+    """The warning to log when :func:`bind_host` does not listen where
+    ``APOLLO_HTTP_HOST`` says; None when it does."""
+    host = bind_host(settings_host, tokens)
+    if host == settings_host or settings_host == "localhost":
+        return None
+    return (
+        f"APOLLO_HTTP_HOST={settings_host} is overridden: without APOLLO_API_TOKENS the API"
+        f" is anonymous, so it listens on {host} only; set APOLLO_API_TOKENS to listen on"
+        f" {settings_host}"
+    )
 
 
 class PortUnavailable(ApolloError):
@@ -63,6 +83,11 @@ class HttpServer:
     :class:`PortUnavailable` from :meth:`start` instead of exiting the process, and port 0
     picks a free port), or on ``sock``, a socket already bound with :func:`listen`.
 
+    A client has ``header_timeout`` seconds to send a request's headers and
+    ``body_timeout`` more for its body (else ``408`` and the connection closes, see
+    :mod:`.connections`); with ``max_connections`` connections open or requests in
+    flight, a new request is answered ``503``.
+
     ``await server.start()`` returns once it accepts connections; ``await server.stop()``
     shuts it down gracefully (bounded) and closes the socket. ``async with HttpServer(...)``
     does both.
@@ -75,8 +100,14 @@ class HttpServer:
         port: int = 0,
         *,
         sock: socket.socket | None = None,
+        header_timeout: float = HEADER_TIMEOUT_SECONDS,
+        body_timeout: float = BODY_TIMEOUT_SECONDS,
+        max_connections: int = MAX_CONNECTIONS,
     ) -> None:
         self.app = app
+        self.header_timeout = header_timeout
+        self.body_timeout = body_timeout
+        self.max_connections = max_connections
         self.host = host
         self.requested_port = port
         self._socket: socket.socket | None = sock
@@ -105,6 +136,8 @@ class HttpServer:
             log_level="warning",
             lifespan="off",
             timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
+            http=guarded_protocol(self.header_timeout, self.body_timeout),
+            limit_concurrency=self.max_connections,
         )
         self._server = _Server(config)
         self._task = asyncio.create_task(self._server.serve(sockets=[sock]))
@@ -153,7 +186,18 @@ async def serve_http(
         apollo, tokens=tokens, metrics=metrics, request_timeout=settings.request_timeout
     )
     host = bind_host(settings.http_host, tokens)
-    server = HttpServer(app, host, settings.http_port, sock=sock)
+    warning = host_overridden(settings.http_host, tokens)
+    if sock is None and warning is not None:  # with ``sock``, whoever bound it said so
+        logger.warning(warning)
+    server = HttpServer(
+        app,
+        host,
+        settings.http_port,
+        sock=sock,
+        header_timeout=settings.http_header_timeout,
+        body_timeout=settings.http_body_timeout,
+        max_connections=settings.http_max_connections,
+    )
     try:
         await server.start()
     except BaseException:
@@ -168,4 +212,11 @@ async def serve_http(
         await server.stop()
 
 
-__all__ = ["HttpServer", "PortUnavailable", "bind_host", "listen", "serve_http"]
+__all__ = [
+    "HttpServer",
+    "PortUnavailable",
+    "bind_host",
+    "host_overridden",
+    "listen",
+    "serve_http",
+]
