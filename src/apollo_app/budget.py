@@ -11,7 +11,8 @@ already handed to a worker thread runs to its end, but its result is dropped.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
+from collections.abc import AsyncIterator, Awaitable
+from contextlib import asynccontextmanager
 from typing import TypeVar
 
 from apollo_domain.errors import RequestTimeout
@@ -19,19 +20,45 @@ from apollo_domain.errors import RequestTimeout
 Result = TypeVar("Result")
 
 
-async def within_budget(seconds: float | None, work: Awaitable[Result]) -> Result:
-    """``await work``, cancelled after ``seconds`` (None: no budget) with
-    :class:`RequestTimeout`. A ``TimeoutError`` the work raises itself passes unchanged."""
-    if seconds is None:
-        return await work
-    budget = asyncio.timeout(seconds)
+class Budget:
+    """The deadline of a request under way (:func:`request_budget`)."""
+
+    def __init__(self, seconds: float, timeout: asyncio.Timeout) -> None:
+        self.seconds = seconds
+        self._timeout = timeout
+
+    def pause(self) -> None:
+        """No deadline until :meth:`restart` (while waiting for the caller, not working)."""
+        self._timeout.reschedule(None)
+
+    def restart(self) -> None:
+        """A whole budget again, from now."""
+        self._timeout.reschedule(asyncio.get_running_loop().time() + self.seconds)
+
+
+@asynccontextmanager
+async def request_budget(seconds: float) -> AsyncIterator[Budget]:
+    """A block cancelled after ``seconds`` with :class:`RequestTimeout`; the :class:`Budget`
+    it is given may pause and restart the count (the HTTP edge pauses it while a request's
+    body arrives: the upload has a timeout of its own). A ``TimeoutError`` the block raises
+    itself passes unchanged."""
+    timeout = asyncio.timeout(seconds)
     try:
-        async with budget:
-            return await work
+        async with timeout:
+            yield Budget(seconds, timeout)
     except TimeoutError:
-        if not budget.expired():
+        if not timeout.expired():
             raise
         raise RequestTimeout(f"the request was not carried out within {seconds:g} s") from None
 
 
-__all__ = ["within_budget"]
+async def within_budget(seconds: float | None, work: Awaitable[Result]) -> Result:
+    """``await work``, cancelled after ``seconds`` (None: no budget) with
+    :class:`RequestTimeout` (:func:`request_budget`)."""
+    if seconds is None:
+        return await work
+    async with request_budget(seconds):
+        return await work
+
+
+__all__ = ["Budget", "request_budget", "within_budget"]

@@ -146,9 +146,9 @@ class Settings:
     #: which a narrower search finds as an exact scan does (benchmarks/ingest_recall_bench.py).
     ingest_ef_search: int = 64
     rpc_timeout: float = 10.0
-    #: An HTTP request or a bus message not carried out within this many seconds fails
-    #: (HTTP 503 ``request_timeout`` with ``Retry-After``; the message is retried, then
-    #: dead-lettered), and its unit of work rolls back.
+    #: An HTTP request (not counting its body's upload) or a bus message not carried out
+    #: within this many seconds fails (HTTP 503 ``request_timeout`` with ``Retry-After``;
+    #: the message is retried, then dead-lettered), and its unit of work rolls back.
     request_timeout: float = 30.0
     #: The cosine a query's vector match needs to count (``None``: the embedder's own,
     #: calibrated floor; set it for an OpenAI-compatible model Apollo has no floor for).

@@ -72,6 +72,29 @@ async def test_an_http_request_over_its_budget_is_a_503_with_retry_after(
     assert 0 == (await apollo.stats()).total
 
 
+async def test_the_budget_of_an_http_request_counts_from_the_end_of_its_body() -> None:
+    """A body that takes longer than the budget to arrive (its upload has a timeout of its
+    own) still leaves the whole budget to carry the request out."""
+    released = asyncio.Event()
+
+    async def slow_body() -> AsyncIterator[bytes]:
+        yield b'{"content": "Uploaded slowly, '
+        await asyncio.sleep(2 * BUDGET)
+        released.set()
+        yield b'stored all the same"}'
+
+    async with Apollo.in_memory() as apollo:
+        app = create_app(apollo, request_timeout=BUDGET)
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as http:
+            response = await http.post(
+                f"{API}/ingest", content=slow_body(), headers={"content-type": "application/json"}
+            )
+
+    assert 201 == response.status_code, response.text
+    assert released.is_set()
+
+
 async def test_a_bus_message_over_its_budget_is_retried_then_dead_lettered(
     stalled: tuple[Apollo, StalledExtractor],
 ) -> None:

@@ -10,7 +10,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from apollo_domain.errors import RequestTimeout
 
-from ...budget import within_budget
+from ...budget import request_budget
 from ...error_policy import message_of, rule_for
 from ...metrics import Metrics
 from ...wire.codec import encode_json
@@ -68,8 +68,9 @@ RETRY_AFTER_SECONDS = 1
 
 
 class RequestBudget:
-    """Each request is carried out within ``seconds`` (``APOLLO_REQUEST_TIMEOUT``), else it
-    is cancelled, its unit of work rolls back, and the answer is 503 ``request_timeout``
+    """Each request is carried out within ``seconds`` (``APOLLO_REQUEST_TIMEOUT``), not
+    counting the time its body takes to arrive (the upload has a timeout of its own), else
+    it is cancelled, its unit of work rolls back, and the answer is 503 ``request_timeout``
     with ``Retry-After`` (:mod:`apollo_app.budget`). A response already under way when the
     budget runs out cannot be replaced: its connection is closed instead."""
 
@@ -82,6 +83,7 @@ class RequestBudget:
             await self.app(scope, receive, send)
             return
         responding = False
+        body_pending = True  # until the last chunk of the body has arrived
 
         async def sending(message: Message) -> None:
             nonlocal responding
@@ -89,7 +91,20 @@ class RequestBudget:
             await send(message)
 
         try:
-            await within_budget(self.seconds, self.app(scope, receive, sending))
+            async with request_budget(self.seconds) as budget:
+
+                async def receiving() -> Message:
+                    nonlocal body_pending
+                    if not body_pending:
+                        return await receive()
+                    budget.pause()
+                    message = await receive()
+                    if message["type"] != "http.request" or not message.get("more_body"):
+                        body_pending = False
+                        budget.restart()
+                    return message
+
+                await self.app(scope, receiving, sending)
         except RequestTimeout as exc:
             if responding:
                 raise
