@@ -8,11 +8,13 @@ Run from the repository root::
 Each text is one short unit repeated to ``--chars`` characters (100,000, the content
 bound), then ``x``: the runs that made backtracking patterns quadratic (commas, dashes,
 dots, apostrophes, quotes, letter-dash and digit-dot alternations, capitalized words, stop
-words, scheme and e-mail characters, underscores), plus ordinary prose of the same length
-for reference. Every text path an agent's text goes through reads each of them: entity
-extraction, GAS entity names, content identity (``content_hash``), lexical terms
-(``occurrences``), the hashing embedder (``embed_sync``), redaction and the contradiction
-heuristic (the text against ``"not "`` + the text, so it reads 200,000 characters).
+words, scheme and e-mail characters, underscores, capitalized words opening sentences),
+plus ordinary prose of the same length for reference. Every text path an agent's text goes
+through reads each of them: entity extraction, GAS entity names, content identity
+(``content_hash``), lexical terms (``occurrences``), the hashing embedder
+(``embed_sync``), redaction and the contradiction heuristic (the text against ``"not "`` +
+the text, so it reads 200,000 characters). Each run reads a new text (its last characters
+changed), so that no path answers from a cache.
 
 Beside them, two baselines over the same text in the same run: ``str.split`` (C, one pass)
 and a one-pass regular-expression tokenization (``re.findall(r"\\w+|[^\\w\\s]+", text)``),
@@ -57,6 +59,8 @@ UNITS = {
     "scheme characters": "k-",
     "local-part characters": "a.",
     "underscores": "a_",
+    "sentence openers": "Soup. ",
+    "openers after colons": "a:Foo ",
 }
 EXTRACTION_TARGET_MS = 100.0
 _TOKENS = re.compile(r"\w+|[^\w\s]+")
@@ -93,11 +97,14 @@ def texts(chars: int, seed: int) -> dict[str, str]:
 
 
 def timed_ms(function: Callable[[str], object], text: str, repeats: int) -> tuple[float, float]:
-    """Median CPU and wall milliseconds of ``function(text)``."""
+    """Median CPU and wall milliseconds of ``function`` over ``text`` (its last characters
+    changed run by run)."""
     cpu, wall = [], []
-    for _ in range(repeats):
+    for repeat in range(repeats):
+        tag = f"x{repeat}"  # a new text each run: no path may answer from a cache
+        variant = text[: -len(tag)] + tag
         started, started_cpu = time.perf_counter(), time.process_time()
-        function(text)
+        function(variant)
         cpu.append(time.process_time() - started_cpu)
         wall.append(time.perf_counter() - started)
     return median(cpu) * 1000.0, median(wall) * 1000.0

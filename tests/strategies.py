@@ -117,6 +117,8 @@ ADVERSARIAL_UNITS = {
     "scheme characters": "k-",
     "local-part characters": "a.",
     "underscores": "a_",
+    "sentence openers": "Soup. ",
+    "openers after colons": "a:Foo ",
 }
 
 
