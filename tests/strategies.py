@@ -98,6 +98,73 @@ ascii_words = st.text(alphabet="abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUV
 whitespace_runs = st.text(alphabet=" \t\n\r", min_size=1, max_size=4)
 
 
+# -- adversarial texts -------------------------------------------------------------------
+#
+# Texts built to make a backtracking pattern re-read a run from each of its characters: one
+# short unit repeated to the wanted length, then a tail that makes a match fail at the end.
+
+#: Named adversarial units, one of each kind (the plain tests and the benchmark use them).
+ADVERSARIAL_UNITS = {
+    "commas": "1,",
+    "dashes": "-",
+    "dots": ".",
+    "apostrophes": "'",
+    "quotes": '"a',
+    "letter-dash": "a-",
+    "digit-dot": "1.",
+    "capitalized words": "Alpha ",
+    "stop words": "The ",
+    "scheme characters": "k-",
+    "local-part characters": "a.",
+    "underscores": "a_",
+    "sentence openers": "Soup. ",
+    "openers after colons": "a:Foo ",
+}
+
+
+def repeated(unit: str, length: int, tail: str = "") -> str:
+    """``unit`` repeated to ``length`` characters, then ``tail``."""
+    return (unit * (length // len(unit) + 1))[:length] + tail
+
+
+_punctuation_units = st.sampled_from(list(",.-'’&\"“”_@:/;!?%$=+#*()[]"))
+_alternation_units = st.text(alphabet="aA1 ,.-_'’&:/@=%$\t\n", min_size=2, max_size=4)
+_number_units = st.tuples(
+    st.text(alphabet="0123456789", min_size=1, max_size=3),
+    st.sampled_from([",", ".", "-", ", ", "/", ":", "%", ",000"]),
+).map("".join)
+_capitalized_units = st.tuples(
+    st.lists(
+        st.sampled_from(
+            ["Alpha", "The", "A", "De", "of", "May", "I", "Bank", "O'Neil", "AT&T", "U.S.", "Dr."]
+        ),
+        min_size=1,
+        max_size=4,
+    ).map(" ".join),
+    st.sampled_from([" ", "  ", "\t", "-", ".", ", ", "_"]),
+).map("".join)
+_quote_units = st.tuples(
+    st.sampled_from(['"', "“", "”", "'", "’"]), st.text(alphabet="aA ", max_size=3)
+).map("".join)
+ADVERSARIAL_KINDS = {
+    "punctuation run": _punctuation_units,
+    "alternation": _alternation_units,
+    "digits and separators": _number_units,
+    "capitalized words": _capitalized_units,
+    "quotes": _quote_units,
+}
+_tails = st.sampled_from(["", "x", "_", "é", "!", "@", "://", "=", " kg", ".js", "A"])
+
+
+@st.composite
+def adversarial_texts(draw: st.DrawFn, length: int = 20_000) -> tuple[str, str]:
+    """(kind, text): a text of about ``length`` characters repeating one unit of a kind of
+    :data:`ADVERSARIAL_KINDS`, with a tail that may make a pattern fail at its very end."""
+    kind = draw(st.sampled_from(sorted(ADVERSARIAL_KINDS)))
+    unit = draw(ADVERSARIAL_KINDS[kind])
+    return kind, repeated(unit, length, draw(_tails))
+
+
 # -- corroboration attempts ------------------------------------------------------------
 
 
@@ -330,11 +397,14 @@ def make_entry(**overrides: Any) -> Entry:
 
 
 __all__ = [
+    "ADVERSARIAL_KINDS",
+    "ADVERSARIAL_UNITS",
     "DEFAULT_IGNORABLE_RANGES",
     "EPOCH",
     "GRAPH_NODES",
     "KNOWN_PROVIDER_NAMES",
     "PRINCIPAL_IDS",
+    "adversarial_texts",
     "agent_ids",
     "anonymous_viewers",
     "ascii_words",
@@ -366,6 +436,7 @@ __all__ = [
     "relation_types",
     "relation_weights",
     "relations",
+    "repeated",
     "restatements",
     "scopes",
     "similarities",

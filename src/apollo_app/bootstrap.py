@@ -19,9 +19,8 @@ from apollo_adapters.clock import ManualClock, SystemClock
 from apollo_adapters.embedders import CachingEmbedder, HashingEmbedder
 from apollo_adapters.embedders.hashing import MODEL_ID_PREFIX as HASHING_MODEL_PREFIX
 from apollo_adapters.memory import InMemoryStore
-from apollo_domain.contradiction import HeuristicContradictionJudge
+from apollo_adapters.threads import ThreadedContradictionJudge, ThreadedEntityExtractor
 from apollo_domain.errors import ConfigurationError
-from apollo_domain.extraction import HeuristicEntityExtractor
 from apollo_domain.messaging import MessageBus
 from apollo_domain.policy import ConfidencePolicy
 from apollo_domain.ports import (
@@ -52,7 +51,8 @@ class Overrides:
     the cached hashing embedder (or the one the settings name), the system clock, the
     heuristic contradiction judge (or the configured LLM), no LLM, the default policy (or
     the settings'), the default retrieval settings, the heuristic entity extractor, the
-    default outbox backoff (or the settings')."""
+    default outbox backoff (or the settings'). The heuristics read long texts in a worker
+    thread, off the event loop."""
 
     embedder: Embedder | None = None
     clock: Clock | None = None
@@ -142,12 +142,12 @@ def wire(store: Store, overrides: Overrides = Overrides()) -> Deps:
     return Deps(
         store=store,
         embedder=embedder,
-        judge=overrides.judge or HeuristicContradictionJudge(),
+        judge=overrides.judge or ThreadedContradictionJudge(),
         clock=overrides.clock or SystemClock(),
         policy=overrides.policy or ConfidencePolicy(),
         llm=overrides.llm,
         retrieval=retrieval,
-        extractor=overrides.extractor or HeuristicEntityExtractor(),
+        extractor=overrides.extractor or ThreadedEntityExtractor(),
         outbox_retry=overrides.outbox_retry or OutboxRetry(),
     )
 

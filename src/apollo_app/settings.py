@@ -146,6 +146,10 @@ class Settings:
     #: which a narrower search finds as an exact scan does (benchmarks/ingest_recall_bench.py).
     ingest_ef_search: int = 64
     rpc_timeout: float = 10.0
+    #: An HTTP request (not counting its body's upload) or a bus message not carried out
+    #: within this many seconds fails (HTTP 503 ``request_timeout`` with ``Retry-After``;
+    #: the message is retried, then dead-lettered), and its unit of work rolls back.
+    request_timeout: float = 30.0
     #: The cosine a query's vector match needs to count (``None``: the embedder's own,
     #: calibrated floor; set it for an OpenAI-compatible model Apollo has no floor for).
     relevance_floor: float | None = None
@@ -212,6 +216,7 @@ class Settings:
         number("APOLLO_EF_SEARCH", "ef_search", int, 1, 1_000)
         number("APOLLO_INGEST_EF_SEARCH", "ingest_ef_search", int, 1, 1_000)
         number("APOLLO_RPC_TIMEOUT", "rpc_timeout", float, 0.1, 3_600)
+        number("APOLLO_REQUEST_TIMEOUT", "request_timeout", float, 0.1, 3_600)
         number("APOLLO_RELEVANCE_FLOOR", "relevance_floor", float, -1, 1)
 
         if "database_url" in kwargs:

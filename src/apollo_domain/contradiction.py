@@ -224,9 +224,15 @@ def _expand_contractions(text: str) -> str:
 
 
 def _canonical_number(raw: str) -> str:
-    """``1,000`` → ``1000``, ``007`` → ``7``; dotted numbers (``3.10``) are kept verbatim."""
+    """``1,000`` → ``1000``, ``007`` → ``7``, ``٤٢`` → ``42``; dotted numbers (``3.10``) are
+    kept verbatim. Digit by digit: ``int()`` of a long number is quadratic, and refused past
+    4,300 digits."""
     digits = raw.replace(",", "")
-    return str(int(digits)) if digits.isdigit() else digits
+    if not digits.isdigit():
+        return digits
+    if not digits.isascii():
+        digits = "".join(str(int(digit)) for digit in digits)
+    return digits.lstrip("0") or "0"
 
 
 def _tokenize(text: str) -> tuple[_Token, ...]:

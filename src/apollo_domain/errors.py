@@ -68,6 +68,12 @@ class RpcTimeout(TransportError, TimeoutError):
     """No reply arrived for an RPC request within its timeout."""
 
 
+class RequestTimeout(ApolloError):
+    """A request (an HTTP request, a bus message) was not carried out within its time
+    budget. Its unit of work rolled back: nothing it did was committed. Transient: the same
+    request may pass when the service is less busy."""
+
+
 class EmbeddingError(ApolloError):
     """The embedder failed or returned vectors of the wrong shape."""
 
@@ -90,6 +96,7 @@ __all__ = [
     "InvalidTransition",
     "NotFound",
     "PersistenceFailed",
+    "RequestTimeout",
     "RpcTimeout",
     "StoreUnavailable",
     "TransportError",

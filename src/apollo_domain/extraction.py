@@ -10,11 +10,19 @@ another name (``Globex`` in ``Globex headquarters are in Paris``), never a stop 
 month.
 Typed edges come from a few unambiguous verbs between two names of one sentence
 (``Alice Moreau works at Acme`` → ``works_at``).
+
+Every rule reads the text once, so extraction is linear in the text's length: no pattern can
+backtrack over a run it has already read (possessive quantifiers), and a rule whose match
+may start anywhere inside a run of its characters (``a-b-c.js``, ``1,2,3 kg``) matches the
+whole run once and picks its start in Python, instead of re-reading the run from each
+character.
 """
 
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
+from collections.abc import Iterator
 from itertools import pairwise
 from typing import Final
 
@@ -45,17 +53,25 @@ _UNITS = (
     r"h|hours?|days?|weeks?|months?|years?|[kKMGT]i?B|[kKMG]Hz|W|kW|kWh|V|°C|°F|req/s|rps|"
     r"USD|EUR|GBP|dollars?|euros?|people|users|employees|cores|nodes|servers"
 )
-_QUANTITIES = (
-    re.compile(r"[$€£]\s?\d[\d,]*(?:\.\d+)?(?:\s?(?:k|K|m|M|bn|million|billion))?\b"),
-    re.compile(rf"(?<![\w.])(\d[\d,]*(?:\.\d+)?)\s?({_UNITS})(?![\w/])"),
-)
+_CURRENCY = re.compile(r"[$€£]\s?\d[\d,]*(?:\.\d+)?(?:\s?(?:k|K|m|M|bn|million|billion))?\b")
+# A number with a unit starts at a digit not preceded by a word character or a dot: the
+# whole run of digits and commas is matched from its first character (group 1), and the
+# number starts at the run's first such digit (:func:`_number_start`).
+_QUANTITY = re.compile(rf"(?<![\d,])([\d,]++)((?:\.\d++)?+)\s?({_UNITS})(?![\w/])")
 _IDENTIFIERS = (
     re.compile(r"\bv\d+(?:\.\d+){1,3}\b"),
     re.compile(r"(?<![\w.])\d+\.\d+\.\d+(?:\.\d+)?\b"),
-    re.compile(r"\b[A-Z][A-Z0-9]+[-_][A-Z0-9]+(?:[-_][A-Z0-9]+)*\b"),
-    re.compile(r"\b[a-z][a-z0-9]*_[a-z0-9_]*[a-z0-9]\b"),
-    re.compile(r"\b[a-z][a-z0-9-]*\.(?:js|py|io|com|org|net|dev|ai|rs)\b"),
+    re.compile(r"\b[A-Z][A-Z0-9]++[-_][A-Z0-9]++(?:[-_][A-Z0-9]++)*\b"),
+    re.compile(r"\b[a-z][a-z0-9]*+_[a-z0-9_]*[a-z0-9]\b"),
 )
+# A host-like name (``node.js``) starts at a lowercase letter at a word boundary: the rest of
+# a run of its characters is matched from where the search resumes (group 1), and the name
+# starts at the first such letter (:func:`_hosts`).
+_HOST = r"([a-z0-9-]++)\.(?:js|py|io|com|org|net|dev|ai|rs)\b"
+_HOST_AT = re.compile(_HOST)
+_HOST_RUN = re.compile(rf"(?<![a-z0-9-]){_HOST}")
+_WORD_OR_DOT = re.compile(r"[\w.]")
+_WORD_CHAR = re.compile(r"\w")
 # Capitalized at the head of a sentence, but no part of a name.
 _OPENER_WORDS = (
     "also later today yesterday tomorrow tonight however meanwhile finally first next"
@@ -64,9 +80,16 @@ _OPENER_WORDS = (
 )
 _OPENERS: Final = frozenset(_OPENER_WORDS.split())
 _CONNECTORS: Final = frozenset({"of", "de", "da", "del", "van", "von", "der", "la", "le", "du"})
-_CAPITALIZED = re.compile(r"[A-Z][\w'’&.-]*[\w]|[A-Z]")
-_WORD = re.compile(r"[\w'’&.-]*\w|\S")
-_SENTENCE_END = re.compile(r"[.!?:;]\s*$|^\s*$")
+# A word is a run of word characters, apostrophes, ampersands, dots and dashes, up to its
+# last word character (``O'Neil``, ``AT&T``, ``U.S``). Names are made of the words that
+# start with a capital and of connectors; anything else between two of them (another word,
+# punctuation) ends a name, so only those words are read, each run of word characters once.
+_TRAILING = "'’&.-"
+_NAME_WORD = re.compile(
+    rf"(?<![\w{_TRAILING}])"
+    rf"(?:[A-Z][\w{_TRAILING}]*+|(?i:{'|'.join(sorted(_CONNECTORS))})[{_TRAILING}]*+(?!\w))"
+)
+_SENTENCE_ENDS = ".!?:;"
 _SENTENCE_STOP = re.compile(r"[.!?:;](?=\s|$)|\n")
 
 _RELATIONS: Final = (
@@ -99,7 +122,7 @@ def extract_entities(text: str) -> Extraction:
     taken = bytearray(len(text))
 
     def take(start: int, end: int, name: str, kind: str) -> None:
-        if any(taken[start:end]) or not normalize_entity_name(name):
+        if taken.find(1, start, end) != -1 or not normalize_entity_name(name):
             return
         taken[start:end] = b"\x01" * (end - start)
         spans.append((start, end, name, kind))
@@ -111,15 +134,19 @@ def extract_entities(text: str) -> Extraction:
     for pattern in _DATES:
         for match in pattern.finditer(text):
             take(match.start(), match.end(), match.group(), "date")
-    for match in _QUANTITIES[0].finditer(text):
+    for match in _CURRENCY.finditer(text):
         take(match.start(), match.end(), _squeeze(match.group()), "quantity")
-    for match in _QUANTITIES[1].finditer(text):
-        number, unit = match.group(1), match.group(2)
-        name = f"{number}{unit}" if unit == "%" else f"{number} {unit}"
-        take(match.start(), match.end(), name, "quantity")
+    for match in _QUANTITY.finditer(text):
+        start = _number_start(text, match.start(), match.end(1))
+        if start is not None:
+            number, unit = text[start : match.end(2)], match.group(3)
+            name = f"{number}{unit}" if unit == "%" else f"{number} {unit}"
+            take(start, match.end(), name, "quantity")
     for pattern in _IDENTIFIERS:
         for match in pattern.finditer(text):
             take(match.start(), match.end(), match.group(), "identifier")
+    for start, end in _hosts(text):
+        take(start, end, text[start:end], "identifier")
     for start, end, name in _names(text, taken):
         take(start, end, name, "name")
     spans.sort()
@@ -129,6 +156,54 @@ def extract_entities(text: str) -> Extraction:
 
 def _squeeze(value: str) -> str:
     return " ".join(value.split())
+
+
+def _number_start(text: str, start: int, end: int) -> int | None:
+    """Where a number begins in the run of digits and commas ``text[start:end]``: at its
+    first digit that follows neither a word character nor a dot (at the run's start), or a
+    comma (inside it); None when no digit does."""
+    if text[start].isdecimal() and (start == 0 or not _WORD_OR_DOT.match(text[start - 1])):
+        return start
+    position = text.find(",", start, end)
+    while position != -1 and position + 1 < end:
+        if text[position + 1].isdecimal():
+            return position + 1
+        position = text.find(",", position + 1, end)
+    return None
+
+
+def _hosts(text: str) -> Iterator[tuple[int, int]]:
+    """The spans of host-like names, as ``finditer`` of
+    ``\\b[a-z][a-z0-9-]*\\.(?:js|...)\\b`` finds them, each run read once: a search resumes
+    at the end of the last name (which a run of the name's characters may continue), or
+    else at the start of a run."""
+    position, resumed = 0, False
+    while True:
+        match = _HOST_AT.match(text, position) if resumed else None
+        if match is None:
+            match = _HOST_RUN.search(text, position)
+            if match is None:
+                return
+        start = _host_start(text, match.start(), match.end(1))
+        if start is None:  # no name starts in the run; one may start after it
+            position, resumed = match.end(1), False
+        else:
+            yield start, match.end()
+            position, resumed = match.end(), True
+
+
+def _host_start(text: str, start: int, end: int) -> int | None:
+    """Where a host-like name begins in the run ``text[start:end]`` of lowercase letters,
+    digits and dashes: at its first letter at a word boundary (the run's start after a
+    non-word character, or just after a dash); None when no letter is."""
+    if "a" <= text[start] <= "z" and (start == 0 or not _WORD_CHAR.match(text[start - 1])):
+        return start
+    position = text.find("-", start, end)
+    while position != -1 and position + 1 < end:
+        if "a" <= text[position + 1] <= "z":
+            return position + 1
+        position = text.find("-", position + 1, end)
+    return None
 
 
 def _unique(mentions: tuple[EntityMention, ...]) -> tuple[EntityMention, ...]:
@@ -142,46 +217,66 @@ def _names(text: str, taken: bytearray) -> list[tuple[int, int, str]]:
     """Runs of capitalized words (connectors allowed inside), single capitalized words
     that do not open a sentence, and one that does when its sentence names something else
     too (``Globex headquarters are in Paris``, not ``Soup is hot``)."""
-    words = [m for m in _WORD.finditer(text) if not any(taken[m.start() : m.end()])]
     found: list[tuple[int, int, str]] = []
     openers: list[tuple[int, int, str]] = []
-    run: list[re.Match[str]] = []
+    run: list[tuple[int, int, str]] = []
 
     def flush() -> None:
-        while run and run[-1].group().lower() in _CONNECTORS:
+        while run and run[-1][2].lower() in _CONNECTORS:
             run.pop()
-        while run and _ignorable(run[0].group()):
-            run.pop(0)
-        if run:
-            start, end = run[0].start(), run[-1].end()
-            opens_sentence = _SENTENCE_END.search(text[:start]) is not None
+        first = 0
+        while first < len(run) and _ignorable(run[first][2]):
+            first += 1
+        if first < len(run):
+            start, end = run[first][0], run[-1][1]
             name = text[start:end].rstrip(".")
-            if len(run) > 1:
+            if len(run) - first > 1:
                 found.append((start, start + len(name), name))
             elif len(name) > 1:
-                (openers if opens_sentence else found).append((start, start + len(name), name))
+                opener = _opens_sentence(text, start)
+                (openers if opener else found).append((start, start + len(name), name))
         run.clear()
 
     previous_end = 0
-    for word in words:
-        token = word.group()
-        gap = text[previous_end : word.start()]
-        contiguous = not run or (gap.strip() == "" and "\n" not in gap)
-        if not contiguous or (run and run[-1].group().endswith(".")):
-            flush()
-        capitalized = _CAPITALIZED.fullmatch(token) and not _ignorable_inside(token)
+    for match in _NAME_WORD.finditer(text):
+        start = match.start()
+        token = match.group().rstrip(_TRAILING)
+        end = start + len(token)
+        if taken.find(1, start, end) != -1:
+            continue
+        if run:
+            gap = text[previous_end:start]
+            if gap.strip() or "\n" in gap or run[-1][2].endswith("."):
+                flush()
+        capitalized = "A" <= token[0] <= "Z" and not _ignorable_inside(token)
         if capitalized or (run and token.lower() in _CONNECTORS):
-            run.append(word)
+            run.append((start, end, token))
         else:
             flush()
-        previous_end = word.end()
+        previous_end = end
     flush()
+    # An opener is a name when a name found above starts in the rest of its sentence: the
+    # names are in order, so a binary search finds the first one after the opener, and the
+    # next sentence stop found for one opener serves the openers before it.
+    starts = [start for start, _, _ in found]
+    stop_at = -1
     for start, end, name in openers:
-        stop = _SENTENCE_STOP.search(text, end)
-        sentence_end = len(text) if stop is None else stop.start()
-        if any(end <= other < sentence_end for other, _, _ in found):
+        if stop_at < end:
+            stop = _SENTENCE_STOP.search(text, end)
+            stop_at = len(text) if stop is None else stop.start()
+        following = bisect_left(starts, end)
+        if following < len(starts) and starts[following] < stop_at:
             found.append((start, end, name))
     return sorted(found)
+
+
+def _opens_sentence(text: str, start: int) -> bool:
+    """Whether only whitespace stands between ``start`` and the text's start or the end of a
+    sentence (``.!?:;``)."""
+    position = start - 1
+    while position >= 0 and text[position].isspace():
+        position -= 1
+    return position < 0 or text[position] in _SENTENCE_ENDS
 
 
 def _ignorable(token: str) -> bool:

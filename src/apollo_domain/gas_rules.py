@@ -264,9 +264,10 @@ def extract_entities(texts: Iterable[str]) -> list[str]:
     for text in texts:
         for match in _ENTITY.finditer(text):
             words = match.group(0).split()
-            while words and words[0] in _STOP_ENTITIES:
-                words.pop(0)
-            name = " ".join(words)
+            first = 0  # (an index, not pop(0): a phrase may hold thousands of stop words)
+            while first < len(words) and words[first] in _STOP_ENTITIES:
+                first += 1
+            name = " ".join(words[first:])
             if len(name) >= 2:
                 found.setdefault(name.lower(), name)
     return list(found.values())

@@ -15,12 +15,15 @@ MASK = "***"
 #: Shorter "secrets" are not masked: replacing every "a" would garble the text.
 MIN_SECRET_CHARS = 4
 
-_USERINFO = re.compile(r"(?P<scheme>\b[a-zA-Z][a-zA-Z0-9+.-]*://)[^@/\s?#\"'<>]+@")
+# Every pattern reads its input once (linear): a scheme is matched possessively from the start
+# of its run of scheme characters only (the run ``a-a-a-…`` is not re-read from each letter),
+# and the user information possessively (it cannot hold the ``@`` that ends it).
+_USERINFO = re.compile(r"(?P<scheme>(?<![a-zA-Z0-9+.-])[a-zA-Z0-9+.-]++://)[^@/\s?#\"'<>]++@")
 _SECRET_PARAMETER = re.compile(
-    r"(?P<name>\b(?:api[_-]?key|access[_-]?token|token|secret|password|passwd|pwd)=)[^&\s\"'<>]+",
+    r"(?P<name>\b(?:api[_-]?key|access[_-]?token|token|secret|password|passwd|pwd)=)[^&\s\"'<>]++",
     re.IGNORECASE,
 )
-_BEARER = re.compile(r"(?P<scheme>\b[Bb]earer\s+)[A-Za-z0-9._~+/=-]{8,}")
+_BEARER = re.compile(r"(?P<scheme>\b[Bb]earer\s++)[A-Za-z0-9._~+/=-]{8,}")
 
 
 def redact(text: str, secrets: Iterable[str | None] = ()) -> str:

@@ -22,6 +22,7 @@ from benchmarks import (
     postgres_bench,
     relevance_floor_bench,
     retrieval_bench,
+    text_bench,
     write_path_bench,
 )
 
@@ -61,6 +62,23 @@ def test_memory_bench_quick_reports_every_figure(
     assert positive(query["query_over_numpy_p50"])
     assert query["results_returned"] > 0
     assert result["config"] == written["config"]
+
+
+def test_text_bench_quick_reports_every_path_on_every_text(tmp_path: Path) -> None:
+    """Every text path and both baselines are timed on every adversarial text and the prose
+    reference, and the extraction target is evaluated."""
+    result = text_bench.main(["--quick", "--chars", "20000", "--output", str(tmp_path)])
+
+    written = json.loads((tmp_path / "text_bench_quick.json").read_text())
+    assert written["ms"] == result["ms"]
+    assert {*text_bench.UNITS, "prose (reference)"} == set(written["ms"])
+    for kind, figures in written["ms"].items():
+        assert {*text_bench.PATHS, *text_bench.BASELINES} == set(figures), kind
+        for name, figure in figures.items():
+            assert positive(figure), (kind, name)
+            assert positive(written["wall_ms"][kind][name]), (kind, name)
+    assert positive(written["targets"]["worst_extraction_ms"])
+    assert isinstance(written["targets"]["met"], bool)
 
 
 async def test_retrieval_bench_reports_recall_for_every_mode_and_kind(tmp_path: Path) -> None:

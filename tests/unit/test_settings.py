@@ -99,9 +99,16 @@ def test_search_breadths_are_read_with_a_narrower_one_for_ingest():
     assert (200, 40) == (settings.ef_search, settings.ingest_ef_search)
 
 
+def test_the_request_time_budget_is_read_with_a_default_of_30_seconds():
+    assert 30.0 == Settings.from_env({}).request_timeout
+    assert 2.5 == Settings.from_env({"APOLLO_REQUEST_TIMEOUT": "2.5"}).request_timeout
+
+
 @pytest.mark.parametrize(
     ("variable", "value"),
     [
+        ("APOLLO_REQUEST_TIMEOUT", "0"),
+        ("APOLLO_REQUEST_TIMEOUT", "forever"),
         ("APOLLO_INGEST_BATCH", "0"),
         ("APOLLO_INGEST_BATCH", "many"),
         ("APOLLO_INGEST_BATCH_MS", "-1"),

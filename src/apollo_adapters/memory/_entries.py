@@ -64,7 +64,7 @@ class EntryTable(VectorSearch):
 
     # ------------------------------------------------------------------ writes
 
-    def add(self, entry: Entry, undo: Undo) -> None:
+    def add(self, entry: Entry, undo: Undo, terms: dict[str, int] | None = None) -> None:
         if entry.id in self.row_of:
             raise Conflict(f"entry {entry.id} already exists")
         key = self._partition_key(entry)
@@ -100,7 +100,7 @@ class EntryTable(VectorSearch):
             self.matrix[row] = vector
             self.has_emb[row] = True
         undo.append(self._pop)
-        self.lexical.add(row, entry.content, undo)
+        self.lexical.add(row, entry.content, undo, terms)
 
     def _pop(self) -> None:
         """Undo the last ``add``."""

@@ -25,8 +25,10 @@ class LexicalIndex:
         self._postings: dict[str, dict[int, int]] = {}
         self._terms: dict[int, dict[str, int]] = {}
 
-    def add(self, row: int, text: str, undo: Undo) -> None:
-        self._insert(row, occurrences(text))
+    def add(self, row: int, text: str, undo: Undo, counts: dict[str, int] | None = None) -> None:
+        """Index ``row`` under the terms of ``text``; ``counts``, when given, are its
+        :func:`occurrences` already computed (off the event loop, for a long text)."""
+        self._insert(row, occurrences(text) if counts is None else counts)
         undo.append(lambda: self._delete(row))
 
     def remove(self, row: int, undo: Undo) -> None:

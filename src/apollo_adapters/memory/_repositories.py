@@ -7,7 +7,9 @@ from datetime import datetime
 from typing import Any, Protocol
 from uuid import UUID
 
+from apollo_adapters.threads import off_loop
 from apollo_domain.entities import Entity, EntityEdge, EntityMention
+from apollo_domain.lexical import occurrences
 from apollo_domain.model import (
     AccessScope,
     Entry,
@@ -56,6 +58,12 @@ class _Work(Protocol):
     def _open(self, part: str) -> Undo: ...
 
 
+def _occurrences_of(entries: Sequence[Entry]) -> list[dict[str, int]]:
+    """The lexical terms of each entry (for the index), computed together: off the event
+    loop when the texts are long."""
+    return [occurrences(entry.content) for entry in entries]
+
+
 class _Repository:
     __slots__ = ("_store", "_uow")
 
@@ -68,7 +76,9 @@ class InMemoryEntryRepository(_Repository):
     __slots__ = ()
 
     async def add(self, entry: Entry) -> None:
-        self._store._entries.add(entry, self._uow._open("entries"))
+        undo = self._uow._open("entries")
+        terms = await off_loop(len(entry.content), occurrences, entry.content)
+        self._store._entries.add(entry, undo, terms)
 
     async def get(self, entry_id: UUID, *, with_embedding: bool = False) -> Entry | None:
         self._uow._open("entries")
@@ -150,10 +160,12 @@ class InMemoryEntryRepository(_Repository):
     async def add_many(self, entries: Sequence[Entry]) -> set[UUID]:
         undo = self._uow._open("entries")
         table = self._store._entries
+        size = sum(len(entry.content) for entry in entries)
+        terms = await off_loop(size, _occurrences_of, entries)
         inserted = set()
-        for entry in entries:
+        for entry, counts in zip(entries, terms, strict=True):
             if table.find_by_hash(entry.content_hash, entry.access_scope, entry.owner_id) is None:
-                table.add(entry, undo)
+                table.add(entry, undo, counts)
                 inserted.add(entry.id)
         return inserted
 

@@ -29,7 +29,7 @@ from ...wire.envelope import structure
 from .auth import UNAUTHORIZED_HEADERS, Authenticator, Unauthorized
 from .console_app import console_routes
 from .errors import JSON, error_response, http_error, map_error, server_error
-from .middleware import Instrumentation, LoopbackOnly
+from .middleware import Instrumentation, LoopbackOnly, RequestBudget
 from .openapi import openapi_document
 from .operations import HTTP_AGENT, OPERATIONS, Call, Operation
 
@@ -197,10 +197,12 @@ def create_app(
     *,
     tokens: Mapping[str, str] | None = None,
     metrics: Metrics | None = None,
+    request_timeout: float | None = None,
 ) -> Starlette:
     """The Starlette application of Apollo's HTTP API (``/api/apollo/...``, ``/metrics``,
     ``/openapi.json``) and of the console (``/`` and ``/console/...``, static files outside
-    the API document). ``tokens`` maps bearer tokens to principal ids."""
+    the API document). ``tokens`` maps bearer tokens to principal ids; a request not carried
+    out within ``request_timeout`` seconds (None: no budget) is answered with 503."""
     converter = make_converter(round_scores=True)
     auth = Authenticator(tokens)
     document = encode_json(openapi_document())
@@ -238,6 +240,8 @@ def create_app(
     routes.extend(console_routes())
     # Instrumentation first (outermost), so it counts what LoopbackOnly refuses too.
     middleware = [Middleware(Instrumentation, metrics=metrics)] if metrics is not None else []
+    if request_timeout is not None:
+        middleware.append(Middleware(RequestBudget, seconds=request_timeout))
     if not auth.configured:  # no authentication: only this machine's own pages and tools
         middleware.append(Middleware(LoopbackOnly))
     return Starlette(

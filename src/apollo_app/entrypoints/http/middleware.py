@@ -1,5 +1,5 @@
-"""Middleware: request instrumentation for ``/metrics``, and the loopback guard of the
-no-token mode."""
+"""Middleware: request instrumentation for ``/metrics``, the time budget of a request, and
+the loopback guard of the no-token mode."""
 
 from __future__ import annotations
 
@@ -8,8 +8,13 @@ import time
 from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from apollo_domain.errors import RequestTimeout
+
+from ...budget import request_budget
+from ...error_policy import message_of, rule_for
 from ...metrics import Metrics
 from ...wire.codec import encode_json
+from .errors import error_response
 
 _METHODS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"})
 
@@ -55,6 +60,58 @@ def _template(scope: Scope) -> str:
     match, _ = route.matches(scope)
     path = getattr(route, "path", None)
     return path if match is Match.FULL and isinstance(path, str) else "unmatched"
+
+
+#: What the answer to a request over its time budget suggests: try again after this many
+#: seconds.
+RETRY_AFTER_SECONDS = 1
+
+
+class RequestBudget:
+    """Each request is carried out within ``seconds`` (``APOLLO_REQUEST_TIMEOUT``), not
+    counting the time its body takes to arrive (the upload has a timeout of its own), else
+    it is cancelled, its unit of work rolls back, and the answer is 503 ``request_timeout``
+    with ``Retry-After`` (:mod:`apollo_app.budget`). A response already under way when the
+    budget runs out cannot be replaced: its connection is closed instead."""
+
+    def __init__(self, app: ASGIApp, seconds: float) -> None:
+        self.app = app
+        self.seconds = seconds
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        responding = False
+        body_pending = True  # until the last chunk of the body has arrived
+
+        async def sending(message: Message) -> None:
+            nonlocal responding
+            responding = responding or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            async with request_budget(self.seconds) as budget:
+
+                async def receiving() -> Message:
+                    nonlocal body_pending
+                    if not body_pending:
+                        return await receive()
+                    budget.pause()
+                    message = await receive()
+                    if message["type"] != "http.request" or not message.get("more_body"):
+                        body_pending = False
+                        budget.restart()
+                    return message
+
+                await self.app(scope, receiving, sending)
+        except RequestTimeout as exc:
+            if responding:
+                raise
+            rule = rule_for(exc)
+            headers = {"Retry-After": str(RETRY_AFTER_SECONDS)}
+            response = error_response(rule.http_status, rule.name, message_of(exc), None, headers)
+            await response(scope, receive, send)
 
 
 LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "[::1]", "::1"})
@@ -106,4 +163,10 @@ class LoopbackOnly:
         await send({"type": "http.response.body", "body": body})
 
 
-__all__ = ["LOOPBACK_HOSTS", "Instrumentation", "LoopbackOnly"]
+__all__ = [
+    "LOOPBACK_HOSTS",
+    "RETRY_AFTER_SECONDS",
+    "Instrumentation",
+    "LoopbackOnly",
+    "RequestBudget",
+]

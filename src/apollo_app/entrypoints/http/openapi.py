@@ -24,7 +24,10 @@ ERROR_DESCRIPTIONS = {
     415: "Request bodies must be application/json.",
     422: "Rejected by admission (the reason says why).",
     500: "The store failed to persist the change; nothing was written.",
-    503: "The store (or embedder) is unavailable right now; nothing was written.",
+    503: (
+        "The store (or embedder) is unavailable right now, or the request was not carried out"
+        " within its time budget (request_timeout, with Retry-After); nothing was written."
+    ),
 }
 
 

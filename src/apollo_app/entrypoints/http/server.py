@@ -182,7 +182,9 @@ async def serve_http(
     ``settings.http_port`` (or on ``sock``, bound there beforehand with :func:`listen`)
     until cancelled, then shut down gracefully and re-raise."""
     tokens = settings.api_tokens
-    app = create_app(apollo, tokens=tokens, metrics=metrics)
+    app = create_app(
+        apollo, tokens=tokens, metrics=metrics, request_timeout=settings.request_timeout
+    )
     host = bind_host(settings.http_host, tokens)
     warning = host_overridden(settings.http_host, tokens)
     if sock is None and warning is not None:  # with ``sock``, whoever bound it said so

@@ -67,6 +67,7 @@ from apollo_domain.services import Caller, IngestItem, ingest_each
 from apollo_domain.topology import Topology
 
 from ...bootstrap import topology_of
+from ...budget import within_budget
 from ...error_policy import Settlement, rule_for
 from ...facade import Apollo
 from ...settings import Settings
@@ -204,12 +205,26 @@ class ApolloService:
 
     # -- carrying out commands -------------------------------------------------------------
 
-    async def _run(self, caller: Caller, command: c.Command[Any], key: str | None = None) -> Any:
+    async def _run(
+        self,
+        caller: Caller,
+        command: c.Command[Any],
+        key: str | None = None,
+        *,
+        budget: float | None = None,
+    ) -> Any:
+        """Carry out ``command``, within ``budget`` seconds when given (a message's)."""
         started = time.perf_counter()
-        result = await handle(self.apollo.deps, caller, command, idempotency_key=key)
+        work = handle(self.apollo.deps, caller, command, idempotency_key=key)
+        result = await within_budget(budget, work)
         if self.metrics is not None:
             self.metrics.observe_command(command, result, time.perf_counter() - started)
         return result
+
+    @property
+    def _budget(self) -> float:
+        """The time budget of one message (a batch of them shares one)."""
+        return self.settings.request_timeout
 
     def _job(self, command: c.Command[Any]) -> Callable[[], Awaitable[Any]]:
         caller = Caller("apollo", Principal(None, role=Role.ADMIN), trusted=True)
@@ -234,7 +249,9 @@ class ApolloService:
             async def work() -> None:
                 command = decode_command(delivery.message.body, accept=accept)
                 message_id = delivery.message.message_id
-                result = await self._run(self._caller(delivery), command, message_id or None)
+                result = await self._run(
+                    self._caller(delivery), command, message_id or None, budget=self._budget
+                )
                 self._drainer.wake()
                 log.debug("%s %s: %s", type(command).__name__, message_id, result)
 
@@ -307,12 +324,14 @@ class ApolloService:
         self._start()
 
     async def _commit(self, pending: Sequence[_Pending]) -> None:
-        """One transaction for the batch, then each delivery acknowledged; on failure, each
-        carried out alone. Every waiting handler is released, whatever happens."""
+        """One transaction for the batch, then each delivery acknowledged; on failure (the
+        batch over the time budget included), each carried out alone, within its own. Every
+        waiting handler is released, whatever happens."""
         try:
             started = time.perf_counter()
             try:
-                results = await ingest_each(self.apollo.deps, [p.item for p in pending])
+                work = ingest_each(self.apollo.deps, [p.item for p in pending])
+                results = await within_budget(self._budget, work)
             except Exception as exc:
                 log.warning(
                     "a batch of %d messages failed (%s); each is carried out alone",
@@ -336,7 +355,7 @@ class ApolloService:
     async def _on_gas_event(self, delivery: Delivery) -> None:
         async def work() -> None:
             command = decode_gas_event(delivery.message.body)
-            result = await self._run(self._caller(delivery), command)
+            result = await self._run(self._caller(delivery), command, budget=self._budget)
             self._drainer.wake()
             log.debug("gas %s: %s", result.request_id, dict(result.deposited))
 
@@ -358,7 +377,9 @@ class ApolloService:
             command = decode_command(message.body, accept=REQUESTS)
             if handler_of(command).mutation:
                 raise TypeError(f"{type(command).__name__} is not a read")
-            reply = encode_reply(await self._run(self._caller(delivery), command))
+            reply = encode_reply(
+                await self._run(self._caller(delivery), command, budget=self._budget)
+            )
         except ApolloError as exc:
             log.info("request %s failed: %s", message.message_id, exc)
             reply = encode_error_reply(exc)
