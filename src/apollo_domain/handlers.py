@@ -25,11 +25,12 @@ from attrs import evolve, frozen
 
 from . import commands as c
 from . import services
-from .bounds import STORE_MANY
+from .bounds import STORE_MANY, SUBMITTED_BY, SUBMITTED_FROM
 from .disclosure import AGENT_VIEWS, hide_agents
 from .errors import Forbidden, NotFound, ValidationError
 from .expertise import DomainCoverage
 from .model import Entry, Evidence
+from .normalize import bounded_text
 from .ports import ExpertiseRecord, StoreStats
 from .results import (
     AgentProfile,
@@ -83,8 +84,11 @@ class Handler:
 
 def _submission(caller: Caller, submitted_by: object, submitted_from: object) -> dict[str, Any]:
     """The submission metadata an ingest records: an edge's own (the principal, the edge),
-    the embedding program's as given."""
+    the embedding program's as given. What a payload says is ignored over an edge, but it
+    is held to the same bounds as everywhere (over-limit is refused naming the field)."""
     if caller.edge is not None:
+        bounded_text(submitted_by, SUBMITTED_BY)
+        bounded_text(submitted_from, SUBMITTED_FROM)
         return {"submitted_by": caller.principal.id, "submitted_from": caller.edge}
     return {"submitted_by": submitted_by, "submitted_from": submitted_from}
 

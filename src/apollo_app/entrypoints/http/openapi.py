@@ -172,14 +172,22 @@ def openapi_document(operations: tuple[Operation, ...] = OPERATIONS) -> dict[str
     paths["/metrics"] = {
         "get": {
             "operationId": "metrics",
-            "summary": "Prometheus metrics (text exposition format).",
+            "summary": "Prometheus metrics (text exposition format); with tokens, an admin's.",
             "tags": ["service"],
-            "security": [{}],
+            "security": [{}, {"bearer": []}],
             "responses": {
                 "200": {
                     "description": "Metrics in the Prometheus text format.",
                     "content": {"text/plain": {"schema": {"type": "string"}}},
-                }
+                },
+                **{
+                    str(code): {"description": text, "content": {JSON: {"schema": error_ref}}}
+                    for code, text in (
+                        (401, "Tokens are configured and none (or an unknown one) was sent."),
+                        (403, "Tokens are configured and the token is not an admin's."),
+                        (404, "Metrics are not enabled."),
+                    )
+                },
             },
         }
     }
