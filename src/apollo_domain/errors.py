@@ -56,6 +56,16 @@ class StoreUnavailable(ApolloError):
     """
 
 
+class StoreBusy(StoreUnavailable):
+    """Every connection of the store stayed taken for as long as a caller may wait for one:
+    back-pressure, not an outage. Nothing was written; the same call may pass after
+    ``retry_after`` seconds."""
+
+    def __init__(self, message: str, *, retry_after: float = 1.0) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
 class PersistenceFailed(ApolloError):
     """The store accepted the connection but failed to persist a change; nothing was written."""
 
@@ -91,6 +101,7 @@ __all__ = [
     "NotFound",
     "PersistenceFailed",
     "RpcTimeout",
+    "StoreBusy",
     "StoreUnavailable",
     "TransportError",
     "UnknownResolution",

@@ -28,6 +28,7 @@ from apollo_domain.errors import (
     ConfigurationError,
     NotFound,
     PersistenceFailed,
+    StoreBusy,
     StoreUnavailable,
 )
 from apollo_domain.model import (
@@ -635,6 +636,49 @@ async def test_the_store_works_again_after_the_server_restarts(server_folder: Pa
     finally:
         await store.close()
         await server.stop()
+
+
+async def test_a_busy_pool_is_back_pressure_and_is_never_closed_under_its_callers(
+    postgres_server: PostgresTestServer,
+) -> None:
+    """A pool of 2: two units of work hold their connections past the pool's timeout while
+    18 more wait for one. The waiters are told the store is busy (not that it is down, and
+    not that its pool is closed); the holders commit; then 20 units at once all pass."""
+    store = await fresh_store(
+        postgres_server, dimension=8, pool_min=1, pool_max=2, pool_timeout=0.5
+    )
+    release = asyncio.Event()
+    holding: list[str] = []
+    both_held = asyncio.Event()
+
+    async def hold(agent: str) -> None:
+        async with store.unit_of_work() as uow:
+            await uow.expertise.record_activity(agent, "physics", NOW)
+            await uow.entries.get(uuid.uuid4())  # sends the write: the connection is taken
+            holding.append(agent)
+            if len(holding) == 2:
+                both_held.set()
+            await release.wait()
+            await uow.commit()
+
+    async def wait_for_a_connection() -> None:
+        async with store.unit_of_work() as uow:
+            await uow.entries.get(uuid.uuid4())
+
+    try:
+        holders = [asyncio.create_task(hold(agent)) for agent in ("agent-1", "agent-2")]
+        await asyncio.wait_for(both_held.wait(), timeout=30)  # a guard, not a timing
+        waited = await asyncio.gather(
+            *(wait_for_a_connection() for _ in range(18)), return_exceptions=True
+        )
+        assert [StoreBusy] * 18 == [type(outcome) for outcome in waited]
+        release.set()
+        await asyncio.gather(*holders)
+        assert [1] == await _activity(store)
+        await asyncio.gather(*(wait_for_a_connection() for _ in range(20)))
+    finally:
+        release.set()
+        await store.close()
 
 
 # --------------------------------------------------------------------------- concurrent reads
