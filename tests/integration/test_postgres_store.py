@@ -24,6 +24,7 @@ import pytest
 
 from apollo_adapters.postgres import EmbeddedPostgres, PostgresStore, migrate
 from apollo_adapters.postgres.schema import migrations
+from apollo_app.entrypoints.http.errors import map_error
 from apollo_domain.errors import (
     ConfigurationError,
     NotFound,
@@ -534,6 +535,25 @@ async def test_library_errors_are_translated(pg_store: DisposablePostgresStore) 
     async with pg_store.unit_of_work() as uow:
         with pytest.raises(NotFound):
             await uow.entries.update(entry("missing"))
+
+
+async def test_a_translated_error_and_its_http_body_carry_nothing_of_the_server_s_text(
+    pg_store: DisposablePostgresStore,
+) -> None:
+    """PostgreSQL's message names the relation and its DETAIL the failing row; the error a
+    caller sees (and the 500 body made of it) names only the kind of failure and the
+    SQLSTATE, while the cause keeps the server's text for the log."""
+    with pytest.raises(PersistenceFailed) as failed:
+        async with pg_store.unit_of_work() as uow:
+            await uow.entries.add(entry("too sure", confidence=1.5))
+    server_text = str(failed.value.__cause__)
+    assert "entries" in server_text and "DETAIL" in server_text
+    response = map_error(failed.value)
+    body = bytes(response.body).decode()
+    assert 500 == response.status_code
+    assert "PostgreSQL failed (SQLSTATE 23514)" == str(failed.value)
+    for internal in ("entries", "DETAIL", "Failing row", "constraint"):
+        assert internal not in body
 
 
 async def test_an_unreachable_server_is_store_unavailable() -> None:
