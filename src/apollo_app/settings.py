@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -103,6 +104,9 @@ class Settings:
     #: Broker users whose messages may run admin commands (none by default).
     admin_users: frozenset[str] = frozenset()
     decay_interval: float = 3600.0
+    #: Seconds in which a principal earns one retrieval boost per entry (``None``: the
+    #: decay interval).
+    boost_window_seconds: float | None = None
     expertise_interval: float = 1800.0
     corroboration_interval: float = 900.0
     outbox_interval: float = 5.0
@@ -169,6 +173,7 @@ class Settings:
         number("APOLLO_EMBEDDING_DIMENSION", "embedding_dimension", int, 1, 16_000)
         number("APOLLO_HTTP_PORT", "http_port", int, 1, 65_535)
         number("APOLLO_DECAY_INTERVAL", "decay_interval", float, 1, 7 * 86_400)
+        number("APOLLO_BOOST_WINDOW_SECONDS", "boost_window_seconds", float, 0, 365 * 86_400)
         number("APOLLO_EXPERTISE_INTERVAL", "expertise_interval", float, 1, 7 * 86_400)
         number("APOLLO_CORROBORATION_INTERVAL", "corroboration_interval", float, 1, 7 * 86_400)
         number("APOLLO_OUTBOX_INTERVAL", "outbox_interval", float, 0.05, 3_600)
@@ -246,6 +251,12 @@ class Settings:
         if self.gateway_users is None or user_id in self.gateway_users:
             return Principal(user_id, role=Role.GATEWAY)
         return Principal(user_id, role=Role.WRITER)
+
+    @property
+    def boost_window(self) -> timedelta:
+        """A principal's retrieval boost window, as the use cases take it."""
+        seconds = self.boost_window_seconds
+        return timedelta(seconds=self.decay_interval if seconds is None else seconds)
 
     @property
     def outbox_retry(self) -> OutboxRetry:

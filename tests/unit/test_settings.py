@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -59,6 +60,13 @@ def test_outbox_backoff_is_read_and_reaches_the_use_cases():
     assert OutboxRetry(2.0, 120.0, 7, 60.0) == settings.outbox_retry
 
 
+def test_the_boost_window_is_read_and_defaults_to_the_decay_interval():
+    assert timedelta(hours=1) == Settings.from_env({}).boost_window
+    assert timedelta(hours=2) == Settings.from_env({"APOLLO_DECAY_INTERVAL": "7200"}).boost_window
+    settings = Settings.from_env({"APOLLO_BOOST_WINDOW_SECONDS": "90"})
+    assert timedelta(seconds=90) == settings.boost_window
+
+
 def test_group_commit_is_read_with_defaults_that_batch():
     """Unset: batches of up to 16 ingests gathered for at most 10 ms; 1 turns it off."""
     defaults = Settings.from_env({})
@@ -98,6 +106,7 @@ def test_search_breadths_are_read_with_a_narrower_one_for_ingest():
         ("APOLLO_OUTBOX_MAX_ATTEMPTS", "0"),
         ("APOLLO_OUTBOX_MAX_ATTEMPTS", "2.5"),
         ("APOLLO_OUTBOX_LEASE_SECONDS", "soon"),
+        ("APOLLO_BOOST_WINDOW_SECONDS", "-1"),
         ("APOLLO_DATABASE_URL", "mysql://root@localhost/apollo"),
         ("APOLLO_DATABASE_URL", "apollo-db"),
     ],

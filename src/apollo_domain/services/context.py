@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from attrs import field, frozen
 
@@ -27,6 +27,8 @@ from ..retry import OutboxRetry
 from ..validation import bounded_float
 
 UNKNOWN_AGENT = "unknown"
+#: The boost window's default: the decay interval's.
+DEFAULT_BOOST_WINDOW = timedelta(hours=1)
 INGEST_PARTS = ("entries", "evidence", "expertise", "access_log", "outbox", "graph")
 
 
@@ -43,6 +45,8 @@ class Deps:
     retrieval: RetrievalSettings = field(factory=RetrievalSettings)
     extractor: EntityExtractor = field(factory=HeuristicEntityExtractor)
     outbox_retry: OutboxRetry = field(factory=OutboxRetry)
+    #: A principal earns a retrieval boost on an entry once per window (DESIGN §2).
+    boost_window: timedelta = DEFAULT_BOOST_WINDOW
 
 
 @frozen

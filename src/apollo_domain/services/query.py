@@ -71,7 +71,8 @@ async def query(
     A vector match needs a similarity above ``min_similarity``; an entry no signal found
     is never returned, so unrelated and opposite texts are neither returned nor boosted.
 
-    A search boosts each returned entry's confidence atomically in the store and, when
+    A search boosts each returned entry's confidence atomically in the store, once per
+    boost window for each principal (the agent, for a caller without one), and, when
     ``count_access``, adds to its access count and writes one ``query`` access-log row per
     returned entry — all in one transaction. The access log must be writable before
     anything is embedded or looked up.
@@ -164,7 +165,12 @@ async def query(
         now = deps.clock.now()
         live = [r for r in ranked if found[r.entry_id].status is not Status.ARCHIVED]
         boosted = await uow.entries.boost(
-            [r.entry_id for r in live], deps.policy.retrieval_boost, now, count_access=count_access
+            [r.entry_id for r in live],
+            deps.policy.retrieval_boost,
+            now,
+            count_access=count_access,
+            earner=caller.principal.id or caller.agent_id,
+            window=deps.boost_window,
         )
         if count_access:
             await uow.access_log.record(
