@@ -431,3 +431,77 @@ async def test_accepting_both_sides_of_one_dispute_at_once_accepts_one(make_apol
         (validated.alpha, validated.beta),
         (refuted.alpha, refuted.beta),
     )
+
+
+QUERY = "row versions and vacuum"
+
+
+async def _boosting_and_corroborating(apollo, restatement: str, first: str) -> tuple:
+    """A reader's query returning the target and openai-b's corroboration of it, ``first``
+    held with the target's row locked (the query after its boost, before its access log;
+    the corroboration before its commit) while the other runs into the lock."""
+    points = apollo.deps.store
+    reader = apollo.client("reader", Principal("reader"))
+    actors = {
+        "query": lambda: reader.query_knowledge(query=QUERY, mode="vector"),
+        "ingest": lambda: apollo.client("openai-b").store_knowledge(content=restatement),
+    }
+    holding = {"query": "access_log.record", "ingest": "commit"}
+    second = next(actor for actor in actors if actor != first)
+    gate = points.hold(first, holding[first])
+    running = points.run(first, actors[first]())
+    await points.reached(first, holding[first])
+    racing = points.run(second, actors[second]())
+    blocked = await points.blocked_or_done(racing)
+    gate.set()
+    results = dict(zip((first, second), await points.finish(running, racing), strict=True))
+    return blocked, results["query"], results["ingest"]
+
+
+@pytest.mark.parametrize("first", ["query", "ingest"])
+async def test_a_retrieval_boost_and_a_corroboration_of_one_entry_both_count(make_apollo, first):
+    """A query's retrieval boost and an independent source's corroboration land on one
+    confirmed entry in either order: the second waits for the first's row lock, then adds
+    its boost to the first's (no lost update, no deadlock)."""
+    restatement = "Postgres keeps old row versions until a vacuum removes them"
+    embedder = _restating({restatement: 0.93, QUERY: 0.8})
+    apollo = await make_apollo(embedder=embedder, interleaved=True)
+    target = await _confirmed(apollo)
+
+    blocked, queried, corroborated = await _boosting_and_corroborating(apollo, restatement, first)
+
+    assert blocked, "the second ran while the first held the target"
+    assert [target] == [e.id for e in queried.entries if e.id == target]
+    assert (Outcome.CORROBORATED, target) == (corroborated.outcome, corroborated.entry_id)
+    entry = await apollo.get_entry(target)
+    assert pytest.approx(0.82) == entry.confidence  # 0.5 + 0.02 retrieval + 0.3 corroboration
+    assert 1 == entry.access_count
+
+
+async def test_two_readers_boosting_the_same_results_at_once_both_count(make_apollo):
+    """Two principals run the same query; the first is held after its boost, its rows
+    locked. The second waits, then boosts: each entry gains both readers' boosts."""
+    embedder = _restating({"vacuum reclaims dead tuples": 0.8, QUERY: 0.85})
+    apollo = await make_apollo(embedder=embedder, interleaved=True)
+    points = apollo.deps.store
+    target = await _confirmed(apollo)
+    other = (
+        await apollo.client("openai-b").store_knowledge(content="vacuum reclaims dead tuples")
+    ).entry_id
+
+    def reading(name: str):
+        return apollo.client(name, Principal(name)).query_knowledge(query=QUERY, mode="vector")
+
+    gate = points.hold("alice", "access_log.record")
+    first = points.run("alice", reading("alice"))
+    await points.reached("alice", "access_log.record")
+    second = points.run("bob", reading("bob"))
+    blocked = await points.blocked_or_done(second)
+    gate.set()
+    results = await points.finish(first, second)
+
+    assert blocked, "bob's boost ran while alice's held the rows"
+    assert all({target, other} <= {e.id for e in r.entries} for r in results)
+    assert [pytest.approx(0.54)] * 2 == [
+        (await apollo.get_entry(entry_id)).confidence for entry_id in (target, other)
+    ]

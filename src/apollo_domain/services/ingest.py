@@ -246,14 +246,6 @@ async def _find_duplicate(
     )
 
 
-async def _locked(uow: UnitOfWork, entry_id: uuid.UUID) -> tuple[Entry, list[Evidence]] | None:
-    """The entry under its row lock, and its evidence as of then; None when it is gone."""
-    entry = await uow.entries.lock(entry_id)
-    if entry is None:
-        return None
-    return entry, await uow.evidence.for_entry(entry_id)
-
-
 def supports(
     policy: ConfidencePolicy,
     viewer: Viewer,
@@ -381,25 +373,41 @@ async def _place(
 
     # step 6: corroborate the best confirmed neighbour the rules allow; failing that,
     # record agreement on the best candidate this text restates (DESIGN §2 "Agreement").
-    # A target is decided again under its row lock, on its evidence as of then.
-    for kind in (EvidenceKind.CORROBORATION, EvidenceKind.AGREEMENT):
-        for scored in neighbours:
-            target_id = scored.entry.id
-            recorded = evidence.get(target_id, [])
-            if not supports(
-                policy, viewer, request, scored.entry, scored.similarity, recorded, kind
-            ):
-                continue
-            locked = await _locked(uow, target_id)
-            if locked is None:  # erased meanwhile
-                continue
-            target, evidence[target_id] = locked
-            if supports(
-                policy, viewer, request, target, scored.similarity, evidence[target_id], kind
-            ):
-                return await _support(
-                    deps, uow, request, target, scored.similarity, kind, credibility, now
-                )
+    # The possible targets are locked together, in id order (locking them one by one in
+    # similarity order could deadlock with a writer locking in id order), and each is
+    # decided again on its state and evidence as of then.
+    kinds = (EvidenceKind.CORROBORATION, EvidenceKind.AGREEMENT)
+    possible = [
+        scored
+        for scored in neighbours
+        if any(
+            supports(
+                policy,
+                viewer,
+                request,
+                scored.entry,
+                scored.similarity,
+                evidence.get(scored.entry.id, []),
+                kind,
+            )
+            for kind in kinds
+        )
+    ]
+    if possible:
+        locked = await uow.entries.lock_many([scored.entry.id for scored in possible])
+        recorded = await uow.evidence.for_entries(list(locked))
+        for kind in kinds:
+            for scored in possible:
+                target = locked.get(scored.entry.id)
+                if target is None:  # erased meanwhile
+                    continue
+                evidence[target.id] = recorded.get(target.id, [])
+                if supports(
+                    policy, viewer, request, target, scored.similarity, evidence[target.id], kind
+                ):
+                    return await _support(
+                        deps, uow, request, target, scored.similarity, kind, credibility, now
+                    )
 
     decision = admit_new(policy, request, credibility, neighbours, evidence)
     if not decision.admitted:
