@@ -253,6 +253,13 @@ class Settings:
         return Principal(user_id, role=Role.WRITER)
 
     @property
+    def consumer_prefetch(self) -> int:
+        """The deliveries a consumer handling one message at a time keeps in flight:
+        ``prefetch``, at most one per pooled connection (each runs a unit of work; more
+        would only wait for a connection)."""
+        return min(self.prefetch, self.pool_max)
+
+    @property
     def boost_window(self) -> timedelta:
         """A principal's retrieval boost window, as the use cases take it."""
         seconds = self.boost_window_seconds

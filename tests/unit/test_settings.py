@@ -67,6 +67,15 @@ def test_the_boost_window_is_read_and_defaults_to_the_decay_interval():
     assert timedelta(seconds=90) == settings.boost_window
 
 
+def test_a_consumer_keeps_at_most_one_delivery_per_pooled_connection_in_flight():
+    assert 10 == Settings.from_env({}).consumer_prefetch  # prefetch 16, pool of 10
+    assert 4 == Settings.from_env({"APOLLO_PREFETCH": "4"}).consumer_prefetch
+    assert (
+        30
+        == Settings.from_env({"APOLLO_PREFETCH": "64", "APOLLO_POOL_MAX": "30"}).consumer_prefetch
+    )
+
+
 def test_group_commit_is_read_with_defaults_that_batch():
     """Unset: batches of up to 16 ingests gathered for at most 10 ms; 1 turns it off."""
     defaults = Settings.from_env({})

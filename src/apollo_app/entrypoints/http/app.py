@@ -25,6 +25,7 @@ from ...facade import Apollo
 from ...metrics import Metrics
 from ...wire.codec import decode_json, encode_json, json_type, make_converter
 from ...wire.envelope import structure
+from .admission import Admission
 from .auth import UNAUTHORIZED_HEADERS, Authenticator, Unauthorized
 from .console_app import console_routes
 from .errors import JSON, error_response, http_error, map_error, server_error
@@ -34,6 +35,8 @@ from .operations import HTTP_AGENT, OPERATIONS, Call, Operation
 
 logger = logging.getLogger("apollo.http")
 MAX_BODY_BYTES = 2 * 1024 * 1024
+#: Commands served at once when no admission is given: the default connection pool's size.
+DEFAULT_CAPACITY = 10
 
 
 class _TooLarge(Exception):
@@ -135,6 +138,7 @@ def _endpoint(
     auth: Authenticator,
     metrics: Metrics | None,
     converter: Any,
+    admission: Admission,
 ) -> Callable[[Request], Awaitable[Response]]:
     async def endpoint(request: Request) -> Response:
         try:
@@ -149,7 +153,8 @@ def _endpoint(
                 command = _command(op, call, data)
                 caller = Caller.of(principal.agent or principal.id or HTTP_AGENT, principal)
                 started = time.perf_counter()
-                result = await handle(apollo.deps, caller, command)
+                async with admission.admitted():
+                    result = await handle(apollo.deps, caller, command)
                 if metrics is not None:
                     metrics.observe_command(command, result, time.perf_counter() - started)
                 status, payload = op.present(call, result)
@@ -184,15 +189,22 @@ def create_app(
     *,
     tokens: Mapping[str, str] | None = None,
     metrics: Metrics | None = None,
+    admission: Admission | None = None,
 ) -> Starlette:
     """The Starlette application of Apollo's HTTP API (``/api/apollo/...``, ``/metrics``,
     ``/openapi.json``) and of the console (``/`` and ``/console/...``, static files outside
-    the API document). ``tokens`` maps bearer tokens to principal ids."""
+    the API document). ``tokens`` maps bearer tokens to principal ids. Every command waits
+    for ``admission`` (default: :data:`DEFAULT_CAPACITY` at once); health does not."""
     converter = make_converter(round_scores=True)
+    admission = admission or Admission(DEFAULT_CAPACITY)
     auth = Authenticator(tokens)
     document = encode_json(openapi_document())
     routes: list[BaseRoute] = [
-        Route(op.full_path, _endpoint(op, apollo, auth, metrics, converter), methods=[op.method])
+        Route(
+            op.full_path,
+            _endpoint(op, apollo, auth, metrics, converter, admission),
+            methods=[op.method],
+        )
         for op in OPERATIONS
     ]
 

@@ -15,6 +15,7 @@ from apollo_domain.errors import ApolloError
 from ...facade import Apollo
 from ...metrics import Metrics
 from ...settings import Settings
+from .admission import Admission
 from .app import create_app
 
 LOOPBACK = "127.0.0.1"
@@ -149,7 +150,8 @@ async def serve_http(
     ``settings.http_port`` (or on ``sock``, bound there beforehand with :func:`listen`)
     until cancelled, then shut down gracefully and re-raise."""
     tokens = settings.api_tokens
-    app = create_app(apollo, tokens=tokens, metrics=metrics)
+    # As many commands at once as the store has pooled connections: the rest queue.
+    app = create_app(apollo, tokens=tokens, metrics=metrics, admission=Admission(settings.pool_max))
     host = bind_host(settings.http_host, tokens)
     server = HttpServer(app, host, settings.http_port, sock=sock)
     try:
