@@ -10,6 +10,7 @@ from apollo_domain.errors import (
     NotFound,
     StoreBusy,
     StoreUnavailable,
+    TransientConflict,
     TransportError,
     ValidationError,
 )
@@ -92,6 +93,7 @@ __all__ = [
     "Status",
     "StoreBusy",
     "StoreUnavailable",
+    "TransientConflict",
     "TransportError",
     "ValidationError",
     "meets_write_gate",

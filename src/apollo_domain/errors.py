@@ -66,6 +66,11 @@ class StoreBusy(StoreUnavailable):
         self.retry_after = retry_after
 
 
+class TransientConflict(StoreBusy):
+    """The store broke this unit of work apart for a concurrent one (a deadlock, a
+    serialization failure): all of it was rolled back, and running it again may pass."""
+
+
 class PersistenceFailed(ApolloError):
     """The store accepted the connection but failed to persist a change; nothing was written."""
 
@@ -103,6 +108,7 @@ __all__ = [
     "RpcTimeout",
     "StoreBusy",
     "StoreUnavailable",
+    "TransientConflict",
     "TransportError",
     "UnknownResolution",
     "ValidationError",

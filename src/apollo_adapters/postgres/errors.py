@@ -17,8 +17,8 @@ from apollo_domain.errors import (
     ApolloError,
     Conflict,
     PersistenceFailed,
-    StoreBusy,
     StoreUnavailable,
+    TransientConflict,
 )
 
 logger = logging.getLogger("apollo.postgres")
@@ -39,7 +39,7 @@ def translate(exc: psycopg.Error) -> ApolloError:
     code = f" (SQLSTATE {exc.sqlstate})" if exc.sqlstate else ""
     logger.warning("PostgreSQL error%s: %s", code, exc)
     if exc.sqlstate in TRANSIENT_SQLSTATES:
-        return StoreBusy(f"the store is busy with conflicting writes; retry later{code}")
+        return TransientConflict(f"concurrent writes conflicted; retry later{code}")
     if isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError):
         return StoreUnavailable(f"PostgreSQL is unavailable{code}")
     if isinstance(exc, pg_errors.UndefinedTable | pg_errors.UndefinedColumn):

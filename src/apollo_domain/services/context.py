@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from datetime import datetime, timedelta
+from typing import TypeVar
 
 from attrs import field, frozen
 
-from ..errors import ValidationError
+from ..errors import TransientConflict, ValidationError
 from ..extraction import HeuristicEntityExtractor
 from ..model import ACTIVE_STATUSES, Principal, Status, Viewer
 from ..normalize import MAX_AGENT_ID, truncate
@@ -27,6 +28,10 @@ from ..retry import OutboxRetry
 from ..validation import bounded_float
 
 UNKNOWN_AGENT = "unknown"
+#: How many times in all a unit of work runs that the store keeps breaking apart for
+#: concurrent ones (:func:`in_unit_of_work`).
+UNIT_OF_WORK_ATTEMPTS = 3
+T = TypeVar("T")
 #: The boost window's default: the decay interval's.
 DEFAULT_BOOST_WINDOW = timedelta(hours=1)
 INGEST_PARTS = ("entries", "evidence", "expertise", "access_log", "outbox", "graph")
@@ -71,6 +76,21 @@ class Caller:
         if agent_id is None or not agent_id.strip():
             return self
         return Caller.of(agent_id, self.principal)
+
+
+async def in_unit_of_work(store: Store, work: Callable[[UnitOfWork], Awaitable[T]]) -> T:
+    """``work``'s result, run in a unit of work of ``store``; run whole again, at most
+    :data:`UNIT_OF_WORK_ATTEMPTS` times in all, when the store broke it apart for a
+    concurrent one (:class:`TransientConflict`). Its rollback undid all of it, so running
+    it again is safe when ``work`` acts only through the unit of work."""
+    for attempt in range(1, UNIT_OF_WORK_ATTEMPTS + 1):
+        try:
+            async with store.unit_of_work() as uow:
+                return await work(uow)
+        except TransientConflict:
+            if attempt == UNIT_OF_WORK_ATTEMPTS:
+                raise
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 async def resolve_viewer(directory: IdentityDirectory, principal: Principal) -> Viewer:

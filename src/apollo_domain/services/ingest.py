@@ -44,6 +44,7 @@ from .context import (
     Caller,
     Deps,
     first_application,
+    in_unit_of_work,
     resolve_viewer,
     unit_float,
 )
@@ -173,24 +174,29 @@ async def ingest(
     if duplicate is None:  # step 5, outside the transaction: embedding may be slow
         embedding, extraction = await _embed(deps, request)
 
-    async with store.unit_of_work() as uow:
+    async def write(uow: UnitOfWork) -> IngestResult:
         now = deps.clock.now()
         if not await first_application(uow, "ingest", idempotency_key, now):
             return _replayed(await _find_duplicate(uow, request))
-        if duplicate is not None:  # still live? (under its row lock)
-            duplicate = await _find_duplicate(uow, request, lock=True)
-        if duplicate is not None:  # step 4
-            result = await _record_duplicate(deps, uow, viewer, request, duplicate, cred, now)
+        live = duplicate
+        if live is not None:  # still live? (under its row lock)
+            live = await _find_duplicate(uow, request, lock=True)
+        if live is not None:  # step 4
+            result = await _record_duplicate(deps, uow, viewer, request, live, cred, now)
         else:
-            if embedding is None:  # the duplicate of the first look was archived since
-                embedding, extraction = await _embed(deps, request)
-            result = await _place(deps, uow, viewer, request, embedding, cred, now)
+            vector, entities = embedding, extraction
+            if vector is None:  # the duplicate of the first look was archived since
+                vector, entities = await _embed(deps, request)
+            result = await _place(deps, uow, viewer, request, vector, cred, now)
             if result.outcome is Outcome.CREATED and result.entry_id is not None:
-                await index_entry(uow, result.entry_id, extraction, now)
+                await index_entry(uow, result.entry_id, entities, now)
         if result.outcome is not Outcome.REJECTED:
             await _bookkeep(uow, request, result, now)
             await uow.commit()
         return result
+
+    # Run whole again when the store broke it apart for a concurrent unit of work.
+    return await in_unit_of_work(store, write)
 
 
 async def _embed(deps: Deps, request: IngestRequest) -> tuple[tuple[float, ...], Extraction]:

@@ -12,11 +12,19 @@ from ..errors import ValidationError
 from ..lexical import STOPWORDS
 from ..model import Entry, Status
 from ..normalize import normalize_domain_filter, normalize_tag_filter
-from ..ports import AccessLogRecord, Reads, SearchFilter
+from ..ports import AccessLogRecord, Reads, SearchFilter, UnitOfWork
 from ..results import EntryView, QueryResult
 from ..retrieval import GRAPH, LEXICAL, VECTOR, Fused, RetrievalSettings, fuse
 from ..validation import bounded_float
-from .context import Caller, Deps, bounded_int, parse_statuses, resolve_viewer, unit_float
+from .context import (
+    Caller,
+    Deps,
+    bounded_int,
+    in_unit_of_work,
+    parse_statuses,
+    resolve_viewer,
+    unit_float,
+)
 
 BROWSE_BELOW_CHARS = 3
 MAX_LIMIT = 100
@@ -145,7 +153,8 @@ async def query(
     # The signals are independent reads: the store may run them at once. The graph fill,
     # a chain of statements, goes first: on the unit of work's own connection, already open.
     order = sorted(reads, key=lambda signal: signal != GRAPH)
-    async with store.unit_of_work() as uow:
+
+    async def search_and_boost(uow: UnitOfWork) -> QueryResult:
         candidates = dict(
             zip(order, await uow.read_concurrently([reads[s] for s in order]), strict=True)
         )
@@ -180,7 +189,10 @@ async def query(
                 ]
             )
         await uow.commit()
-    return QueryResult("semantic", tuple(_view(found[r.entry_id], r, boosted) for r in ranked))
+        return QueryResult("semantic", tuple(_view(found[r.entry_id], r, boosted) for r in ranked))
+
+    # Run whole again when the store broke it apart for a concurrent unit of work.
+    return await in_unit_of_work(store, search_and_boost)
 
 
 def _view(entry: Entry, ranked: Fused, boosted: Mapping[UUID, float]) -> EntryView:
