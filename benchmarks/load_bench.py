@@ -215,6 +215,11 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def run_quick() -> dict[str, Any]:
+    """The ``--quick`` run's result (nothing written)."""
+    return asyncio.run(run(parse(["--quick"])))
+
+
 def report(result: dict[str, Any]) -> str:
     rows = [
         [
