@@ -339,6 +339,7 @@ class PostgresStore:
         one that lost its server; it is replaced when the server answers again
         (:meth:`_recover`), and a caller waiting on the replaced pool moves to the new one.
         """
+        recovered = False
         while True:
             lending = self._lending
             started = time.monotonic()
@@ -350,7 +351,10 @@ class PostgresStore:
                         "every connection to the store is in use; retry later",
                         retry_after=_RETRY_AFTER_SECONDS,
                     ) from None
+                if recovered:  # a new pool that lends nothing either: give up for now
+                    raise StoreUnavailable("PostgreSQL is unavailable") from None
                 await self._recover(lending)
+                recovered = True
                 continue
             except PoolClosed:
                 if self._lending is lending:
