@@ -2,7 +2,8 @@
 
 An Apollo error's message reaches callers (HTTP bodies, RPC replies), so it never carries
 what PostgreSQL said: statements, DETAIL lines, process ids or relation names. The error
-keeps the psycopg exception as its cause, and the full text is logged here."""
+keeps the psycopg exception as its cause, which the edge that answers logs (HTTP: with
+every 5xx), so the full text stays on the server's side."""
 
 from __future__ import annotations
 
@@ -37,7 +38,7 @@ def translate(exc: psycopg.Error) -> ApolloError:
     if isinstance(exc, pg_errors.UniqueViolation):
         return Conflict("a concurrent writer stored the same thing first")
     code = f" (SQLSTATE {exc.sqlstate})" if exc.sqlstate else ""
-    logger.warning("PostgreSQL error%s: %s", code, exc)
+    logger.debug("PostgreSQL error%s: %s", code, exc)
     if exc.sqlstate in TRANSIENT_SQLSTATES:
         return TransientConflict(f"concurrent writes conflicted; retry later{code}")
     if isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError):
@@ -54,5 +55,5 @@ def translated() -> Iterator[None]:
     except psycopg.Error as exc:
         raise translate(exc) from exc
     except OSError as exc:
-        logger.warning("PostgreSQL is unreachable: %s", exc)
+        logger.debug("PostgreSQL is unreachable: %s", exc)
         raise StoreUnavailable("PostgreSQL is unreachable") from exc
