@@ -51,6 +51,3 @@ class BoostLedger:
                 forgotten += 1
                 undo.append(partial(self._restore, entry_id, earner, previous))
         return forgotten
-
-    def earners(self, entry_id: UUID) -> dict[str, datetime]:
-        return dict(self._last.get(entry_id, {}))
