@@ -662,10 +662,13 @@ async def test_a_busy_pool_is_back_pressure_and_is_never_closed_under_its_caller
     postgres_server: PostgresTestServer,
 ) -> None:
     """A pool of 2: two units of work hold their connections past the pool's timeout while
-    18 more wait for one. The waiters are told the store is busy (not that it is down, and
-    not that its pool is closed); the holders commit; then 20 units at once all pass."""
+    nine more wait for one, and nine others start waiting half a timeout later. Every
+    waiter is told the store is busy when its own wait ends: not that it is down, and not
+    that its pool was closed (a pool timeout taken for an outage replaced the pool and
+    closed it under the later nine, and let the first nine past the pool's bound). The
+    holders commit; then 20 units at once all pass."""
     store = await fresh_store(
-        postgres_server, dimension=8, pool_min=1, pool_max=2, pool_timeout=0.5
+        postgres_server, dimension=8, pool_min=1, pool_max=2, pool_timeout=1.0
     )
     release = asyncio.Event()
     holding: list[str] = []
@@ -685,13 +688,22 @@ async def test_a_busy_pool_is_back_pressure_and_is_never_closed_under_its_caller
         async with store.unit_of_work() as uow:
             await uow.entries.get(uuid.uuid4())
 
+    async def until_waiting(count: int) -> None:
+        for _ in range(10_000):  # a guard, not a timing
+            if store._pool.get_stats().get("requests_waiting", 0) >= count:
+                return
+            await asyncio.sleep(0.001)
+        raise AssertionError(f"{count} callers never waited for a connection")
+
     try:
         holders = [asyncio.create_task(hold(agent)) for agent in ("agent-1", "agent-2")]
         await asyncio.wait_for(both_held.wait(), timeout=30)  # a guard, not a timing
-        waited = await asyncio.gather(
-            *(wait_for_a_connection() for _ in range(18)), return_exceptions=True
-        )
-        assert [StoreBusy] * 18 == [type(outcome) for outcome in waited]
+        first = [asyncio.create_task(wait_for_a_connection()) for _ in range(9)]
+        await until_waiting(9)
+        await asyncio.sleep(0.5)  # staggers the waits; no outcome depends on how much
+        later = [asyncio.create_task(wait_for_a_connection()) for _ in range(9)]
+        waited = await asyncio.gather(*first, *later, return_exceptions=True)
+        assert [StoreBusy] * 18 == [type(outcome) for outcome in waited], waited
         release.set()
         await asyncio.gather(*holders)
         assert [1] == await _activity(store)
