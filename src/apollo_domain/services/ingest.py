@@ -545,8 +545,9 @@ async def ingest_chunk_in_order(
     a concurrent writer gets in its way."""
     store = deps.store
     viewer = await resolve_viewer(store.directory, caller.principal)
-    results: list[IngestResult] = []
-    async with store.unit_of_work() as uow:
+
+    async def in_order(uow: UnitOfWork) -> list[IngestResult]:
+        results: list[IngestResult] = []
         if not await first_application(uow, "store_many", idempotency_key, deps.clock.now()):
             return [_replayed(await _find_duplicate(uow, r)) for r in requests]
         credibility: dict[str, float] = {}
@@ -573,7 +574,10 @@ async def ingest_chunk_in_order(
                 await _bookkeep(uow, request, result, now)
             results.append(result)
         await uow.commit()
-    return results
+        return results
+
+    # Run whole again when the store broke it apart for a concurrent unit of work.
+    return await in_unit_of_work(store, in_order)
 
 
 def replayed(entries: Sequence[Entry | None]) -> list[IngestResult]:
