@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pytest
 
-from apollo_app import InvalidTransition, Outcome, Principal, Status
+from apollo_app import InvalidTransition, Outcome, Principal, Status, TransientConflict
 from apollo_domain.lifecycle import confirm, dispute
 from apollo_domain.model import EvidenceKind, Relation, RelationType
 from tests.support import KeyedEmbedder, at_cosine
@@ -505,3 +505,67 @@ async def test_two_readers_boosting_the_same_results_at_once_both_count(make_apo
     assert [pytest.approx(0.54)] * 2 == [
         (await apollo.get_entry(entry_id)).confidence for entry_id in (target, other)
     ]
+
+
+# ------------------------------------------------------------ units of work broken apart
+
+
+async def _kafka(apollo, embedder):
+    embedder.set("query about kafka", embedder.basis(0))
+    ids = []
+    for i, text in enumerate(("kafka orders partitions", "kafka replicates logs")):
+        embedder.set(text, at_cosine(embedder.basis(0), 0.9 - i / 10, i + 1))
+        ids.append((await apollo.client(f"agent-{i}").store_knowledge(content=text)).entry_id)
+    return ids
+
+
+async def test_a_query_the_store_breaks_apart_runs_again_whole(make_apollo):
+    """The store aborts a query's transaction for a concurrent one (a deadlock) after its
+    boost: the query runs again whole and answers; each entry is boosted, counted and
+    logged once, as if the first attempt never happened."""
+    embedder = KeyedEmbedder(16)
+    apollo = await make_apollo(embedder=embedder, faulty=True)
+    ids = await _kafka(apollo, embedder)
+    apollo.deps.store.faults.fail_once("access_log.record", error=TransientConflict)
+
+    result = await apollo.client("reader").query_knowledge(query="query about kafka")
+
+    assert sorted(ids) == sorted(e.id for e in result.entries)
+    for entry_id in ids:
+        entry = await apollo.get_entry(entry_id)
+        assert (0.52, 1) == (round(entry.confidence, 6), entry.access_count)
+    async with apollo.store.unit_of_work() as uow:
+        assert 2 == await uow.access_log.count("query")
+
+
+async def test_a_query_broken_apart_three_times_fails_and_changes_nothing(make_apollo):
+    """Runs again are bounded: the third abort reaches the caller (a busy store, 503 with
+    Retry-After at the HTTP edge), and nothing of any attempt is kept."""
+    embedder = KeyedEmbedder(16)
+    apollo = await make_apollo(embedder=embedder, faulty=True)
+    ids = await _kafka(apollo, embedder)
+    for call in (1, 2, 3):
+        apollo.deps.store.faults.fail_once("entries.boost", call=call, error=TransientConflict)
+
+    with pytest.raises(TransientConflict):
+        await apollo.client("reader").query_knowledge(query="query about kafka")
+
+    assert 3 == apollo.deps.store.faults.calls.count("entries.boost")
+    for entry_id in ids:
+        entry = await apollo.get_entry(entry_id)
+        assert (0.5, 0) == (entry.confidence, entry.access_count)
+
+
+async def test_an_ingest_the_store_breaks_apart_runs_again_whole(make_apollo):
+    """The store aborts an ingest's transaction just before its commit: the ingest runs
+    again whole; one entry, one origin, one expertise count, one queued scan."""
+    apollo = await make_apollo(faulty=True)
+    apollo.deps.store.faults.fail_once("commit", error=TransientConflict)
+
+    result = await apollo.client("claude-a").store_knowledge(content=TARGET)
+
+    assert (Outcome.CREATED, Status.CANDIDATE) == (result.outcome, result.status)
+    assert [("claude-a", EvidenceKind.ORIGIN)] == await _kinds(apollo, result.entry_id)
+    async with apollo.store.unit_of_work() as uow:
+        assert [1] == [r.entry_count for r in await uow.expertise.for_agent("claude-a")]
+        assert 1 == await uow.outbox.pending()
