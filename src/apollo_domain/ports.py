@@ -385,6 +385,11 @@ class EntryRepository(Protocol):
         """Erasure: forget when ``earner`` earned retrieval boosts (see :meth:`boost`);
         returns how many records there were."""
 
+    async def forget_boosts_before(self, cutoff: datetime) -> int:
+        """Forget every record of a retrieval boost earned at or before ``cutoff`` (one a
+        window ending at or before now no longer holds back: see :meth:`boost`); returns
+        how many there were."""
+
     async def boost_each(self, boosts: Sequence[tuple[UUID, float, datetime]]) -> dict[UUID, float]:
         """:meth:`boost` (``count_access=False``) of each ``(entry_id, amount, now)``, in
         order: an entry named twice is boosted twice. Returns the final confidences."""

@@ -262,3 +262,24 @@ async def test_deleting_or_erasing_forgets_the_boosts_earned(make_apollo):
     async with apollo.store.unit_of_work() as uow:
         assert await uow.entries.get(ids[0]) is None
         assert 2 == await uow.entries.forget_earner("reader")  # two entries are left
+
+
+async def test_the_decay_cycle_forgets_boosts_whose_window_has_passed(make_apollo):
+    """A record that no longer holds a boost back is dropped by the periodic decay; one
+    still inside its window is kept, and keeps holding the boost back."""
+    clock = ManualClock(EPOCH)
+    embedder = KeyedEmbedder(16)
+    apollo = await make_apollo(embedder=embedder, clock=clock)
+    ids = list((await _seed(apollo, embedder)).values())
+    await apollo.client("early").query_knowledge(query="query about kafka")
+    clock.advance(minutes=30)
+    await apollo.client("late").query_knowledge(query="query about kafka")
+    clock.advance(minutes=30)  # early's window has just passed; late's has not
+    await apollo.run_decay_cycle()
+    async with apollo.store.unit_of_work() as uow:
+        assert 0 == await uow.entries.forget_boosts_before(EPOCH)  # early's are gone
+    before = await _confidences(apollo, ids)
+    await apollo.client("late").query_knowledge(query="query about kafka")
+    assert before == await _confidences(apollo, ids)
+    async with apollo.store.unit_of_work() as uow:
+        assert 3 == await uow.entries.forget_earner("late")

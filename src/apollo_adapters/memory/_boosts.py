@@ -51,3 +51,14 @@ class BoostLedger:
                 forgotten += 1
                 undo.append(partial(self._restore, entry_id, earner, previous))
         return forgotten
+
+    def forget_before(self, cutoff: datetime, undo: Undo) -> int:
+        """Forget every row at or before ``cutoff``; returns how many there were."""
+        forgotten = 0
+        for entry_id, earned in self._last.items():
+            for earner, last in list(earned.items()):
+                if last <= cutoff:
+                    del earned[earner]
+                    forgotten += 1
+                    undo.append(partial(self._restore, entry_id, earner, last))
+        return forgotten

@@ -176,6 +176,9 @@ class InMemoryEntryRepository(_Repository):
     async def forget_earner(self, earner: str) -> int:
         return self._store._entries.boosts.forget(earner, self._uow._open("entries"))
 
+    async def forget_boosts_before(self, cutoff: datetime) -> int:
+        return self._store._entries.boosts.forget_before(cutoff, self._uow._open("entries"))
+
     async def boost_each(self, boosts: Sequence[tuple[UUID, float, datetime]]) -> dict[UUID, float]:
         undo = self._uow._open("entries")
         final: dict[UUID, float] = {}

@@ -557,6 +557,11 @@ class PostgresEntryRepository:
     async def forget_earner(self, earner: str) -> int:
         return await self._s.execute("DELETE FROM retrieval_boosts WHERE earner = %s", (earner,))
 
+    async def forget_boosts_before(self, cutoff: datetime) -> int:
+        return await self._s.execute(
+            "DELETE FROM retrieval_boosts WHERE boosted_at <= %s", (cutoff,)
+        )
+
     async def boost_each(self, boosts: Sequence[tuple[UUID, float, datetime]]) -> dict[UUID, float]:
         rounds: list[dict[UUID, tuple[float, datetime]]] = []  # round k: each entry's k-th
         for entry_id, amount, now in boosts:
