@@ -15,6 +15,10 @@ Runs every mode against the in-memory store (and PostgreSQL with ``--postgres``)
 hashing embedder and, unless ``--no-model``, the bundled all-MiniLM-L6-v2 model::
 
     PYTHONPATH=src python benchmarks/retrieval_bench.py [--people 60] [--postgres]
+
+Each embedder's relevance floor applies (``--no-floor``: none, to compare). Entry ids come
+from a generator seeded with ``--seed``, so ties among equal scores rank the same way on
+every run and two runs differ only by what changed.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import uuid
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -314,14 +319,24 @@ VARIANTS = (
 )
 
 
+def seeded_uuid4(seed: int) -> Any:
+    """A stand-in for :func:`uuid.uuid4` drawing from a generator seeded with ``seed``."""
+    rng = random.Random(seed)
+    return lambda: uuid.UUID(int=rng.getrandbits(128), version=4)
+
+
 async def evaluate(
     store: Store,
     embedder: Embedder,
     notes: Sequence[str],
     questions: Sequence[tuple[str, str, set[int]]],
+    floor: float | None = None,
 ) -> dict[str, Any]:
+    """Recall and latency of each variant; ``floor`` replaces the embedder's relevance
+    floor (-1: none)."""
+
     def over(fusion: str) -> Apollo:
-        settings = RetrievalSettings(fusion=fusion)
+        settings = RetrievalSettings(fusion=fusion, relevance_floor=floor)
         return Apollo.with_store(store, embedder=embedder, clock=ManualClock(), retrieval=settings)
 
     ids: list[uuid.UUID | None] = []
@@ -370,15 +385,19 @@ async def evaluate(
     return found
 
 
-async def run_memory(embedder: Embedder, notes: list[str], questions: Any) -> dict[str, Any]:
+async def run_memory(
+    embedder: Embedder, notes: list[str], questions: Any, floor: float | None = None
+) -> dict[str, Any]:
     store = InMemoryStore()
     try:
-        return await evaluate(store, embedder, notes, questions)
+        return await evaluate(store, embedder, notes, questions, floor)
     finally:
         await store.close()
 
 
-async def run_postgres(embedder: Embedder, notes: list[str], questions: Any) -> dict[str, Any]:
+async def run_postgres(
+    embedder: Embedder, notes: list[str], questions: Any, floor: float | None = None
+) -> dict[str, Any]:
     from apollo_adapters.postgres import PostgresStore
 
     async with embedded_database("retrieval") as conninfo:
@@ -386,7 +405,7 @@ async def run_postgres(embedder: Embedder, notes: list[str], questions: Any) -> 
             conninfo, embedder_model_id=embedder.model_id, dimension=embedder.dimension
         )
         try:
-            return await evaluate(store, embedder, notes, questions)
+            return await evaluate(store, embedder, notes, questions, floor)
         finally:
             await store.close()
 
@@ -407,16 +426,24 @@ async def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--postgres", action="store_true", help="also run on PostgreSQL")
     parser.add_argument("--no-model", action="store_true", help="hashing embedder only")
+    parser.add_argument("--no-floor", action="store_true", help="no relevance floor")
     parser.add_argument("--output", type=Path, help="folder for the JSON (benchmarks/results)")
     args = parser.parse_args(argv)
     notes, questions = corpus(args.people, args.seed)
+    floor = -1.0 if args.no_floor else None
     rows = []
-    payload: dict[str, Any] = {"machine": machine(), "notes": len(notes), "runs": {}}
+    payload: dict[str, Any] = {
+        "machine": machine(),
+        "notes": len(notes),
+        "relevance_floor": "none" if args.no_floor else "the embedder's",
+        "runs": {},
+    }
     stores = ["memory", *(["postgres"] if args.postgres else [])]
     for label, embedder in embedders(not args.no_model):
         for store in stores:
             run = run_memory if store == "memory" else run_postgres
-            found = await run(embedder, notes, questions)
+            with mock.patch("uuid.uuid4", seeded_uuid4(args.seed)):
+                found = await run(embedder, notes, questions, floor)
             payload["runs"][f"{store}/{label}"] = found
             for mode, numbers in found.items():
                 if mode == "stored":
@@ -435,7 +462,10 @@ async def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                     ]
                 )
     stored = {run: found["stored"] for run, found in payload["runs"].items()}
-    print(f"{len(notes)} notes ({stored} stored), {len(questions)} questions")
+    print(
+        f"{len(notes)} notes ({stored} stored), {len(questions)} questions, relevance floor: "
+        f"{payload['relevance_floor']}"
+    )
     print(
         table(
             rows,

@@ -14,6 +14,7 @@ from uuid import UUID, uuid4
 from attrs import evolve, frozen
 from hypothesis import strategies as st
 
+from apollo_domain.confusables import CONFUSABLES
 from apollo_domain.model import AccessScope, ContentType, Entry, Relation, SourceRef, Status, Viewer
 from apollo_domain.normalize import content_hash, make_source
 from apollo_domain.retry import OutboxRetry
@@ -68,6 +69,30 @@ raw_tags = st.text(max_size=15) | st.sampled_from(
     ("c#", ".NET", " C++ ", "Node.js", "Machine Learning", "--x--", "!!!", "python", "PYTHON")
 )
 raw_tag_lists = st.lists(raw_tags, max_size=25)
+
+#: The ranges of the Unicode property Default_Ignorable_Code_Point (Unicode 15).
+DEFAULT_IGNORABLE_RANGES = (
+    (0x00AD, 0x00AD),
+    (0x034F, 0x034F),
+    (0x061C, 0x061C),
+    (0x115F, 0x1160),
+    (0x17B4, 0x17B5),
+    (0x180B, 0x180F),
+    (0x200B, 0x200F),
+    (0x202A, 0x202E),
+    (0x2060, 0x206F),
+    (0x3164, 0x3164),
+    (0xFE00, 0xFE0F),
+    (0xFEFF, 0xFEFF),
+    (0xFFA0, 0xFFA0),
+    (0xFFF0, 0xFFF8),
+    (0x1BCA0, 0x1BCA3),
+    (0x1D173, 0x1D17A),
+    (0xE0000, 0xE0FFF),
+)
+default_ignorables = st.one_of(
+    [st.integers(low, high).map(chr) for low, high in DEFAULT_IGNORABLE_RANGES]
+)
 
 ascii_words = st.text(alphabet="abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ", min_size=1)
 whitespace_runs = st.text(alphabet=" \t\n\r", min_size=1, max_size=4)
@@ -237,6 +262,48 @@ def relations(draw: st.DrawFn) -> Relation:
 
 relation_lists = st.lists(relations(), max_size=20)
 
+# -- restatements ----------------------------------------------------------------------
+
+_CLAIM_WORDS = st.sampled_from(
+    ["Redis", "PostgreSQL", "port", "9187", "exporter", "replication", "cache", "is", "the",
+     "enabled", "disabled", "uses", "TLS", "on", "by", "default", "keeps", "memory"]
+)  # fmt: skip
+
+
+@st.composite
+def restatements(draw: st.DrawFn) -> tuple[str, str]:
+    """A claim and a restatement of it: the same words, with a ``not`` (or ``never``)
+    inserted at some position, or unchanged."""
+    words = draw(st.lists(_CLAIM_WORDS, min_size=1, max_size=10))
+    restated = list(words)
+    if draw(st.booleans()):
+        at = draw(st.integers(min_value=0, max_value=len(words)))
+        restated.insert(at, draw(st.sampled_from(["not", "never"])))
+    return " ".join(words), " ".join(restated)
+
+
+# -- disguises ---------------------------------------------------------------------------
+
+_LATIN_TWINS: dict[str, list[str]] = {}
+for _letter, _latin in CONFUSABLES.items():
+    _LATIN_TWINS.setdefault(_latin, []).append(_letter)
+
+
+@st.composite
+def disguised_texts(draw: st.DrawFn) -> tuple[str, str]:
+    """An ASCII text and a copy with some of its letters swapped for Cyrillic or Greek
+    look-alikes (possibly none); a Latin letter without a look-alike stays in the copy
+    (a text without any Latin letter disguises nothing)."""
+    keep = draw(st.text(alphabet="fgnrz", min_size=1, max_size=3))
+    text = keep + draw(st.text(alphabet="abcdehijopsxyABCEHIKMOPTXY .,0123456789"))
+    letters = list(text)
+    for i, letter in enumerate(letters):
+        twins = _LATIN_TWINS.get(letter)
+        if twins and draw(st.booleans()):
+            letters[i] = draw(st.sampled_from(twins))
+    return text, "".join(letters)
+
+
 # -- example factory -------------------------------------------------------------------
 
 
@@ -263,6 +330,7 @@ def make_entry(**overrides: Any) -> Entry:
 
 
 __all__ = [
+    "DEFAULT_IGNORABLE_RANGES",
     "EPOCH",
     "GRAPH_NODES",
     "KNOWN_PROVIDER_NAMES",
@@ -275,6 +343,8 @@ __all__ = [
     "content_types",
     "credibilities",
     "datetimes",
+    "default_ignorables",
+    "disguised_texts",
     "entries",
     "entry_counts",
     "failure_counts",
@@ -296,6 +366,7 @@ __all__ = [
     "relation_types",
     "relation_weights",
     "relations",
+    "restatements",
     "scopes",
     "similarities",
     "source_lists",

@@ -14,7 +14,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from attrs import frozen
+from attrs import evolve, frozen
 
 from apollo_adapters.clock import ManualClock, SystemClock
 from apollo_adapters.embedders import CachingEmbedder, HashingEmbedder
@@ -122,13 +122,25 @@ async def open_postgres(conninfo: str, embedder: Embedder, *, migrate: bool = Tr
     )
 
 
+def relevance_floor_of(embedder: Embedder) -> float | None:
+    """The cosine under which ``embedder``'s query matches say nothing: the
+    ``relevance_floor`` it declares (calibrated by ``benchmarks/relevance_floor_bench.py``),
+    or None (no floor) for an embedder that declares none."""
+    floor = getattr(embedder, "relevance_floor", None)
+    return None if floor is None else float(floor)
+
+
 def wire(store: Store, overrides: Overrides = Overrides()) -> Deps:
-    """The use cases' ports over ``store``."""
+    """The use cases' ports over ``store``. The retrieval settings' relevance floor, unless
+    set, is the embedder's (:func:`relevance_floor_of`)."""
     embedder = overrides.embedder
     if embedder is None:
         embedder = default_embedder()
     elif not isinstance(embedder, CachingEmbedder):
         embedder = CachingEmbedder(embedder, max_entries=EMBEDDING_CACHE_SIZE)
+    retrieval = overrides.retrieval or RetrievalSettings()
+    if retrieval.relevance_floor is None:  # the floor belongs to the embedder
+        retrieval = evolve(retrieval, relevance_floor=relevance_floor_of(embedder))
     return Deps(
         store=store,
         embedder=embedder,
@@ -136,7 +148,7 @@ def wire(store: Store, overrides: Overrides = Overrides()) -> Deps:
         clock=overrides.clock or SystemClock(),
         policy=overrides.policy or ConfidencePolicy(),
         llm=overrides.llm,
-        retrieval=overrides.retrieval or RetrievalSettings(),
+        retrieval=retrieval,
         extractor=overrides.extractor or HeuristicEntityExtractor(),
         outbox_retry=overrides.outbox_retry or OutboxRetry(),
         boost_window=(
@@ -172,6 +184,7 @@ def build_embedder(settings: Settings) -> Embedder:
             settings.embedding_model,
             settings.llm_api_key,
             dimension=settings.embedding_dimension,
+            relevance_floor=settings.relevance_floor,
         )
     raise ConfigurationError("APOLLO_EMBEDDER", f"unknown embedder {settings.embedder!r}")
 
@@ -267,7 +280,7 @@ async def open_durable(settings: Settings, overrides: Overrides = Overrides()) -
             judge=judge,
             llm=llm,
             policy=overrides.policy or settings.policy,
-            retrieval=overrides.retrieval,
+            retrieval=overrides.retrieval or settings.retrieval,
             extractor=overrides.extractor,
             outbox_retry=overrides.outbox_retry or settings.outbox_retry,
             boost_window=(
@@ -360,12 +373,16 @@ async def open_bus(
     return InProcessBus(topology, max_redeliveries=settings.max_redeliveries)
 
 
-async def connect_broker(amqp_url: str, topology: Topology | None = None) -> MessageBus:
+async def connect_broker(
+    amqp_url: str, topology: Topology | None = None, *, declare_topology: bool = True
+) -> MessageBus:
     """A RabbitMQ bus at ``amqp_url`` declaring ``topology`` (the production names by
-    default): client mode's transport."""
+    default; not declared when ``declare_topology`` is false): client mode's transport."""
     from apollo_adapters.rabbitmq import AiormqBus
 
-    return await AiormqBus.connect(amqp_url, topology=topology or Topology())
+    return await AiormqBus.connect(
+        amqp_url, topology=topology or Topology(), declare_topology=declare_topology
+    )
 
 
 __all__ = [
@@ -387,6 +404,7 @@ __all__ = [
     "open_bus",
     "open_durable",
     "open_postgres",
+    "relevance_floor_of",
     "server_folder",
     "topology_of",
     "wire",

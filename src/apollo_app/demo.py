@@ -19,7 +19,9 @@ import numpy as np
 from apollo_domain.commands import LabelSource
 from apollo_domain.credibility import SourceCredibility
 from apollo_domain.errors import NotFound
+from apollo_domain.expertise import proficiency
 from apollo_domain.model import Entry, Outcome, Principal, Role, Status
+from apollo_domain.rules import AGREEING_KINDS
 from apollo_domain.traversal import DECAY_PER_HOP
 
 from .bootstrap import ManualClock, manual_clock, server_folder
@@ -521,25 +523,31 @@ async def _resolve(tour: Tour, human: Client, ids: dict[str, UUID]) -> None:
 
 async def _active_by_agent_domain(
     tour: Tour, ids: Mapping[str, UUID], viewer: Principal
-) -> dict[tuple[str, str], list[float]]:
-    """The viewer's visible active entries, by (agent, domain): what its expertise views
-    are computed from."""
-    groups: dict[tuple[str, str], list[float]] = {}
-    for entry_id in ids.values():
+) -> tuple[dict[tuple[str, str], list[Entry]], dict[tuple[str, str], int]]:
+    """The viewer's visible active entries by (agent, domain), and the corroborations and
+    agreements each agent earned on them by domain: what its expertise views are computed
+    from."""
+    groups: dict[tuple[str, str], list[Entry]] = {}
+    earned: dict[tuple[str, str], int] = {}
+    for entry_id in dict.fromkeys(ids.values()):
         try:
             entry = await tour.apollo.get_entry(entry_id, principal=viewer)
         except NotFound:
             continue
         if entry.is_active:
             key = (entry.source.agent_id, entry.knowledge_domain)
-            groups.setdefault(key, []).append(entry.confidence)
-    return groups
+            groups.setdefault(key, []).append(entry)
+            for item in await tour.apollo.get_evidence(entry_id):
+                if item.kind in AGREEING_KINDS:
+                    mine = (item.source.agent_id, entry.knowledge_domain)
+                    earned[mine] = earned.get(mine, 0) + 1
+    return groups, earned
 
 
 async def _expertise(tour: Tour, human: Client, ids: dict[str, UUID], when: str) -> None:
     tour.step(f"Expertise and domains at risk, {when}")
     await tour.apollo.aggregate_expertise()
-    groups = await _active_by_agent_domain(tour, ids, human.principal)
+    groups, earned = await _active_by_agent_domain(tour, ids, human.principal)
     domains = sorted({domain for _, domain in groups})
     mismatched = []
     for domain in domains:
@@ -547,18 +555,20 @@ async def _expertise(tour: Tour, human: Client, ids: dict[str, UUID], when: str)
         shown = ", ".join(f"{r.agent_id} {r.proficiency:.2f} ({r.entry_count})" for r in records)
         tour.say(f"{domain:11} {shown}")
         for r in records:
-            confidences = groups.get((r.agent_id, domain), [])
-            expected = (
-                min(sum(confidences) / len(confidences) * math.log2(len(confidences) + 1), 1.0)
-                if confidences
-                else 0.0
+            entries = groups.get((r.agent_id, domain), [])
+            expected = proficiency(
+                sum(e.confidence for e in entries) / len(entries) if entries else 0.0,
+                len(entries),
+                sum(e.status is Status.CONFIRMED for e in entries),
+                earned.get((r.agent_id, domain), 0),
             )
             if not math.isclose(r.proficiency, expected, abs_tol=1e-6):
                 mismatched.append((r.agent_id, domain, r.proficiency, expected))
     tour.why(
         "proficiency = min(average confidence of the agent's active entries x log2(n + 1), 1), "
-        f"over the entries {human.principal.id} may see (alice's private lab note is not among "
-        "them)"
+        "n = its confirmed entries + the corroborations it earned + 0.25 per other entry "
+        f"(at most 0.5), over the entries {human.principal.id} may see (alice's private lab "
+        "note is not among them)"
     )
     tour.expect(not mismatched, "every proficiency follows the formula", mismatched or None)
     at_risk = await human.domains_at_risk(min_agents=2)

@@ -10,10 +10,12 @@ from typing import Any
 
 from attrs import evolve, field, frozen
 
-from apollo_domain.errors import ConfigurationError, ValidationError
+from apollo_domain.errors import ConfigurationError, Forbidden, ValidationError
 from apollo_domain.model import Principal, Role
 from apollo_domain.policy import ConfidencePolicy
+from apollo_domain.retrieval import RetrievalSettings
 from apollo_domain.retry import OutboxRetry
+from apollo_domain.rules import check_agent_id
 from apollo_domain.secrets import MASK, redact
 
 EMBEDDERS = ("hashing", "sentence-transformers", "openai")
@@ -97,19 +99,33 @@ class Settings:
     http_host: str = "127.0.0.1"
     http_port: int = 8765
     http_enabled: bool = True
+    #: A client has ``http_header_timeout`` seconds to send a request's line and headers,
+    #: then ``http_body_timeout`` seconds for its body (else 408, connection closed); with
+    #: ``http_max_connections`` connections open or requests in flight, requests get 503.
+    http_header_timeout: float = 10.0
+    http_body_timeout: float = 30.0
+    http_max_connections: int = 512
     api_tokens: Mapping[str, str] = field(factory=dict, converter=_tokens, repr=_tokens_repr)
     #: Broker users whose messages may credit other agents and carry the identity header
     #: (``None``: every user, the seed's shared-transport mesh).
     gateway_users: frozenset[str] | None = None
     #: Broker users whose messages may run admin commands (none by default).
     admin_users: frozenset[str] = frozenset()
+    #: With gateways listed, whether a message without a broker-verified ``user_id`` is
+    #: taken (as the one anonymous source) instead of dead-lettered ``unauthenticated``.
+    allow_anonymous_publishers: bool = False
     decay_interval: float = 3600.0
     #: Seconds in which a principal earns one retrieval boost per entry (``None``: the
     #: decay interval).
     boost_window_seconds: float | None = None
     expertise_interval: float = 1800.0
     corroboration_interval: float = 900.0
-    outbox_interval: float = 5.0
+    #: The outbox drainer runs contradiction scans as soon as work is committed, with
+    #: ``outbox_workers`` runs at once (0: this process leaves them to others);
+    #: ``outbox_interval`` is how often an idle one looks for work queued by other
+    #: processes or retries that came due.
+    outbox_interval: float = 1.0
+    outbox_workers: int = 2
     #: A failed outbox item waits ``outbox_retry_base · 2^failures`` seconds, at most
     #: ``outbox_retry_max``, and is dead after ``outbox_max_attempts`` failures; a claimed
     #: item is leased to its claimer for ``outbox_lease`` seconds.
@@ -118,6 +134,9 @@ class Settings:
     outbox_max_attempts: int = 20
     outbox_lease: float = 900.0
     corroboration_batch: int = 100
+    #: Access-log rows older than this many days are deleted by a periodic job (run with
+    #: the decay cycle); 0 keeps them forever.
+    access_log_retention_days: int = 30
     prefetch: int = 16
     #: The ingest consumer commits up to ``ingest_batch`` ``store_knowledge`` messages in
     #: one transaction: those that arrived within ``ingest_batch_ms`` of the first (1: each
@@ -131,6 +150,9 @@ class Settings:
     #: which a narrower search finds as an exact scan does (benchmarks/ingest_recall_bench.py).
     ingest_ef_search: int = 64
     rpc_timeout: float = 10.0
+    #: The cosine a query's vector match needs to count (``None``: the embedder's own,
+    #: calibrated floor; set it for an OpenAI-compatible model Apollo has no floor for).
+    relevance_floor: float | None = None
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -172,16 +194,21 @@ class Settings:
         text("APOLLO_HTTP_HOST", "http_host")
         number("APOLLO_EMBEDDING_DIMENSION", "embedding_dimension", int, 1, 16_000)
         number("APOLLO_HTTP_PORT", "http_port", int, 1, 65_535)
+        number("APOLLO_HTTP_HEADER_TIMEOUT", "http_header_timeout", float, 0.01, 3_600)
+        number("APOLLO_HTTP_BODY_TIMEOUT", "http_body_timeout", float, 0.01, 3_600)
+        number("APOLLO_HTTP_MAX_CONNECTIONS", "http_max_connections", int, 1, 100_000)
         number("APOLLO_DECAY_INTERVAL", "decay_interval", float, 1, 7 * 86_400)
         number("APOLLO_BOOST_WINDOW_SECONDS", "boost_window_seconds", float, 0, 365 * 86_400)
         number("APOLLO_EXPERTISE_INTERVAL", "expertise_interval", float, 1, 7 * 86_400)
         number("APOLLO_CORROBORATION_INTERVAL", "corroboration_interval", float, 1, 7 * 86_400)
         number("APOLLO_OUTBOX_INTERVAL", "outbox_interval", float, 0.05, 3_600)
+        number("APOLLO_OUTBOX_WORKERS", "outbox_workers", int, 0, 64)
         number("APOLLO_OUTBOX_RETRY_BASE_SECONDS", "outbox_retry_base", float, 0.01, 86_400)
         number("APOLLO_OUTBOX_RETRY_MAX_SECONDS", "outbox_retry_max", float, 0.01, 7 * 86_400)
         number("APOLLO_OUTBOX_MAX_ATTEMPTS", "outbox_max_attempts", int, 1, 1_000)
         number("APOLLO_OUTBOX_LEASE_SECONDS", "outbox_lease", float, 1, 86_400)
         number("APOLLO_CORROBORATION_BATCH", "corroboration_batch", int, 1, 100_000)
+        number("APOLLO_ACCESS_LOG_RETENTION_DAYS", "access_log_retention_days", int, 0, 36_500)
         number("APOLLO_PREFETCH", "prefetch", int, 1, 10_000)
         number("APOLLO_INGEST_BATCH", "ingest_batch", int, 1, 1_000)
         number("APOLLO_INGEST_BATCH_MS", "ingest_batch_ms", float, 0, 1_000)
@@ -190,6 +217,7 @@ class Settings:
         number("APOLLO_EF_SEARCH", "ef_search", int, 1, 1_000)
         number("APOLLO_INGEST_EF_SEARCH", "ingest_ef_search", int, 1, 1_000)
         number("APOLLO_RPC_TIMEOUT", "rpc_timeout", float, 0.1, 3_600)
+        number("APOLLO_RELEVANCE_FLOOR", "relevance_floor", float, -1, 1)
 
         if "database_url" in kwargs:
             check_database_url("APOLLO_DATABASE_URL", kwargs["database_url"])
@@ -198,14 +226,16 @@ class Settings:
                 "APOLLO_EMBEDDER",
                 f"must be one of {', '.join(EMBEDDERS)}, got {kwargs['embedder']!r}",
             )
-        enabled = env.get("APOLLO_HTTP_ENABLED")
-        if enabled is not None and enabled.strip():
-            flag = enabled.strip().lower()
-            if flag not in _BOOLEANS:
-                raise ConfigurationError(
-                    "APOLLO_HTTP_ENABLED", f"must be true or false, got {enabled!r}"
-                )
-            kwargs["http_enabled"] = _BOOLEANS[flag]
+        for name, key in (
+            ("APOLLO_HTTP_ENABLED", "http_enabled"),
+            ("APOLLO_ALLOW_ANONYMOUS_PUBLISHERS", "allow_anonymous_publishers"),
+        ):
+            enabled = env.get(name)
+            if enabled is not None and enabled.strip():
+                flag = enabled.strip().lower()
+                if flag not in _BOOLEANS:
+                    raise ConfigurationError(name, f"must be true or false, got {enabled!r}")
+                kwargs[key] = _BOOLEANS[flag]
         gateways = env.get("APOLLO_GATEWAY_USERS")
         if gateways is not None and gateways.strip():
             kwargs["gateway_users"] = parse_users("APOLLO_GATEWAY_USERS", gateways)
@@ -243,8 +273,17 @@ class Settings:
     def bus_principal(self, user_id: str | None) -> Principal:
         """The principal of a message with the broker-verified ``user_id``: an admin when
         listed in ``admin_users``, a gateway when listed in ``gateway_users`` (or all are),
-        else a writer; no user id is the anonymous writer of global data."""
+        else a writer. No user id is the anonymous writer of global data (one source,
+        whatever its messages say) when every user is a gateway or
+        ``allow_anonymous_publishers``; with gateways listed it is otherwise refused
+        (:class:`Forbidden` ``unauthenticated``, naming ``user_id``)."""
         if user_id is None:
+            if self.gateway_users is not None and not self.allow_anonymous_publishers:
+                raise Forbidden(
+                    "unauthenticated: the message has no broker-verified user_id, and "
+                    "APOLLO_ALLOW_ANONYMOUS_PUBLISHERS is off",
+                    field="user_id",
+                )
             return Principal(None)
         if user_id in self.admin_users:
             return Principal(user_id, role=Role.ADMIN)
@@ -274,6 +313,14 @@ class Settings:
             self.outbox_max_attempts,
             self.outbox_lease,
         )
+
+    @property
+    def retrieval(self) -> RetrievalSettings | None:
+        """Retrieval settings with ``APOLLO_RELEVANCE_FLOOR`` when it is set, else None
+        (the defaults, with the embedder's floor)."""
+        if self.relevance_floor is None:
+            return None
+        return RetrievalSettings(relevance_floor=self.relevance_floor)
 
     @property
     def secrets(self) -> tuple[str, ...]:
@@ -311,6 +358,7 @@ def principal_of_grant(grant: str) -> Principal:
         raise ValidationError("grant", f"expected principal[:role[:agent]], got {grant!r}")
     role = parts[1] if len(parts) > 1 and parts[1] else Role.WRITER
     agent = parts[2] if len(parts) > 2 and parts[2] else None
+    check_agent_id("agent_id", agent or parts[0])  # the agent the token acts as
     return Principal(parts[0], role=role, agent=agent)
 
 

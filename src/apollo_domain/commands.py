@@ -20,10 +20,10 @@ from typing import Any, Final, Generic, TypeVar, get_args, get_origin
 
 from attrs import field, frozen
 
+from . import bounds as b
 from .errors import ValidationError
 from .expertise import DomainCoverage
 from .model import AccessScope, ContentType, Entry, Evidence, RelationType, Status
-from .normalize import MAX_CONTENT_CHARS, MAX_TAG_CHARS
 from .ports import ExpertiseRecord, StoreStats
 from .results import (
     AgentProfile,
@@ -52,7 +52,6 @@ from .services.entity_reads import (
 )
 from .services.query import DEFAULT_MODE, MAX_LIMIT, MAX_QUERY_CHARS, QUERY_MODES
 from .traversal import MAX_DEPTH
-from .validation import MAX_JSON_DEPTH
 
 R = TypeVar("R")
 
@@ -64,9 +63,12 @@ def doc(description: str, **schema: Any) -> dict[str, Any]:
 
 _UNIT = {"minimum": 0, "maximum": 1}
 _AGENT = doc(
-    "Agent credited with the action (attribution only, never identity; truncated to 100 "
-    "characters). Default: the caller's own agent."
+    "Agent credited with the action (attribution only, never identity). Default: the "
+    "caller's own agent.",
+    maxLength=b.AGENT_ID.limit,
 )
+#: An agent a command is about (refused naming ``agent_id`` over the bound).
+_SUBJECT: dict[str, Any] = {"minLength": 1, "maxLength": b.AGENT_ID.limit}
 _ENTRY_ID = doc("The entry's id.", format="uuid")
 _TAG_FILTER = doc(
     "Only entries having at least one of these tags (a non-empty list that normalizes to "
@@ -108,7 +110,12 @@ def result_type(kind: type[Command[Any]]) -> Any:
 class StoreKnowledge(Command[IngestResult]):
     """Store knowledge: created, deduplicated, corroborated or rejected."""
 
-    content: str = field(metadata=doc("The knowledge to store.", maxLength=MAX_CONTENT_CHARS))
+    content: str = field(
+        metadata=doc(
+            "The knowledge to store; it must show something (not only invisible characters).",
+            maxLength=b.CONTENT.limit,
+        )
+    )
     content_type: str | None = field(
         default="observation",
         metadata=doc(
@@ -118,23 +125,33 @@ class StoreKnowledge(Command[IngestResult]):
     )
     tags: tuple[str, ...] | None = field(
         default=None,
-        metadata=doc(f"Up to 10 tags, each at most {MAX_TAG_CHARS} characters once normalized."),
+        metadata=doc(
+            f"Up to {b.TAG_COUNT.limit} distinct tags, each at most {b.TAG.limit} characters "
+            "once normalized.",
+        ),
     )
     context: dict[str, Any] | None = field(
         default=None,
         metadata=doc(
-            f"Caller context stored with the entry (nested at most {MAX_JSON_DEPTH} levels)."
+            "Caller context stored with the entry (nested at most "
+            f"{b.JSON_DEPTH.limit} levels, at most {b.CONTEXT_BYTES.limit:,} bytes as JSON)."
         ),
     )
     source_provider: str | None = field(
-        default=None, metadata=doc("Provider of the source; default: derived from the agent id.")
+        default=None,
+        metadata=doc(
+            "Provider of the source; default: derived from the agent id.",
+            maxLength=b.PROVIDER.limit,
+        ),
     )
-    source_channel: str | None = field(default=None, metadata=doc("Channel of the source."))
+    source_channel: str | None = field(
+        default=None, metadata=doc("Channel of the source.", maxLength=b.CHANNEL.limit)
+    )
     knowledge_domain: str | None = field(
         default=None,
         metadata=doc(
             "Domain; default: the first tag, else general. At most "
-            f"{MAX_TAG_CHARS} characters once normalized (like a tag)."
+            f"{b.DOMAIN.limit} characters once normalized (like a tag)."
         ),
     )
     access_scope: str = field(
@@ -144,9 +161,13 @@ class StoreKnowledge(Command[IngestResult]):
             enum=[s.value for s in AccessScope],
         ),
     )
-    submitted_by: str | None = field(default=None, metadata=doc("Who submitted it (free text)."))
+    submitted_by: str | None = field(
+        default=None,
+        metadata=doc("Who submitted it (free text).", maxLength=b.SUBMITTED_BY.limit),
+    )
     submitted_from: str | None = field(
-        default=None, metadata=doc("Where it was submitted from (free text).")
+        default=None,
+        metadata=doc("Where it was submitted from (free text).", maxLength=b.SUBMITTED_FROM.limit),
     )
 
 
@@ -154,7 +175,9 @@ class StoreKnowledge(Command[IngestResult]):
 class StoreMany(Command[list[IngestResult]]):
     """Bulk store: the same rules and outcomes as storing the items one by one, in order."""
 
-    items: tuple[StoreKnowledge, ...] = field(metadata=doc("The items to store, in order."))
+    items: tuple[StoreKnowledge, ...] = field(
+        metadata=doc("The items to store, in order.", maxItems=b.STORE_MANY.limit)
+    )
 
 
 @frozen(kw_only=True)
@@ -174,7 +197,9 @@ class DeprecateEntry(Command[LifecycleResult]):
     """Archive an entry with a reason; repeating the same call is a no-op."""
 
     entry_id: str = field(metadata=_ENTRY_ID)
-    reason: str = field(metadata=doc("Why the entry is deprecated.", minLength=1))
+    reason: str = field(
+        metadata=doc("Why the entry is deprecated.", minLength=1, maxLength=b.REASON.limit)
+    )
 
 
 @frozen(kw_only=True)
@@ -210,7 +235,7 @@ class ArchiveStale(Command[MaintenanceResult]):
 class LabelSource(Command[SourceReport]):
     """Label a source: moderator/admin → credibility 1.0, troll/flagged → 0.05."""
 
-    target_agent_id: str = field(metadata=doc("The source (agent id) labelled.", minLength=1))
+    target_agent_id: str = field(metadata=doc("The source (agent id) labelled.", **_SUBJECT))
     label: str = field(metadata=doc("The label.", enum=["moderator", "admin", "troll", "flagged"]))
 
 
@@ -218,21 +243,21 @@ class LabelSource(Command[SourceReport]):
 class UnlabelSource(Command[SourceReport]):
     """Remove a source's label: its credibility is α / (α + β) again."""
 
-    target_agent_id: str = field(metadata=doc("The source (agent id).", minLength=1))
+    target_agent_id: str = field(metadata=doc("The source (agent id).", **_SUBJECT))
 
 
 @frozen(kw_only=True)
 class GetSource(Command[SourceReport]):
     """A source's standing: α, β, credibility, label, validated and refuted evidence."""
 
-    target_agent_id: str = field(metadata=doc("The source (agent id).", minLength=1))
+    target_agent_id: str = field(metadata=doc("The source (agent id).", **_SUBJECT))
 
 
 @frozen(kw_only=True)
 class EraseAgent(Command[ErasureResult]):
     """Erase an agent: its unconfirmed entries go, its confirmed ones are redacted."""
 
-    target_agent_id: str = field(metadata=doc("The agent to erase.", minLength=1))
+    target_agent_id: str = field(metadata=doc("The agent to erase.", **_SUBJECT))
 
 
 @frozen(kw_only=True)
@@ -319,6 +344,7 @@ class Traverse(Command[list[RelatedEntry]]):
         metadata=doc(
             "Relation types to follow (default: all).",
             examples=[[t.value for t in RelationType]],
+            maxItems=b.RELATION_TYPES.limit,
         ),
     )
 
@@ -364,7 +390,7 @@ class DomainsAtRisk(Command[list[DomainCoverage]]):
 class GetAgentProfile(Command[AgentProfile]):
     """An agent's domains, counts, average confidence and last activity."""
 
-    target_agent_id: str = field(metadata=doc("The agent described.", minLength=1))
+    target_agent_id: str = field(metadata=doc("The agent described.", **_SUBJECT))
 
 
 @frozen(kw_only=True)
@@ -497,6 +523,18 @@ class ProcessOutbox(Command[ContradictionReport]):
     limit: int = field(default=50, metadata=doc("Outbox items processed at most.", minimum=1))
 
 
+@frozen(kw_only=True)
+class TrimAccessLog(Command[MaintenanceResult]):
+    """Delete the access-log rows older than ``days`` days (retention)."""
+
+    days: int = field(
+        default=30,
+        metadata=doc(
+            "Keep the rows of this many days; delete older ones.", minimum=1, maximum=36_500
+        ),
+    )
+
+
 __all__ = [
     "FIELD_ALIASES",
     "QUERY_MODES",
@@ -529,6 +567,7 @@ __all__ = [
     "StoreKnowledge",
     "StoreMany",
     "Traverse",
+    "TrimAccessLog",
     "UnlabelSource",
     "WritebackStore",
     "WritebackVectorize",

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
+from functools import lru_cache
 from types import MappingProxyType
 
 from attrs import frozen
@@ -266,6 +267,7 @@ def _is_entity(token: _Token) -> bool:
     return len(token.text) >= 3 and token.text not in _STOPWORDS
 
 
+@lru_cache(maxsize=16)
 def _profile(text: str) -> _Profile:
     tokens = _tokenize(text)
     return _Profile(
@@ -354,6 +356,35 @@ def _about_the_same_things(shared: frozenset[str], a: frozenset[str], b: frozens
     return len(shared) / smaller >= 0.5
 
 
+def _polarity(a: _Profile, b: _Profile) -> bool | None:
+    """None when the two texts are not about the same things (at least two shared
+    entities, or the only one the shorter text has, and at least half of the shorter
+    text's entities); else whether one flips what the other says by negation or antonym
+    (an odd number of flips: "not enabled" agrees with "disabled")."""
+    antonyms, consumed = _antonym_pairs(a.words, b.words)
+    opposed = frozenset(_stem(word) for word in consumed)
+    entities_a, entities_b = a.entities - opposed, b.entities - opposed
+    shared = entities_a & entities_b
+    if not _about_the_same_things(shared, entities_a, entities_b):
+        return None
+    flips = antonyms
+    in_scope = shared | opposed
+    if _negated(a, in_scope, consumed) != _negated(b, in_scope, consumed):
+        flips += 1
+    return flips % 2 == 1
+
+
+def flips_negation(a: str, b: str) -> bool:
+    """Whether one text says the opposite of the other about the same things: exactly one
+    side negated ("X is not enabled" against "X is enabled") or opposite words ("enabled"
+    against "disabled"). Symmetric; a text never flips itself.
+
+    The one rule that keeps a negated restatement from counting as the same claim: however
+    close the two embed, such a pair is never corroboration, agreement or a near copy, and
+    the contradiction judge sees it (DESIGN §2 "One login, one source")."""
+    return bool(_polarity(_profile(a), _profile(b)))
+
+
 def heuristic_contradicts(new: str, existing: str) -> bool:
     """Whether ``new`` contradicts ``existing`` by negation, antonym or number mismatch.
 
@@ -362,19 +393,10 @@ def heuristic_contradicts(new: str, existing: str) -> bool:
     counts: "Redis is fast" never contradicts "Paris is in France".
     """
     a, b = _profile(new), _profile(existing)
-    antonyms, consumed = _antonym_pairs(a.words, b.words)
-    opposed = frozenset(_stem(word) for word in consumed)
-    entities_a, entities_b = a.entities - opposed, b.entities - opposed
-    shared = entities_a & entities_b
-    if not _about_the_same_things(shared, entities_a, entities_b):
+    flipped = _polarity(a, b)
+    if flipped is None:
         return False
-    flips = antonyms
-    in_scope = shared | opposed
-    if _negated(a, in_scope, consumed) != _negated(b, in_scope, consumed):
-        flips += 1
-    if flips % 2 == 1:
-        return True
-    return _number_mismatch(a, b)
+    return flipped or _number_mismatch(a, b)
 
 
 @frozen
@@ -385,4 +407,9 @@ class HeuristicContradictionJudge:
         return heuristic_contradicts(new, existing)
 
 
-__all__ = ["HEURISTIC_ANTONYMS", "HeuristicContradictionJudge", "heuristic_contradicts"]
+__all__ = [
+    "HEURISTIC_ANTONYMS",
+    "HeuristicContradictionJudge",
+    "flips_negation",
+    "heuristic_contradicts",
+]

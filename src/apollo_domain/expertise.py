@@ -4,16 +4,42 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from typing import Final
 
 from attrs import frozen
 
+CANDIDATE_WEIGHT: Final = 0.25
+"""What one unconfirmed entry (candidate or disputed) adds to the work an agent has shown."""
+CANDIDATE_ALLOWANCE: Final = 0.5
+"""The most that all of an agent's unconfirmed entries in a domain add together: volume
+alone never makes an expert (at most ``log2(1.5)`` ≈ 0.58 of proficiency)."""
 
-def proficiency(average_confidence: float, entry_count: int) -> float:
-    """min(avg confidence of the agent's active entries in the domain · log2(n + 1), 1.0)."""
+
+def shown_work(entry_count: int, confirmed_count: int = 0, corroboration_count: int = 0) -> float:
+    """The ``n`` of the proficiency formula: the agent's confirmed entries, plus the
+    corroborations and agreements it earned (its evidence on others' active entries), plus
+    ``CANDIDATE_WEIGHT`` per other entry, at most ``CANDIDATE_ALLOWANCE`` in all."""
+    confirmed = min(max(confirmed_count, 0), max(entry_count, 0))
+    unconfirmed = max(entry_count, 0) - confirmed
+    allowance = min(CANDIDATE_WEIGHT * unconfirmed, CANDIDATE_ALLOWANCE)
+    return confirmed + max(corroboration_count, 0) + allowance
+
+
+def proficiency(
+    average_confidence: float,
+    entry_count: int,
+    confirmed_count: int = 0,
+    corroboration_count: int = 0,
+) -> float:
+    """min(avg confidence of the agent's active entries in the domain · log2(n + 1), 1.0),
+    with ``n`` the work the agent has shown (:func:`shown_work`), so that proficiency rises
+    with confirmed or corroborated work, not with the number of candidates: three
+    candidates at 0.5 give 0.29, one confirmed entry at 0.8 gives 0.8. 0 for an agent with
+    no active entries in the domain."""
     if entry_count <= 0:
         return 0.0
-    value = max(average_confidence, 0.0) * math.log2(entry_count + 1)
-    return min(value, 1.0)
+    n = shown_work(entry_count, confirmed_count, corroboration_count)
+    return min(max(average_confidence, 0.0) * math.log2(n + 1), 1.0)
 
 
 @frozen
@@ -38,4 +64,11 @@ def domains_at_risk(
     return sorted(risky, key=lambda c: (c.agent_count, c.knowledge_domain))
 
 
-__all__ = ["DomainCoverage", "domains_at_risk", "proficiency"]
+__all__ = [
+    "CANDIDATE_ALLOWANCE",
+    "CANDIDATE_WEIGHT",
+    "DomainCoverage",
+    "domains_at_risk",
+    "proficiency",
+    "shown_work",
+]

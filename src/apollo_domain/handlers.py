@@ -10,7 +10,9 @@ second time: every mutating use case records ``<kind>:<key>`` in the same transa
 its effects and, finding it already recorded, returns its "already applied" result (the
 same shape: ``changed``/``created`` False, zero counts, or the entry or source as it is
 now; an ingest reports the entry it made, outcome ``deduplicated``). A GAS event is
-idempotent by its own request id.
+idempotent by its own request id. Both are the caller's principal's keys
+(:func:`~apollo_domain.services.context.scoped_key`): the same message id or request id
+from another principal is another command.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from attrs import evolve, frozen
 
 from . import commands as c
 from . import services
+from .bounds import STORE_MANY
+from .disclosure import AGENT_VIEWS, hide_agents
 from .errors import Forbidden, NotFound, ValidationError
 from .expertise import DomainCoverage
 from .model import Entry, Evidence
@@ -46,7 +50,7 @@ from .results import (
     RelatedEntry,
     SourceReport,
 )
-from .rules import is_visible
+from .rules import check_agent_id, is_visible
 from .services import Caller, Deps
 from .services.graph import parse_id
 from .writeback import writeback_arguments
@@ -77,6 +81,14 @@ class Handler:
         return self.access is not Access.READ
 
 
+def _submission(caller: Caller, submitted_by: object, submitted_from: object) -> dict[str, Any]:
+    """The submission metadata an ingest records: an edge's own (the principal, the edge),
+    the embedding program's as given."""
+    if caller.edge is not None:
+        return {"submitted_by": caller.principal.id, "submitted_from": caller.edge}
+    return {"submitted_by": submitted_by, "submitted_from": submitted_from}
+
+
 def ingest_request(caller: Caller, command: c.StoreKnowledge) -> services.IngestRequest:
     """Step 1 of ingest for a store command: validated and normalized (the field named on
     failure), as the caller or the agent the command credits."""
@@ -90,8 +102,7 @@ def ingest_request(caller: Caller, command: c.StoreKnowledge) -> services.Ingest
         source_channel=command.source_channel,
         knowledge_domain=command.knowledge_domain,
         access_scope=command.access_scope,
-        submitted_by=command.submitted_by,
-        submitted_from=command.submitted_from,
+        **_submission(caller, command.submitted_by, command.submitted_from),
     )
 
 
@@ -106,6 +117,7 @@ async def _store_many(
     deps: Deps, caller: Caller, command: c.StoreMany, key: str | None
 ) -> list[IngestResult]:
     acting = caller.acting_as(command.agent_id)
+    STORE_MANY.check(len(command.items))
     requests = []
     for index, item in enumerate(command.items):
         try:
@@ -121,7 +133,7 @@ def store_item(caller: Caller, command: c.StoreKnowledge, key: str | None) -> se
     with others by :func:`store_each`."""
     authorize(caller, command)
     return services.IngestItem(
-        caller.acting_as(command.agent_id), ingest_request(caller, command), key
+        caller.acting_as(command.agent_id), ingest_request(caller, command), _scoped(caller, key)
     )
 
 
@@ -144,9 +156,11 @@ async def _writeback(
             f"has {len(command.embedding)} dimensions; this store uses {deps.embedder.dimension}",
         )
     acting = caller.acting_as(command.agent_id)
-    request = services.prepare(
-        acting, content=command.content, **writeback_arguments(command.metadata)
+    arguments = writeback_arguments(command.metadata)
+    arguments.update(
+        _submission(caller, arguments.get("submitted_by"), arguments.get("submitted_from"))
     )
+    request = services.prepare(acting, content=command.content, **arguments)
     return await services.ingest(deps, acting, request, idempotency_key=key)
 
 
@@ -257,8 +271,8 @@ async def _erase(
 async def _gas(
     deps: Deps, caller: Caller, command: c.ProcessGasEvent, key: str | None
 ) -> GasResult:
-    # idempotent by the event's request id, whichever message carried it
-    return await services.process_gas_event(deps, command.event, caller.acting_as("gas"))
+    # idempotent by the event's request id (the caller's), whichever message carried it
+    return await services.process_gas_event(deps, command.event, caller)
 
 
 async def _get_entry(deps: Deps, caller: Caller, command: c.GetEntry, key: str | None) -> Entry:
@@ -339,6 +353,12 @@ async def _outbox(
     return await services.process_outbox(deps, command.limit, idempotency_key=key)
 
 
+async def _trim_access_log(
+    deps: Deps, caller: Caller, command: c.TrimAccessLog, key: str | None
+) -> MaintenanceResult:
+    return await services.trim_access_log(deps, command.days, idempotency_key=key)
+
+
 # ---------------------------------------------------------------- entity graph reads
 
 
@@ -411,6 +431,7 @@ COMMAND_HANDLERS: Final[Mapping[type[c.Command[Any]], Handler]] = {
     c.CheckCorroboration: _admin(_corroboration),
     c.AggregateExpertise: _admin(_aggregate),
     c.ProcessOutbox: _admin(_outbox),
+    c.TrimAccessLog: _admin(_trim_access_log),
 }
 
 
@@ -435,7 +456,8 @@ def authorize(caller: Caller, command: c.Command[Any]) -> None:
     """Refuse (:class:`Forbidden`, nothing changed) what the caller's role does not allow:
     writes to readers, administration to non-admins, and crediting work to another agent
     to anyone but gateways and admins (so one caller cannot pose as several independent
-    sources)."""
+    sources). An agent id Apollo reserves for itself is refused to everyone
+    (:class:`ValidationError` naming ``agent_id``)."""
     handler = handler_of(command)
     role = caller.principal.role
     name = type(command).__name__
@@ -443,9 +465,15 @@ def authorize(caller: Caller, command: c.Command[Any]) -> None:
         raise Forbidden(f"{name} needs the admin role; the caller is a {role.value}")
     if handler.access is Access.WRITE and not role.writes:
         raise Forbidden(f"{name} needs a role that writes; the caller is a {role.value}")
+    if type(command) in AGENT_VIEWS and _anonymous(caller):
+        raise Forbidden(f"{name} names agents; an anonymous caller sees no agent names")
+    attributed = _attributed(command)
+    if handler.mutation:
+        for agent in attributed:
+            check_agent_id("agent_id", agent)
     if role.speaks_for_others:
         return
-    for agent in _attributed(command):
+    for agent in attributed:
         if Caller.of(agent, caller.principal).agent_id != caller.agent_id:
             raise Forbidden(
                 f"a {role.value} acts as its own agent {caller.agent_id!r}; only gateways "
@@ -460,8 +488,22 @@ async def handle(
     """Carry out ``command`` for ``caller`` once :func:`authorize` allows it; returns the
     use case's result."""
     authorize(caller, command)
-    result: R = await handler_of(command).run(deps, caller, command, idempotency_key)
+    key = _scoped(caller, idempotency_key)
+    result: R = await handler_of(command).run(deps, caller, command, key)
+    if _anonymous(caller):
+        hidden: R = hide_agents(result)
+        return hidden
     return result
+
+
+def _anonymous(caller: Caller) -> bool:
+    """An edge's caller without an identity: it sees no agent names
+    (:mod:`apollo_domain.disclosure`)."""
+    return caller.edge is not None and caller.principal.id is None
+
+
+def _scoped(caller: Caller, key: str | None) -> str | None:
+    return None if key is None else services.scoped_key(caller.principal, key)
 
 
 __all__ = [

@@ -30,7 +30,7 @@ Guarantees
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any, Protocol
 
 from attrs import frozen
@@ -39,6 +39,23 @@ from attrs import frozen
 DEAD_LETTER_REASON_HEADER = "x-apollo-error"
 #: Header that names the queue a dead-lettered message died on.
 DEAD_LETTER_QUEUE_HEADER = "x-apollo-queue"
+
+
+#: What a ``reply_to`` must start with: a broker-named queue of the requester
+#: (``amq.gen-…``) or RabbitMQ's direct reply-to. A service queue is never a reply queue.
+REPLY_QUEUE_PREFIXES = ("amq.gen-", "amq.rabbitmq.reply-to")
+
+
+def reply_queue_refusal(reply_to: str | None) -> str | None:
+    """Why an RPC request's ``reply_to`` is not answered (None: it is a reply queue). A
+    reply to any other queue would make the service publish, as itself, where the
+    requester chose: into its own ingest queue, say."""
+    if not reply_to:
+        return "an RPC request needs reply_to"
+    if not reply_to.startswith(REPLY_QUEUE_PREFIXES):
+        allowed = " or ".join(f"{prefix!r}…" for prefix in REPLY_QUEUE_PREFIXES)
+        return f"reply_to {reply_to[:200]!r} is not a reply queue ({allowed})"
+    return None
 
 
 @frozen
@@ -175,15 +192,26 @@ class MessageBus(Protocol):
         :class:`TransportError` when the queue does not exist.
         """
 
-    async def request(self, message: Message, *, timeout: float) -> Message:  # noqa: ASYNC109
-        """RPC: publish ``message`` with ``reply_to`` and a ``correlation_id`` (both set by
-        the bus) and return the reply. Raises :class:`RpcTimeout` when no reply arrives
-        within ``timeout`` seconds, and :class:`TransportError` like :meth:`publish`."""
+    async def request(
+        self,
+        message: Message,
+        *,
+        timeout: float,  # noqa: ASYNC109
+        repliers: Collection[str] | None = None,
+    ) -> Message:
+        """RPC: publish ``message`` with ``reply_to`` (a queue of this bus, named with one of
+        :data:`REPLY_QUEUE_PREFIXES`) and a ``correlation_id`` (both set by the bus) and
+        return the reply. With ``repliers``, only a reply whose broker-verified ``user_id``
+        is one of them is taken: any other (a forgery by whoever could read the request) is
+        dropped and logged, and the wait goes on. Raises :class:`RpcTimeout` when no
+        reply is taken within ``timeout`` seconds, and :class:`TransportError` like
+        :meth:`publish`."""
 
     async def reply(self, request: Message, body: bytes) -> None:
-        """Answer an RPC ``request`` (same ``correlation_id``). A requester that is gone is
-        not an error: the reply is dropped. Raises :class:`ValidationError` when
-        ``request`` has no ``reply_to``."""
+        """Answer an RPC ``request`` (same ``correlation_id``), with this bus's login as the
+        reply's ``user_id`` so the requester can tell it is the service's. A requester
+        that is gone is not an error: the reply is dropped. Raises
+        :class:`ValidationError` when ``request`` has no ``reply_to``."""
 
     async def drain_dead_letters(self, limit: int = 100) -> list[DeadLetter]:
         """Remove and return up to ``limit`` messages from the dead-letter queue, oldest
@@ -198,10 +226,12 @@ class MessageBus(Protocol):
 __all__ = [
     "DEAD_LETTER_QUEUE_HEADER",
     "DEAD_LETTER_REASON_HEADER",
+    "REPLY_QUEUE_PREFIXES",
     "DeadLetter",
     "Delivery",
     "Message",
     "MessageBus",
     "MessageHandler",
     "Subscription",
+    "reply_queue_refusal",
 ]

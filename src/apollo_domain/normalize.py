@@ -7,18 +7,18 @@ import re
 import unicodedata
 from collections.abc import Iterable
 
+from . import bounds
+from .bounds import Bound
 from .errors import ValidationError
 from .model import AccessScope, ContentType, SourceRef
+from .validation import shown
 
-MAX_CONTENT_CHARS = 100_000
-MAX_TAGS = 10
+MAX_CONTENT_CHARS = bounds.CONTENT.limit
+MAX_TAGS = bounds.TAG_COUNT.limit
 #: The longest tag or knowledge domain, in characters after normalization (ASCII, so also in
 #: bytes): far above any real tag, far below what a database index entry can hold.
-MAX_TAG_CHARS = 64
-MAX_AGENT_ID = 100
-MAX_PROVIDER = 50
-MAX_CHANNEL = 100
-MAX_SUBMITTER = 255
+MAX_TAG_CHARS = bounds.TAG.limit
+MAX_AGENT_ID = bounds.AGENT_ID.limit
 DEFAULT_DOMAIN = "general"
 KNOWN_PROVIDERS = frozenset({"claude", "openai", "gemini", "human", "system"})
 UNKNOWN_PROVIDER = "unknown"
@@ -42,13 +42,28 @@ _CONTENT_TYPE_ALIASES: dict[str, ContentType] = {
 }
 _TAG_ALIASES = {"c#": "csharp", ".net": "dotnet", "c++": "cplusplus", "node.js": "nodejs"}
 _WHITESPACE = re.compile(r"\s+")
-_ZERO_WIDTH = re.compile("[\u200b-\u200d\u2060\ufeff]")
+#: Every code point with the Unicode property Default_Ignorable_Code_Point: soft hyphen,
+#: combining grapheme joiner, zero-width and bidirectional marks, Hangul fillers, variation
+#: selectors, tags, ... Text with or without them reads the same, so content identity drops
+#: them. One character class: a linear scan.
+_IGNORABLE_RANGES = (
+    "\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f"
+    "\u202a-\u202e\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufff8"
+    "\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e0fff"
+)
+DEFAULT_IGNORABLE = re.compile(f"[{_IGNORABLE_RANGES}]")
+#: A run of what never shows, skipped at once: whitespace, C0 and C1 controls, and the
+#: default-ignorable code points.
+_UNSHOWN_RUN = re.compile(f"[\\s\x00-\x1f\x7f-\x9f{_IGNORABLE_RANGES}]*")
+#: General categories that show nothing: format and control characters, separators.
+_INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf", "Zs", "Zl", "Zp"})
 _TAG_DROP = re.compile(r"[^a-z0-9_ -]")
 _DASHES = re.compile(r"-+")
 
 
 def clean_content(content: object) -> str:
-    """NUL bytes removed, invalid surrogates dropped, stripped; empty or too long → error."""
+    """NUL bytes removed, invalid surrogates dropped, stripped; too long (``CONTENT``) or
+    nothing visible (:func:`is_visible`) → :class:`ValidationError` naming ``content``."""
     if not isinstance(content, str):
         raise ValidationError("content", "must be a string")
     text = content.replace("\x00", "")
@@ -56,25 +71,45 @@ def clean_content(content: object) -> str:
     text = text.strip()
     if not text:
         raise ValidationError("content", "must not be empty")
-    if len(text) > MAX_CONTENT_CHARS:
+    bounds.CONTENT.check(len(text))
+    if not is_visible(text):
         raise ValidationError(
-            "content", f"is {len(text)} characters; at most {MAX_CONTENT_CHARS} are allowed"
+            "content", "shows nothing: it holds only invisible, format or control characters"
         )
     return text
 
 
+def is_visible(text: str) -> bool:
+    """Whether something is left of ``text`` without its default-ignorable code points,
+    its format and control characters and its whitespace. Linear: runs of what never shows
+    are skipped by one pattern, and the scan stops at the first visible character."""
+    position, end = 0, len(text)
+    while True:
+        run = _UNSHOWN_RUN.match(text, position)
+        position = run.end() if run is not None else position
+        if position >= end:
+            return False
+        if unicodedata.category(text[position]) not in _INVISIBLE_CATEGORIES:
+            return True
+        position += 1
+
+
 def canonical_content(content: str) -> str:
-    """The text content identity is computed from: zero-width characters (U+200B..U+200D,
-    U+2060, U+FEFF) dropped, Unicode NFKC, lowercased (and NFKC again, since lowercasing
-    may decompose), whitespace runs collapsed to one space, stripped."""
-    text = unicodedata.normalize("NFKC", _ZERO_WIDTH.sub("", content))
+    """The text content identity is computed from: default-ignorable code points
+    (:data:`DEFAULT_IGNORABLE`) dropped, Unicode NFKC, lowercased (and NFKC again, since
+    lowercasing may decompose), whitespace runs collapsed to one space, stripped. (Neither
+    NFKC nor lowercasing turns another character into a default-ignorable one, so they
+    are dropped once, first: before NFKC, so that a mark between a letter and its accent
+    does not keep them apart.)"""
+    text = unicodedata.normalize("NFKC", DEFAULT_IGNORABLE.sub("", content))
     text = unicodedata.normalize("NFKC", text.lower())
     return _WHITESPACE.sub(" ", text).strip()
 
 
 def content_hash(content: str) -> str:
-    """sha256 hex of :func:`canonical_content`: NFC, NFD, NFKC and zero-width variants of a
-    text, and its case and whitespace variants, are one entry."""
+    """sha256 hex of :func:`canonical_content`: NFC, NFD, NFKC and default-ignorable
+    variants of a text (a soft hyphen, a zero-width joiner, a variation selector), and its
+    case and whitespace variants, are one entry."""
     return hashlib.sha256(canonical_content(content).encode("utf-8")).hexdigest()
 
 
@@ -96,11 +131,13 @@ def normalize_content_type(value: object) -> ContentType:
 
 
 def normalize_tag(value: object) -> str | None:
-    """One tag: strip, lowercase, aliases, drop characters outside ``[a-z0-9_ -]``,
-    whitespace → ``-``, squeeze and trim dashes. None when nothing is left."""
+    """One tag: NFKC (full-width ``ｋａｆｋａ`` is ``kafka``), strip, lowercase, aliases, drop
+    characters outside ``[a-z0-9_ -]``, whitespace → ``-``, squeeze and trim dashes. None
+    when nothing is left."""
     if value is None:
         return None
-    text = _WHITESPACE.sub(" ", str(value)).strip().lower()
+    text = unicodedata.normalize("NFKC", str(value))
+    text = _WHITESPACE.sub(" ", text).strip().lower()
     text = _TAG_ALIASES.get(text, text)
     text = _TAG_DROP.sub("", text)
     text = _WHITESPACE.sub("-", text.strip())
@@ -109,9 +146,9 @@ def normalize_tag(value: object) -> str | None:
 
 
 def normalize_tags(values: Iterable[object] | None) -> tuple[str, ...]:
-    """Normalized, deduplicated in order, at most ten. Each tag is a string (None and tags
-    that normalize to nothing are dropped); one longer than ``MAX_TAG_CHARS`` after
-    normalization is a :class:`ValidationError` naming ``tags``."""
+    """Normalized, deduplicated in order. Each tag is a string (None and tags that
+    normalize to nothing are dropped); one longer than ``TAG`` after normalization, or more
+    distinct tags than ``TAG_COUNT``, is a :class:`ValidationError` naming ``tags``."""
     if values is None:
         return ()
     if isinstance(values, str | bytes):
@@ -124,21 +161,22 @@ def normalize_tags(values: Iterable[object] | None) -> tuple[str, ...]:
             )
         tag = normalize_tag(value)
         if tag is not None:
-            _check_length("tags", tag, f"tag {index} ")
+            _check_length(bounds.TAG, tag, f"tag {index}")
             seen.setdefault(tag, None)
-    return tuple(seen)[:MAX_TAGS]
+            bounds.TAG_COUNT.check(len(seen))
+    return tuple(seen)
 
 
 def normalize_domain(explicit: object, tags: tuple[str, ...]) -> str:
     """The explicit domain, else the first tag, else ``general``; normalized like a tag.
-    An explicit domain longer than ``MAX_TAG_CHARS`` after normalization is a
+    An explicit domain longer than ``DOMAIN`` after normalization is a
     :class:`ValidationError` naming ``knowledge_domain``."""
     if explicit is not None and not isinstance(explicit, str):
         raise ValidationError("knowledge_domain", "must be a string")
     if explicit is not None and explicit.strip():
         domain = normalize_tag(explicit)
         if domain:
-            return _check_length("knowledge_domain", domain)
+            return _check_length(bounds.DOMAIN, domain)
     return tags[0] if tags else DEFAULT_DOMAIN
 
 
@@ -155,7 +193,7 @@ def normalize_domain_filter(value: object) -> str | None:
         raise ValidationError(
             "knowledge_domain", f"{_clip(value)!r} normalizes to nothing; it filters nothing"
         )
-    return _check_length("knowledge_domain", domain)
+    return _check_length(bounds.DOMAIN, domain)
 
 
 def normalize_tag_filter(values: object) -> tuple[str, ...] | None:
@@ -175,14 +213,13 @@ def normalize_tag_filter(values: object) -> tuple[str, ...] | None:
     return tags
 
 
-def _check_length(name: str, value: str, what: str = "") -> str:
-    if len(value) > MAX_TAG_CHARS:
-        raise ValidationError(
-            name,
-            f"{what}is {len(value)} characters long after normalization; "
-            f"at most {MAX_TAG_CHARS} are allowed",
-        )
-    return value
+def _check_length(bound: Bound, value: str, what: str = "") -> str:
+    """``value`` (a tag or domain once normalized) within ``bound``; the error says which."""
+    try:
+        return bound.text(value)
+    except ValidationError as exc:
+        prefix = f"{what} " if what else ""
+        raise ValidationError(exc.field, f"{prefix}{exc.message} once normalized") from None
 
 
 def _clip(text: str, limit: int = 40) -> str:
@@ -196,20 +233,27 @@ def normalize_scope(value: object) -> AccessScope:
         return AccessScope(str(value).strip().lower().removeprefix(":"))
     except ValueError:
         allowed = ", ".join(s.value for s in AccessScope)
-        raise ValidationError("access_scope", f"must be one of {allowed}, got {value!r}") from None
+        raise ValidationError(
+            "access_scope", f"must be one of {allowed}, got {shown(value)}"
+        ) from None
 
 
-def truncate(value: object, limit: int) -> str | None:
+def bounded_text(value: object, bound: Bound, field: str | None = None) -> str | None:
+    """An optional free-text value: NUL removed and stripped (None when nothing is left);
+    longer than ``bound`` → :class:`ValidationError` naming ``field`` (default: the bound's),
+    never truncated. A value that is not a string is refused."""
     if value is None:
         return None
-    text = str(value).replace("\x00", "").strip()
-    return text[:limit].rstrip() or None
+    if not isinstance(value, str):
+        raise ValidationError(field or bound.field, "must be a string")
+    text = value.replace("\x00", "").strip()
+    return bound.text(text, field) or None
 
 
 def derive_provider(agent_id: str, explicit: object = None) -> str:
     """The explicit provider if given, else the agent id's first token when it is a known
     provider (claude, openai, gemini, human, system), else ``unknown``."""
-    given = truncate(explicit, MAX_PROVIDER)
+    given = bounded_text(explicit, bounds.PROVIDER)
     if given:
         return given.lower()
     first = re.split(r"[-_]", agent_id.strip().lower(), maxsplit=1)[0]
@@ -223,29 +267,33 @@ def make_source(
     submitted_by: object = None,
     submitted_from: object = None,
 ) -> SourceRef:
-    """A normalized source; over-long values are truncated, an empty agent id is an error."""
-    agent = truncate(agent_id, MAX_AGENT_ID)
+    """A normalized source (each value stripped); an empty agent id, or a value over its
+    bound, is a :class:`ValidationError` naming the field (never truncated)."""
+    agent = bounded_text(agent_id, bounds.AGENT_ID)
     if not agent:
         raise ValidationError("agent_id", "must not be empty")
     return SourceRef(
         agent_id=agent,
         provider=derive_provider(agent, provider),
-        channel=truncate(channel, MAX_CHANNEL),
-        submitted_by=truncate(submitted_by, MAX_SUBMITTER),
-        submitted_from=truncate(submitted_from, MAX_SUBMITTER),
+        channel=bounded_text(channel, bounds.CHANNEL),
+        submitted_by=bounded_text(submitted_by, bounds.SUBMITTED_BY),
+        submitted_from=bounded_text(submitted_from, bounds.SUBMITTED_FROM),
     )
 
 
 __all__ = [
     "DEFAULT_DOMAIN",
+    "DEFAULT_IGNORABLE",
     "KNOWN_PROVIDERS",
     "MAX_CONTENT_CHARS",
     "MAX_TAGS",
     "MAX_TAG_CHARS",
+    "bounded_text",
     "canonical_content",
     "clean_content",
     "content_hash",
     "derive_provider",
+    "is_visible",
     "make_source",
     "normalize_content_type",
     "normalize_domain",
@@ -254,5 +302,4 @@ __all__ = [
     "normalize_tag",
     "normalize_tag_filter",
     "normalize_tags",
-    "truncate",
 ]

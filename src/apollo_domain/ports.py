@@ -40,6 +40,10 @@ class Embedder(Protocol):
 
     ``embed`` returns one vector per text, in order, each of length ``dimension``.
     Raises :class:`EmbeddingError` on failure.
+
+    An embedder may also declare ``relevance_floor`` (a float, or None): the cosine under
+    which its query matches say nothing, calibrated per model. The composition root makes
+    it the retrieval settings' floor unless one is configured.
     """
 
     model_id: str
@@ -163,13 +167,17 @@ class DecayOutcome:
 
 @frozen
 class AgentDomainStats:
-    """Aggregate of one agent's active entries in one domain."""
+    """Aggregate of one agent's active entries in one domain: how many, their average
+    confidence, how many of them are confirmed, and how many corroborations and agreements
+    the agent earned in the domain (its evidence of those kinds on active entries)."""
 
     agent_id: str
     knowledge_domain: str
     entry_count: int
     average_confidence: float
     last_active_at: datetime | None
+    confirmed_count: int = 0
+    corroboration_count: int = 0
 
 
 @frozen
@@ -245,8 +253,11 @@ class EntryRepository(Protocol):
     async def get(self, entry_id: UUID, *, with_embedding: bool = False) -> Entry | None:
         """The entry regardless of visibility (callers check it), or None."""
 
-    async def get_many(self, entry_ids: Collection[UUID]) -> dict[UUID, Entry]:
-        """Entries by id (missing ids are absent from the result); no embeddings."""
+    async def get_many(
+        self, entry_ids: Collection[UUID], *, with_embedding: bool = False
+    ) -> dict[UUID, Entry]:
+        """Entries by id (missing ids are absent from the result); their embeddings only
+        when ``with_embedding``. One statement where the adapter can."""
 
     async def find_by_hash(
         self,
@@ -422,9 +433,10 @@ class EntryRepository(Protocol):
         domain: str | None = None,
         agent_id: str | None = None,
     ) -> list[AgentDomainStats]:
-        """Per (source agent, domain): count and average confidence of active entries, over
-        the entries ``viewer`` may see (``None``: every entry), optionally of one domain or
-        one agent; ordered by agent, then domain."""
+        """Per (source agent, domain) with active entries: their count, average confidence
+        and confirmed count, and the corroboration and agreement evidence the agent holds on
+        active entries of the domain; over the entries ``viewer`` may see (``None``: every
+        entry), optionally of one domain or one agent; ordered by agent, then domain."""
 
     async def stats(self, viewer: Viewer, now: datetime) -> StoreStats:
         """Counts over the entries the viewer can see (total relations included)."""
@@ -627,6 +639,11 @@ class AccessLog(Protocol):
         """Erasure: the agent's rows keep their action, entry and time but name
         ``replacement`` instead; returns the number of rows rewritten."""
 
+    async def trim(self, cutoff: datetime, limit: int) -> int:
+        """Retention: delete the oldest rows created before ``cutoff``, at most ``limit`` of
+        them (one set-based statement where the adapter can); returns how many went. A
+        caller empties a large backlog in several bounded calls, each committed alone."""
+
 
 class CredibilityRegistry(Protocol):
     async def get(self, agent_id: str) -> CredibilityRecord:
@@ -685,7 +702,8 @@ class Outbox(Protocol):
 
 class ProcessedKeys(Protocol):
     """Idempotency keys (GAS request ids, message ids), recorded in the transaction of the
-    effects they guard."""
+    effects they guard. The keys arrive whole: the command layer has already scoped each
+    by the principal that sent it (:func:`~apollo_domain.services.context.scoped_key`)."""
 
     async def mark(self, key: str, now: datetime) -> bool:
         """Record ``key``; True when it was new, False when already recorded.

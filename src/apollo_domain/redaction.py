@@ -15,6 +15,10 @@ from typing import Any
 REDACTED = "redacted"
 """The agent id and source of everything an erased agent leaves behind."""
 
+HIDDEN = "hidden"
+"""The agent name an anonymous caller sees in place of every real one
+(:mod:`apollo_domain.disclosure`)."""
+
 
 def redact_value(value: Any, agent_id: str, replacement: str = REDACTED) -> Any:
     """``value`` (JSON-like: mappings, lists, tuples, scalars) with every string equal to
@@ -40,4 +44,4 @@ def redact_context(
     return None if redacted == dict(context) else redacted
 
 
-__all__ = ["REDACTED", "redact_context", "redact_value"]
+__all__ = ["HIDDEN", "REDACTED", "redact_context", "redact_value"]

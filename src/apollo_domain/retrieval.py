@@ -14,6 +14,16 @@ ranking combines them in one of two ways (``RetrievalSettings.fusion``):
   are, so a clear winner of one signal is not pulled down to an entry two signals found
   weakly; but each list's weakest candidate adds nothing, which hurts a short list such
   as the graph fill's.
+
+The relevance floor: a vector match below ``RetrievalSettings.relevance_floor`` says
+nothing about the query (every text has some cosine with every other; an embedder's
+unrelated pairs sit in a band of their own), so the vector signal drops it before fusion
+and it is neither returned nor boosted. The floor belongs to the embedder: the composition
+root fills it in from the embedder's calibrated ``relevance_floor`` (see
+``benchmarks/relevance_floor_bench.py``) unless it is set. It applies to the vector signal
+only: a lexical match holds a term of the query itself, and the graph fill an entity the
+query names, which is relevance of its own; an entry the vector signal found below the
+floor still counts when one of those found it too, on that signal alone.
 """
 
 from __future__ import annotations
@@ -22,7 +32,7 @@ from collections.abc import Mapping, Sequence
 from typing import Final
 from uuid import UUID
 
-from attrs import field, frozen, validators
+from attrs import converters, field, frozen, validators
 
 from .errors import ValidationError
 
@@ -35,6 +45,9 @@ FUSIONS: Final = ("rrf", "relative_score")
 
 _positive_int = [validators.instance_of(int), validators.ge(1)]
 _weight = [validators.instance_of(float), validators.ge(0.0)]
+_cosine = validators.optional(
+    [validators.instance_of(float), validators.ge(-1.0), validators.le(1.0)]
+)
 
 
 def _int_field(default: int) -> int:
@@ -61,6 +74,8 @@ class RetrievalSettings:
       links to everything, and would make the scan read every entry that names it).
     - ``graph_scan``: at most this many entries tagged with the seeds or their neighbours
       are examined.
+    - ``relevance_floor``: the cosine a vector match needs to count at all (see the module
+      docstring); ``None`` until the composition root takes the embedder's.
     """
 
     fusion: str = field(default="relative_score", validator=validators.in_(FUSIONS))
@@ -72,6 +87,9 @@ class RetrievalSettings:
     graph_seeds: int = _int_field(8)
     graph_neighbours: int = _int_field(32)
     graph_scan: int = _int_field(200)
+    relevance_floor: float | None = field(
+        default=None, converter=converters.optional(float), validator=_cosine
+    )
 
     @classmethod
     def from_overrides(cls, **overrides: object) -> RetrievalSettings:
@@ -86,6 +104,10 @@ class RetrievalSettings:
         except (TypeError, ValueError) as exc:
             name = next(iter(overrides)) if len(overrides) == 1 else "retrieval"
             raise ValidationError(name, str(exc)) from None
+
+    def relevant(self, similarity: float) -> bool:
+        """Whether a vector match at ``similarity`` clears the relevance floor."""
+        return self.relevance_floor is None or similarity >= self.relevance_floor
 
     def weight(self, signal: str) -> float:
         return {

@@ -6,8 +6,61 @@ from collections.abc import Iterable
 
 from attrs import frozen
 
-from .model import AccessScope, ContentType, Entry, Evidence, EvidenceKind, SourceRef, Viewer
+from .errors import ValidationError
+from .model import (
+    AccessScope,
+    ContentType,
+    Entry,
+    Evidence,
+    EvidenceKind,
+    Principal,
+    RelationType,
+    SourceRef,
+    Viewer,
+)
 from .normalize import UNKNOWN_PROVIDER
+from .redaction import HIDDEN, REDACTED
+
+#: Agent ids Apollo itself uses: the erasure placeholder, the name anonymous callers see,
+#: the agent of a call that names none (the anonymous AMQP publisher among them), the
+#: anonymous HTTP caller, GAS's default attribution, the embedding program and its
+#: periodic jobs. No edge accepts them as a source (a payload's agent id, a GAS
+#: ``caller``, a token's agent, a broker login), compared without case.
+RESERVED_AGENT_IDS = frozenset({REDACTED, HIDDEN, "unknown", "http", "gas", "apollo"})
+
+
+def check_agent_id(name: str, agent_id: str) -> str:
+    """``agent_id`` when it may be a source; :class:`ValidationError` naming ``name`` when
+    it is one of :data:`RESERVED_AGENT_IDS` (or a pseudonym ``hidden-<n>``)."""
+    folded = agent_id.strip().lower()
+    if folded in RESERVED_AGENT_IDS or folded.startswith(f"{HIDDEN}-"):
+        raise ValidationError(name, f"{agent_id!r} is reserved by Apollo; name another agent")
+    return agent_id
+
+
+#: The relation types that make their two entries parties to a dispute.
+DISPUTE_RELATIONS = frozenset({RelationType.CONTRADICTS, RelationType.SUPERSEDES})
+
+
+def dispute_refusal(
+    principal: Principal, kind: RelationType, source: Entry, target: Entry
+) -> str | None:
+    """Why ``principal`` may not relate ``source`` to ``target`` by ``kind`` (None: it may).
+
+    A ``contradicts`` or ``supersedes`` link puts entries into a dispute, whose resolution
+    archives the losing side and refutes its sources; so only the owner of an entry (or an
+    admin) may make it a party: a non-admin must own the ``source`` entry, and for
+    ``contradicts`` (which a resolution follows both ways) the ``target`` as well. An entry
+    without an owner (an anonymous write) is owned by no one. Other relation types only
+    need both entries visible."""
+    if kind not in DISPUTE_RELATIONS or principal.role.administers:
+        return None
+    owner = principal.id
+    if owner is None or source.owner_id != owner:
+        return f"only the owner of entry {source.id} or an admin may make it a party to a dispute"
+    if kind is RelationType.CONTRADICTS and target.owner_id != owner:
+        return f"only the owner of entry {target.id} or an admin may make it a party to a dispute"
+    return None
 
 
 def is_visible(entry: Entry, viewer: Viewer) -> bool:
@@ -113,8 +166,12 @@ def agreeing_sources(entry: Entry, evidence: Iterable[Evidence]) -> list[SourceR
 
 __all__ = [
     "AGREEING_KINDS",
+    "DISPUTE_RELATIONS",
+    "RESERVED_AGENT_IDS",
     "Corroborator",
     "agreeing_sources",
+    "check_agent_id",
+    "dispute_refusal",
     "independent",
     "independent_of_all",
     "is_visible",

@@ -7,8 +7,10 @@ from uuid import UUID
 
 from attrs import frozen
 
+from .bounds import RELATION_TYPES
 from .errors import ValidationError
 from .model import Relation, RelationType
+from .validation import shown
 
 DECAY_PER_HOP = 0.6
 MIN_ACTIVATION = 0.1
@@ -27,20 +29,21 @@ class Activation:
 
 
 def parse_relation_types(values: Iterable[object] | None) -> frozenset[RelationType] | None:
-    """None → every type; unknown names → :class:`ValidationError`."""
+    """None → every type; more than the ``RELATION_TYPES`` bound or unknown names →
+    :class:`ValidationError` naming ``relation_types``."""
     if values is None:
         return None
-    if isinstance(values, str):
-        values = [values]
+    given = [values] if isinstance(values, str) else list(values)
+    RELATION_TYPES.check(len(given))
     parsed: set[RelationType] = set()
-    for value in values:
+    for value in given:
         name = str(value).strip().lower().removeprefix(":")
         try:
             parsed.add(RelationType(name))
         except ValueError:
             allowed = ", ".join(t.value for t in RelationType)
             raise ValidationError(
-                "relation_types", f"unknown relation type {value!r}; expected one of {allowed}"
+                "relation_types", f"unknown relation type {shown(value)}; expected one of {allowed}"
             ) from None
     return frozenset(parsed)
 

@@ -16,6 +16,7 @@ from apollo_domain.messaging import (
     Delivery,
     Message,
     MessageBus,
+    reply_queue_refusal,
 )
 
 if TYPE_CHECKING:
@@ -535,6 +536,50 @@ async def test_request_gets_the_reply_to_its_own_correlation_id(bus_factory: Bus
     assert [f"QUERY {n}".encode() for n in range(5)] == [r.body for r in replies]
     assert all(r.correlation_id for r in replies)
     assert len({r.correlation_id for r in replies}) == 5
+
+
+async def test_a_reply_carries_the_repliers_login_and_comes_from_a_reply_queue(
+    bus_factory: BusFactory,
+) -> None:
+    """The requester's ``reply_to`` is a reply queue (never a service queue), and the reply
+    carries the replying bus's login as its broker-verified ``user_id``."""
+    bus = await bus_factory()
+    queue = bus_factory.topology.query_queue
+    seen: list[str | None] = []
+
+    async def answer(delivery: Delivery) -> None:
+        seen.append(delivery.message.reply_to)
+        await bus.reply(delivery.message, b"answer")
+        await delivery.ack()
+
+    await bus.consume(queue, answer)
+    reply = await bus.request(Message(queue, b"q"), timeout=PATIENCE, repliers={bus_factory.login})
+
+    assert (b"answer", bus_factory.login) == (reply.body, reply.user_id)
+    assert [None] == [reply_queue_refusal(reply_to) for reply_to in seen]
+
+
+async def test_a_forged_reply_is_dropped_and_the_real_one_awaited(bus_factory: BusFactory) -> None:
+    """Whoever reads a request may publish to its reply queue with its correlation id; a
+    requester that names its repliers takes only a reply whose ``user_id`` is one of them,
+    and keeps waiting for it."""
+    bus = await bus_factory()
+    queue = bus_factory.topology.query_queue
+
+    async def forge_then_answer(delivery: Delivery) -> None:
+        request = delivery.message
+        assert request.reply_to is not None
+        forged = Message(
+            request.reply_to, b"forged", correlation_id=request.correlation_id, user_id=None
+        )
+        await bus.publish(forged, exchange="")
+        await bus.reply(request, b"real")
+        await delivery.ack()
+
+    await bus.consume(queue, forge_then_answer)
+    reply = await bus.request(Message(queue, b"q"), timeout=PATIENCE, repliers={bus_factory.login})
+
+    assert b"real" == reply.body
 
 
 async def test_request_without_a_reply_times_out(bus_factory: BusFactory) -> None:

@@ -57,7 +57,7 @@ async def test_traversal_rejects_bad_arguments_and_skips_archived(make_apollo):
     assert err.value.field == "relation_types"
     with pytest.raises(NotFound):
         await reader.related_entries(entry_id=uuid.uuid4())
-    await reader.deprecate_entry(entry_id=ids[1], reason="gone")
+    await apollo.client("ops", ADMIN).deprecate_entry(entry_id=ids[1], reason="gone")
     assert await reader.related_entries(entry_id=ids[0]) == []
     only = await reader.related_entries(entry_id=ids[0], relation_types=["similar_to"])
     assert only == []

@@ -17,7 +17,7 @@ from apollo_domain import services
 from apollo_domain.errors import Forbidden, PersistenceFailed, ValidationError
 from apollo_domain.handlers import handle, store_each
 from apollo_domain.model import Role
-from apollo_domain.services import Caller, IngestItem
+from apollo_domain.services import Caller, IngestItem, scoped_key
 from tests.contract.test_bulk_ingest_contract import AGENTS, TEXTS, observe, seeded_apollo
 
 PRINCIPALS = ("alice", "bob")
@@ -133,7 +133,7 @@ async def test_keys_are_shared_with_single_ingest_both_ways(make_apollo):
     )
     async with apollo.store.unit_of_work() as uow:
         assert 2 == await uow.access_log.count("ingest")
-        assert await uow.processed.seen("ingest:k2")
+        assert await uow.processed.seen(f"ingest:{scoped_key(caller.principal, 'k2')}")
 
 
 async def test_a_group_that_fails_to_commit_writes_nothing_and_records_no_key(make_apollo):

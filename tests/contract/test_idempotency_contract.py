@@ -25,12 +25,14 @@ from apollo_domain.handlers import COMMAND_HANDLERS, handle
 from apollo_domain.lifecycle import dispute
 from apollo_domain.model import Outcome
 from apollo_domain.redaction import REDACTED
-from apollo_domain.services import Caller
+from apollo_domain.services import Caller, scoped_key
 from tests.contract.stores import EPOCH
 from tests.support import ScriptedLLM, footprint
 
 KEY = "message-1"
 ADMIN = Principal("ops", role="admin")
+#: What the store records of ``KEY`` sent by ``ADMIN``: its key, scoped by its principal.
+SCOPED = scoped_key(ADMIN, KEY)
 AGENTS = ("claude-a", "openai-b", "gas", REDACTED)
 
 
@@ -216,43 +218,56 @@ async def _outbox_cmd(apollo: Apollo, clock: ManualClock) -> c.Command[Any]:
     return c.ProcessOutbox(limit=10)
 
 
+async def _trim_cmd(apollo: Apollo, clock: ManualClock) -> c.Command[Any]:
+    await _store(apollo, "logged long ago")
+    clock.advance(days=2)
+    return c.TrimAccessLog(days=1)
+
+
+async def _more_rows_age(apollo: Apollo, clock: ManualClock) -> None:
+    await _store(apollo, "logged between two deliveries", agent="openai-b")
+    clock.advance(days=2)
+
+
 CASES = [
-    Case("store", c.StoreKnowledge, f"ingest:{KEY}", _store_cmd, _same_entry),
+    Case("store", c.StoreKnowledge, f"ingest:{SCOPED}", _store_cmd, _same_entry),
     Case(
         "store_many",
         c.StoreMany,
-        f"store_many:{KEY}:0",
+        f"store_many:{SCOPED}:0",
         _store_many_cmd,
         lambda first, again: all(_same_entry(f, a) for f, a in zip(first, again, strict=True)),
     ),
-    Case("writeback_store", c.WritebackStore, f"ingest:{KEY}", _writeback_store_cmd, _same_entry),
+    Case(
+        "writeback_store", c.WritebackStore, f"ingest:{SCOPED}", _writeback_store_cmd, _same_entry
+    ),
     Case(
         "writeback_vectorize",
         c.WritebackVectorize,
-        f"ingest:{KEY}",
+        f"ingest:{SCOPED}",
         _writeback_vectorize_cmd,
         _same_entry,
     ),
     Case(
         "link",
         c.LinkEntries,
-        f"link:{KEY}",
+        f"link:{SCOPED}",
         _link_cmd,
         lambda first, again: first.created and not again.created,
     ),
-    Case("deprecate", c.DeprecateEntry, f"deprecate:{KEY}", _deprecate_cmd, _unchanged),
-    Case("resolve", c.ResolveDispute, f"resolve:{KEY}", _resolve_cmd, _unchanged),
+    Case("deprecate", c.DeprecateEntry, f"deprecate:{SCOPED}", _deprecate_cmd, _unchanged),
+    Case("resolve", c.ResolveDispute, f"resolve:{SCOPED}", _resolve_cmd, _unchanged),
     Case(
         "force_decay",
         c.ForceDecay,
-        f"force_decay:{KEY}",
+        f"force_decay:{SCOPED}",
         _force_decay_cmd,
         lambda first, again: first.affected == 1 and again.affected == 0,
     ),
     Case(
         "archive_stale",
         c.ArchiveStale,
-        f"archive_stale:{KEY}",
+        f"archive_stale:{SCOPED}",
         _archive_stale_cmd,
         _none_affected,
         _fresh_and_stale,
@@ -260,7 +275,7 @@ CASES = [
     Case(
         "erase_agent",
         c.EraseAgent,
-        f"erase_agent:{KEY}",
+        f"erase_agent:{SCOPED}",
         _erase_cmd,
         lambda first, again: first.deleted == 1 and (again.deleted, again.redacted) == (0, 0),
         _erased_agent_writes_again,
@@ -268,28 +283,28 @@ CASES = [
     Case(
         "label",
         c.LabelSource,
-        f"label_source:{KEY}",
+        f"label_source:{SCOPED}",
         _label_cmd,
         lambda first, again: again == first and again.label == "troll",
     ),
     Case(
         "unlabel",
         c.UnlabelSource,
-        f"unlabel_source:{KEY}",
+        f"unlabel_source:{SCOPED}",
         _unlabel_cmd,
         lambda first, again: again == first and again.label is None,
     ),
     Case(
         "gas",
         c.ProcessGasEvent,
-        "gas:req-1",
+        f"gas:{scoped_key(ADMIN, 'req-1')}",
         _gas_cmd,
         lambda first, again: first.deposited["facts"] == 1 and again.replayed,
     ),
     Case(
         "decay_cycle",
         c.RunDecayCycle,
-        f"decay:{KEY}",
+        f"decay:{SCOPED}",
         _decay_cmd,
         lambda first, again: first.affected == 1 and again.affected == 0,
         _hours_pass,
@@ -297,14 +312,14 @@ CASES = [
     Case(
         "corroboration",
         c.CheckCorroboration,
-        f"corroboration:{KEY}",
+        f"corroboration:{SCOPED}",
         _corroboration_cmd,
         lambda first, again: first.scanned == 1 and again.scanned == 0,
     ),
     Case(
         "aggregate_expertise",
         c.AggregateExpertise,
-        f"aggregate_expertise:{KEY}",
+        f"aggregate_expertise:{SCOPED}",
         _aggregate_cmd,
         lambda first, again: first.affected == 1 and again.affected == 0,
         _another_agent_writes,
@@ -312,9 +327,17 @@ CASES = [
     Case(
         "outbox",
         c.ProcessOutbox,
-        f"outbox:{KEY}",
+        f"outbox:{SCOPED}",
         _outbox_cmd,
         lambda first, again: first.processed == 1 and again.processed == 0,
+    ),
+    Case(
+        "trim_access_log",
+        c.TrimAccessLog,
+        f"trim_access_log:{SCOPED}",
+        _trim_cmd,
+        lambda first, again: first.affected == 1 and again.affected == 0,
+        _more_rows_age,
     ),
 ]
 
@@ -394,13 +417,13 @@ GAS_EVENT = {
         "Anycast routes one address to many hosts. BGP picks the nearest one. "
         "Withdrawal moves traffic elsewhere."
     ),
-    "caller": {"agent_id": "gas"},
+    "caller": {"agent_id": "gas-relay"},
 }
 
 
 async def _gas_rows(apollo: Apollo) -> tuple[int, int]:
     async with apollo.store.unit_of_work() as uow:
-        entries = await uow.entries.by_agent("gas")
+        entries = await uow.entries.by_agent("gas-relay")
         logged = await uow.access_log.count("ingest")
     return len(entries), logged
 
@@ -420,7 +443,7 @@ async def test_overlapping_gas_deliveries_deposit_once(make_apollo):
     results = await points.finish(first, second)
     assert not [r for r in results if isinstance(r, BaseException)], results
     assert (3, 3) == await _gas_rows(apollo)
-    assert await seen(apollo, "gas:req-9")
+    assert await seen(apollo, f"gas:{scoped_key(ADMIN, 'req-9')}")
 
 
 async def test_a_transient_store_error_mid_gas_leaves_the_request_for_redelivery(make_apollo):
@@ -432,14 +455,14 @@ async def test_a_transient_store_error_mid_gas_leaves_the_request_for_redelivery
     command = c.ProcessGasEvent(event=GAS_EVENT)
     with pytest.raises(PersistenceFailed):
         await admin_handle(apollo, command)
-    assert not await seen(apollo, "gas:req-9")
+    assert not await seen(apollo, f"gas:{scoped_key(ADMIN, 'req-9')}")
     assert (1, 1) == await _gas_rows(apollo)
 
     redelivered = await admin_handle(apollo, command)
     assert not redelivered.replayed
     assert 3 == redelivered.deposited["facts"]
     assert (3, 3) == await _gas_rows(apollo)
-    assert await seen(apollo, "gas:req-9")
+    assert await seen(apollo, f"gas:{scoped_key(ADMIN, 'req-9')}")
     assert (await admin_handle(apollo, command)).replayed
     assert (3, 3) == await _gas_rows(apollo)
 
@@ -453,4 +476,4 @@ async def test_a_gas_deposit_that_fails_for_good_still_marks_the_request(make_ap
         apollo.deps, event, Caller.of("gas"), scope="private"
     )
     assert (0, 1) == (outcome.deposited["deposited"], outcome.deposited["failed"])
-    assert await seen(apollo, "gas:req-p")
+    assert await seen(apollo, f"gas:{scoped_key(Principal(None), 'req-p')}")

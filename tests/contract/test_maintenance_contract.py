@@ -166,7 +166,8 @@ async def test_expertise(make_apollo):
     client = apollo.client("asker")
     experts = await client.get_expertise(domain="networking")
     assert [(e.agent_id, e.entry_count) for e in experts] == [("claude-net", 3)]
-    assert pytest.approx(min(0.5 * math.log2(4), 1.0)) == experts[0].proficiency
+    # three candidates: n = min(0.25 · 3, 0.5), so volume alone makes no expert
+    assert pytest.approx(0.5 * math.log2(1.5)) == experts[0].proficiency
     assert (
         await client.get_expertise(domain="networking", min_proficiency=1.0) == []
         or experts[0].proficiency >= 1.0
@@ -285,3 +286,67 @@ async def test_erase_agent(make_apollo):
     assert "claude-a" not in {e.source.agent_id for e in await apollo.get_evidence(partner)}
     with pytest.raises(NotFound):
         await apollo.get_entry(extra.entry_id)
+
+
+async def test_proficiency_rises_with_confirmed_and_corroborated_work_not_volume(make_apollo):
+    """Three junk candidates give claude-junk 0.5 · log2(1.5) ≈ 0.29; one confirmed entry
+    gives openai-real 0.8 (the agreement of gemini-peer confirmed it), and gemini-peer's
+    own candidate plus the agreement it earned give it 0.5 · log2(2.25). Every store
+    counts the same work, in get_expertise and in the aggregator's records alike."""
+    apollo = await make_apollo()
+    for i in range(3):
+        await apollo.client("claude-junk").store_knowledge(
+            content=f"junk claim number {i}", tags=["networking"]
+        )
+    real = await apollo.client("openai-real").store_knowledge(
+        content="OSPF floods link-state advertisements", tags=["networking"]
+    )
+    agreed = await apollo.client("gemini-peer").store_knowledge(
+        content="OSPF floods link-state advertisements", tags=["networking"]
+    )
+    assert "agreement recorded" == agreed.reason
+    await apollo.client("gemini-peer").store_knowledge(
+        content="IS-IS runs directly over layer 2", tags=["networking"]
+    )
+    await apollo.check_corroboration()
+    assert Status.CONFIRMED == (await apollo.get_entry(real.entry_id)).status
+
+    experts = await apollo.client("asker").get_expertise(domain="networking")
+
+    assert [
+        ("openai-real", pytest.approx(0.8)),
+        ("gemini-peer", pytest.approx(0.5 * math.log2(2.25))),
+        ("claude-junk", pytest.approx(0.5 * math.log2(1.5))),
+    ] == [(e.agent_id, e.proficiency) for e in experts]
+    await apollo.aggregate_expertise()
+    async with apollo.store.unit_of_work() as uow:
+        stored = await uow.expertise.for_domain("networking", 0.0)
+    assert [(e.agent_id, e.proficiency) for e in experts] == [
+        (r.agent_id, pytest.approx(r.proficiency)) for r in stored
+    ]
+
+
+async def test_corroborations_earned_on_entries_a_viewer_cannot_see_do_not_count(make_apollo):
+    """gemini-peer agrees with a team entry of alice's team: its teammates see the earned
+    agreement in gemini-peer's proficiency, an outsider sees only its own candidate."""
+    apollo = await make_apollo()
+    await apollo.directory.add_membership("alice", "lab")
+    await apollo.directory.add_membership("bob", "lab")
+    alice, bob = Principal("alice"), Principal("bob")
+    await apollo.client("claude-a", principal=alice).store_knowledge(
+        content="the lab cluster runs etcd 3.5", tags=["ops"], access_scope="team"
+    )
+    agreed = await apollo.client("gemini-peer", principal=bob).store_knowledge(
+        content="the lab cluster runs etcd 3.5", tags=["ops"], access_scope="team"
+    )
+    assert "agreement recorded" == agreed.reason
+    await apollo.client("gemini-peer", principal=bob).store_knowledge(
+        content="public note on etcd compaction", tags=["ops"]
+    )
+
+    async def peer(principal):
+        experts = await apollo.client("asker", principal=principal).get_expertise(domain="ops")
+        return next(e.proficiency for e in experts if e.agent_id == "gemini-peer")
+
+    assert pytest.approx(0.5 * math.log2(2.25)) == await peer(Principal("alice"))
+    assert pytest.approx(0.5 * math.log2(1.25)) == await peer(Principal("carol"))

@@ -203,9 +203,9 @@ async def test_an_item_is_dead_once_its_attempts_are_spent(make_apollo):
 
 
 async def test_two_claimers_never_judge_one_item(make_apollo):
-    """The first run is paused in the judge after its claim; the second run meanwhile
-    neither waits nor takes the leased item: it does the rest. Each pair is judged once
-    and each item done once."""
+    """The first run (a batch of two items) is paused in the judge after its claim; the
+    second run meanwhile neither waits nor takes the leased items: it does the rest. Each
+    pair is judged once and each item done once."""
     embedder = KeyedEmbedder(16)
     apollo = await make_apollo(embedder=embedder, interleaved=True)
     points = apollo.deps.store
@@ -215,7 +215,7 @@ async def test_two_claimers_never_judge_one_item(make_apollo):
     second_pair = await _conflict(apollo, embedder, axis=2)
 
     gate = points.hold("first", "judge.contradicts")
-    first = points.run("first", apollo.process_outbox())
+    first = points.run("first", apollo.process_outbox(limit=2))
     await points.reached("first", "judge.contradicts")
     second = points.run("second", apollo.process_outbox())
     blocked = await points.blocked_or_done(second)
@@ -238,8 +238,9 @@ async def test_two_claimers_never_judge_one_item(make_apollo):
 
 
 async def test_an_abandoned_claim_is_taken_again_when_its_lease_ends(make_apollo):
-    """A run that dies inside the judge (cancelled) leaves its item leased: nobody takes it
-    before the lease ends; then the next run judges it and records the contradiction."""
+    """A run that dies inside the judge (cancelled) leaves the items of its batch leased:
+    nobody takes them before the lease ends; then the next run judges them and records the
+    contradiction."""
     embedder = KeyedEmbedder(16)
     apollo = await make_apollo(embedder=embedder, interleaved=True)
     points = apollo.deps.store
@@ -259,9 +260,61 @@ async def test_an_abandoned_claim_is_taken_again_when_its_lease_ends(make_apollo
     clock.advance(seconds=lease.total_seconds() - 1)
     assert (0, 0) == ((r := await apollo.process_outbox()).processed, r.failed)
     clock.advance(seconds=1)
-    assert (1, 1) == ((r := await apollo.process_outbox()).processed, r.contradictions)
+    assert (2, 1) == ((r := await apollo.process_outbox()).processed, r.contradictions)
     assert [(new, old)] == await _contradictions(apollo, new)
     assert 0 == await _pending(apollo)
+
+
+class FailsOn(AlwaysContradicts):
+    """A judge that cannot judge texts containing ``poison`` (and finds the rest contradictory)."""
+
+    def __init__(self, clock, poison):
+        super().__init__(clock)
+        self.poison = poison
+
+    async def contradicts(self, new: str, existing: str) -> bool:
+        self.calls.append((self.clock.now(), new))
+        if self.poison in new:
+            raise ValueError("the judge choked")
+        return True
+
+
+async def test_a_judge_failure_fails_only_its_item_of_the_batch(make_apollo):
+    """Three pairs are claimed in one batch; the judge fails on the second pair's new
+    entry: that item alone waits for its retry, the other two contradictions are recorded
+    and their items (and the three older entries' items) are done."""
+    embedder = KeyedEmbedder(16)
+    apollo = await make_apollo(embedder=embedder)
+    clock = apollo.deps.clock
+    apollo.deps = evolve(apollo.deps, judge=FailsOn(clock, "Feature 4"))
+    pairs = [await _conflict(apollo, embedder, axis=axis) for axis in (0, 4, 8)]
+
+    report = await apollo.process_outbox()
+
+    assert (5, 2, 1) == (report.processed, report.contradictions, report.failed)
+    assert 1 == await _pending(apollo)
+    for (old, new), recorded in zip(pairs, (True, False, True), strict=True):
+        assert ([(new, old)] if recorded else []) == await _contradictions(apollo, new)
+        expected = Status.DISPUTED if recorded else Status.CANDIDATE
+        assert expected == (await apollo.get_entry(old)).status
+
+
+async def test_a_malformed_item_fails_alone_and_the_rest_of_its_batch_is_done(make_apollo):
+    """A scan whose payload names no entry is counted as failed (it waits for its retry,
+    then dies); the pair claimed with it is judged and recorded."""
+    embedder = KeyedEmbedder(16)
+    apollo = await make_apollo(embedder=embedder)
+    apollo.deps = evolve(apollo.deps, judge=AlwaysContradicts(apollo.deps.clock))
+    async with apollo.store.unit_of_work() as uow:
+        await uow.outbox.enqueue("contradiction_scan", {"entry": "?"}, apollo.deps.clock.now())
+        await uow.commit()
+    old, new = await _conflict(apollo, embedder)
+
+    report = await apollo.process_outbox()
+
+    assert (2, 1, 1) == (report.processed, report.contradictions, report.failed)
+    assert [(new, old)] == await _contradictions(apollo, new)
+    assert 1 == await _pending(apollo)
 
 
 async def test_a_committed_claim_is_a_lease_and_a_failure_waits_for_its_retry(store):

@@ -661,7 +661,12 @@ async def test_repositories_round_trip_their_values(store: Store) -> None:
         assert a == stored_a
         assert stored_a is not None and stored_a.embedding is not None
         assert a.embedding == pytest.approx(stored_a.embedding, abs=1e-6)
-        assert {a.id: a, b.id: b} == await uow.entries.get_many([a.id, b.id, uuid.uuid4()])
+        plain = await uow.entries.get_many([a.id, b.id, uuid.uuid4()])
+        assert {a.id: a, b.id: b} == plain
+        assert [None, None] == [entry.embedding for entry in plain.values()]
+        vectors = await uow.entries.get_many([a.id, uuid.uuid4()], with_embedding=True)
+        assert {a.id: a} == vectors
+        assert a.embedding == pytest.approx(vectors[a.id].embedding, abs=1e-6)
         assert [a] == await uow.entries.by_agent("agent-a")
         evidence = await uow.evidence.for_entry(a.id)
         assert [origin, attrs.evolve(origin, source=SourceRef("agent-a", "openai", "c"))] == (

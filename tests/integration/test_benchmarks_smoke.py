@@ -13,12 +13,14 @@ from typing import Any
 
 import pytest
 from benchmarks import (
+    content_identity_bench,
     hybrid_bench,
     ingest_recall_bench,
     load_bench,
     memory_bench,
     model_ingest_bench,
     postgres_bench,
+    relevance_floor_bench,
     retrieval_bench,
     write_path_bench,
 )
@@ -70,6 +72,25 @@ async def test_retrieval_bench_reports_recall_for_every_mode_and_kind(tmp_path: 
         assert 0 < numbers["p50_ms"] <= numbers["p95_ms"], label
     assert positive(run["lexical"]["recall@10"])
     assert positive(run["hybrid"]["recall@10"])
+
+
+async def test_relevance_floor_bench_proposes_a_floor_no_higher_than_the_noise(
+    tmp_path: Path,
+) -> None:
+    """The calibration reports both cosine distributions and a floor at most the chosen
+    percentile of the unrelated maxima, whose recall cost is within the bound."""
+    result = await relevance_floor_bench.main(
+        ["--people", "4", "--unrelated", "20", "--no-model", "--output", str(tmp_path)]
+    )
+
+    written = json.loads((tmp_path / "relevance_floor.json").read_text())
+    run = written["runs"]["hashing-384"]
+    assert run == result["runs"]["hashing-384"]
+    assert 0 < run["floor"] <= run["noise_floor"]
+    recall = run["vector_recall@10"]
+    assert 0 <= recall["no floor"] - recall["at floor"] <= 0.005
+    assert 0.15 == run["declared_floor"]
+    assert run["unrelated_max"]["p50"] <= run["unrelated_max"]["max"]
 
 
 @pytest.mark.postgres
@@ -208,3 +229,9 @@ def test_load_bench_quick_reports_every_level_without_errors() -> None:
             assert positive(level[figure]), figure
         assert 0 == level["errors"], result["failures"]
     assert positive(result["target"]["bound_ms"])
+
+
+def test_content_identity_bench_quick_reports_both_figures_for_every_input() -> None:
+    figures = content_identity_bench.main(["--quick"])
+    assert 3 == len(figures)
+    assert all(positive(v) for row in figures.values() for v in row.values())

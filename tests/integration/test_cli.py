@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from apollo_adapters.postgres.embedded import temporary_folder
+from tests.bounds_cases import CASES, LINE_CASES
 
 TIMEOUT = 180
 COMMANDS = (
@@ -361,3 +362,26 @@ def test_an_unreachable_database_exits_1(tmp_path: Path) -> None:
     assert 1 == result.returncode, result.stdout + result.stderr
     assert result.stderr.startswith("apollo: error: StoreUnavailable")
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.postgres
+def test_ingest_reports_each_over_limit_line_by_the_field_it_names(tmp_path: Path) -> None:
+    """One line per row of the bounds table a JSONL line can break (the message bound
+    included): each is reported by number with the field it names and stores nothing; the
+    one good line is stored."""
+    cases = [*LINE_CASES, CASES["message"]]
+    path = tmp_path / "over-limit.jsonl"
+    lines = [json.dumps(dict(case.payload)) for case in cases]
+    lines.append(json.dumps({"content": "Bloom filters never give false negatives"}))
+    path.write_text("\n".join(lines) + "\n")
+    folder = temporary_folder("apollo-cli-bounds-")
+    try:
+        result = run("ingest", str(path), "--agent", "claude-bounds", data_dir=folder)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    assert 0 == result.returncode, result.stderr[-2_000:]
+    for number, case in enumerate(cases, 1):
+        assert f"apollo: line {number}: {case.field}: " in result.stderr, case.id
+    assert "ingested 1 line(s): created 1" in result.stdout
+    assert f"{len(cases)} bad line(s) skipped" in result.stdout
+    assert len(result.stderr) < 300 * len(cases)  # no input echoed back whole

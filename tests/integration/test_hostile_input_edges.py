@@ -8,10 +8,13 @@ first delivery) naming the offending field, never a 500 or 503, and writes nothi
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import logging
+import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
+from urllib.parse import quote
 from uuid import uuid4
 
 import httpx
@@ -22,14 +25,20 @@ from apollo_adapters.inprocess import InProcessBus
 from apollo_adapters.memory import InMemoryStore
 from apollo_adapters.rabbitmq import AiormqBus
 from apollo_app import Apollo, Principal, RemoteClient, Settings
+from apollo_app.cli.ingest import IngestReport, Progress, ingest_lines
 from apollo_app.entrypoints.http import HttpServer, create_app
+from apollo_app.entrypoints.http.operations import OPERATIONS, Operation
 from apollo_app.entrypoints.service import ApolloService
+from apollo_app.wire.envelope import ACTIONS, MUTATIONS, REQUESTS
+from apollo_domain.bounds import JSON_DEPTH, MESSAGE
 from apollo_domain.commands import DeprecateEntry
 from apollo_domain.errors import ValidationError
 from apollo_domain.messaging import DeadLetter, Message, MessageBus
+from apollo_domain.model import Role
 from apollo_domain.normalize import MAX_TAG_CHARS
 from apollo_domain.topology import Topology
 from apollo_domain.traversal import MAX_RELATED
+from tests.bounds_cases import CASES, EDGE_CASES, LINE_CASES, Case
 from tests.postgres_support import PostgresTestServer, fresh_store
 from tests.rabbitmq_support import (
     amqp_test_url,
@@ -242,7 +251,7 @@ async def mesh(request: pytest.FixtureRequest) -> AsyncIterator[Mesh]:
 
 async def _dead_on_first_delivery(
     mesh: Mesh, publish: Callable[[], Awaitable[None]], field: str, caplog: pytest.LogCaptureFixture
-) -> None:
+) -> DeadLetter:
     """The message is dead-lettered straight away (a ValidationError, not a retry), its
     reason names ``field``, and nothing was written."""
     before = await footprint(mesh.apollo)
@@ -253,6 +262,7 @@ async def _dead_on_first_delivery(
     assert not any("will retry" in r.getMessage() for r in caplog.records)
     assert sum(len(r.getMessage()) for r in caplog.records) < 10_000  # no megabyte of log
     assert before == await footprint(mesh.apollo)
+    return letter
 
 
 def _ingest(payload: str) -> bytes:
@@ -330,3 +340,200 @@ async def test_bus_query_of_a_deep_payload_is_a_validation_error_reply(mesh: Mes
     error = json.loads(reply.body)["error"]
     assert ("validation_error", "tags") == (error["type"], error["field"])
     assert 0 == (await mesh.apollo.stats(Principal(mesh.login))).total
+
+
+# ============================================================ the bounds table, every edge
+
+
+def _operation(kind: type[Any]) -> Operation:
+    """The HTTP route that carries ``kind`` (the first one: ``/query`` before ``/retrieve``)."""
+    return next(op for op in OPERATIONS if op.command is kind)
+
+
+HTTP_CASES = [case for case in EDGE_CASES if not case.gas]
+
+
+@pytest.mark.parametrize("case", HTTP_CASES, ids=lambda case: case.id)
+async def test_http_refuses_every_over_limit_input_naming_the_field(http: Http, case: Case):
+    """One request per row of the bounds table: 400 naming the field, nothing written."""
+    op = _operation(case.kind)
+    payload = dict(case.payload)
+    path = op.path
+    for name, target in op.path_fields.items():
+        path = re.sub(r"\{" + name + r"(:\w+)?\}", quote(str(payload.pop(target)), safe=""), path)
+    before = await footprint(http.apollo)
+    if op.reads_body:
+        response = await http.client.post(f"{API}{path}", json=payload)
+    else:
+        response = await http.client.get(f"{API}{path}", params=payload)
+    assert 400 == response.status_code, response.text[:500]
+    error = response.json()["error"]
+    assert ("validation_error", case.field) == (error["type"], error["field"])
+    assert len(response.content) < 1_000  # the input is never echoed back whole
+    assert before == await footprint(http.apollo)
+
+
+async def test_http_refuses_a_body_over_the_message_bound_before_parsing_it(http: Http):
+    case = CASES[MESSAGE.name]
+    before = await footprint(http.apollo)
+    response = await http.client.post(f"{API}/ingest", json=dict(case.payload))
+    assert 413 == response.status_code
+    error = response.json()["error"]
+    assert ("payload_too_large", MESSAGE.field) == (error["type"], error["field"])
+    assert f"{MESSAGE.limit:,} bytes" in error["message"]
+    assert before == await footprint(http.apollo)
+
+
+def _envelope(case: Case) -> bytes:
+    return json.dumps(
+        {"v": 1, "action": ACTIONS[case.kind], "payload": dict(case.payload)}
+    ).encode()
+
+
+BUS_MUTATIONS = [c for c in EDGE_CASES if not c.gas and ACTIONS[c.kind] in MUTATIONS]
+BUS_REQUESTS = [c for c in EDGE_CASES if not c.gas and ACTIONS[c.kind] in REQUESTS]
+GAS_CASES = [c for c in EDGE_CASES if c.gas]
+
+
+@pytest.mark.parametrize("case", BUS_MUTATIONS, ids=lambda case: case.id)
+async def test_bus_dead_letters_every_over_limit_mutation_naming_the_field(
+    mesh: Mesh, case: Case, caplog: pytest.LogCaptureFixture
+):
+    queue = mesh.service.topology.ingest_queue
+    await _dead_on_first_delivery(
+        mesh, lambda: mesh.publish(queue, _envelope(case)), case.field, caplog
+    )
+
+
+@pytest.mark.parametrize("case", BUS_REQUESTS, ids=lambda case: case.id)
+async def test_bus_answers_every_over_limit_request_with_an_error_naming_the_field(
+    mesh: Mesh, case: Case
+):
+    before = await footprint(mesh.apollo)
+    request = Message(
+        mesh.service.topology.query_queue,
+        _envelope(case),
+        message_id=uuid4().hex,
+        user_id=mesh.login,
+    )
+    reply = await mesh.bus.request(request, timeout=PATIENCE)
+    error = json.loads(reply.body)["error"]
+    assert ("validation_error", case.field) == (error["type"], error["field"])
+    assert before == await footprint(mesh.apollo)
+
+
+@pytest.mark.parametrize("case", GAS_CASES, ids=lambda case: case.id)
+async def test_bus_dead_letters_every_over_limit_gas_event_naming_the_field(
+    mesh: Mesh, case: Case, caplog: pytest.LogCaptureFixture
+):
+    topology = mesh.service.topology
+    body = json.dumps(case.payload["event"]).encode()
+    await _dead_on_first_delivery(
+        mesh,
+        lambda: mesh.publish(topology.audit_routing_key, body, exchange=topology.audit_exchange),
+        case.field,
+        caplog,
+    )
+
+
+@pytest.mark.parametrize("where", ["ingest", "gas"])
+async def test_bus_dead_letters_a_message_over_the_bound_before_parsing_it(
+    mesh: Mesh, where: str, caplog: pytest.LogCaptureFixture
+):
+    """Measured before it is parsed: the reason names the bound, not the content."""
+    topology = mesh.service.topology
+    if where == "ingest":
+        body = _envelope(CASES[MESSAGE.name])
+
+        async def publish() -> None:
+            await mesh.publish(topology.ingest_queue, body)
+    else:
+        event = {"request_id": "r-huge", "response_content": "x" * MESSAGE.limit}
+        body = json.dumps(event).encode()
+
+        async def publish() -> None:
+            await mesh.publish(topology.audit_routing_key, body, exchange=topology.audit_exchange)
+
+    assert len(body) > MESSAGE.limit
+    letter = await _dead_on_first_delivery(mesh, publish, MESSAGE.field, caplog)
+    assert f"at most {MESSAGE.limit:,} bytes are allowed ({MESSAGE.name})" in letter.reason
+
+
+# =================================================================================== CLI
+
+
+@pytest.mark.parametrize("case", [*LINE_CASES, CASES[MESSAGE.name]], ids=lambda case: case.id)
+async def test_cli_ingest_reports_every_over_limit_line_naming_the_field(case: Case):
+    """``apollo ingest`` reads a JSONL line as a store command: an over-limit line is a
+    bad line naming the field, and stores nothing; the good line beside it is stored."""
+    async with Apollo.in_memory() as apollo:
+        report = IngestReport()
+        lines = [json.dumps(dict(case.payload)), json.dumps({"content": "a fine line"})]
+        await ingest_lines(
+            apollo,
+            lines,
+            report,
+            agent_id="claude-cli",
+            principal=Principal("cli-admin", role=Role.ADMIN),
+            progress=Progress(2, io.StringIO()),
+        )
+        assert 1 == len(report.bad), report.bad
+        number, reason = report.bad[0]
+        assert 1 == number
+        assert reason.startswith(f"{case.field}: "), reason
+        assert len(reason) < 500
+        assert 1 == (await apollo.stats()).total
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "field"),
+    [
+        ("/traverse", {"entry_id": "x" * 1_000_000}, "entry_id"),
+        ("/ingest", {"content": "scoped", "access_scope": "x" * 1_000_000}, "access_scope"),
+        ("/query", {"query": "kafka", "status": ["x" * 1_000_000]}, "status"),
+        ("/query", {"query": "kafka", "mode": "x" * 1_000_000}, "mode"),
+    ],
+)
+async def test_http_errors_never_echo_a_megabyte_of_input(
+    http: Http, path: str, body: dict[str, Any], field: str
+):
+    response = await http.client.post(f"{API}{path}", json=body)
+    assert 400 == response.status_code
+    assert field == response.json()["error"]["field"]
+    assert len(response.content) < 1_000
+
+
+@pytest.mark.parametrize(
+    "as_of", ["9999-12-31T23:59:59-14:00", "0001-01-01T00:00:00+14:00", "99999-01-01"]
+)
+async def test_http_entity_history_with_an_unrepresentable_as_of_is_a_400(http: Http, as_of: str):
+    """It used to be a 500 (OverflowError)."""
+    await http.apollo.client("claude-graph").store_knowledge(content="Dana Wu works at Initech")
+    response = await http.client.get(f"{API}/entities/Initech/history", params={"as_of": as_of})
+    assert 400 == response.status_code, response.text[:300]
+    error = response.json()["error"]
+    assert ("validation_error", "as_of") == (error["type"], error["field"])
+
+
+def _writeback(case: Case) -> bytes:
+    """A store case as a writeback-vectorize message: the content, the agent credited, and
+    every other field in its metadata."""
+    fields = dict(case.payload)
+    payload: dict[str, Any] = {"content": fields.pop("content")}
+    if "agent_id" in fields:
+        payload["agent_id"] = fields.pop("agent_id")
+    payload["metadata"] = fields
+    return json.dumps({"v": 1, "action": "writeback_vectorize", "payload": payload}).encode()
+
+
+@pytest.mark.parametrize("case", LINE_CASES, ids=lambda case: case.id)
+async def test_bus_dead_letters_every_over_limit_writeback_naming_the_field(
+    mesh: Mesh, case: Case, caplog: pytest.LogCaptureFixture
+):
+    """A writeback is ingested with its metadata as the ingest's fields: the same bounds
+    (a value nested too deeply is refused as the message is decoded, in ``metadata``)."""
+    queue = mesh.service.topology.writeback_vectorize_queue
+    field = "metadata" if case.bound is JSON_DEPTH else case.field
+    await _dead_on_first_delivery(
+        mesh, lambda: mesh.publish(queue, _writeback(case)), field, caplog
+    )

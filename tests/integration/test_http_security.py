@@ -16,6 +16,7 @@ from attrs import frozen
 
 from apollo_app import Apollo, Principal, Status
 from apollo_app.entrypoints.http import HttpServer, create_app
+from apollo_app.metrics import Metrics
 from apollo_domain.lifecycle import dispute
 
 API = "/api/apollo"
@@ -116,6 +117,46 @@ async def test_without_a_token_nothing_but_health_and_the_document_answers(serve
     async with httpx.AsyncClient(base_url=served.url) as http:
         assert 200 == (await http.get("/openapi.json")).status_code
         assert 401 == (await http.get("/metrics")).status_code
+
+
+@pytest.mark.parametrize("reserved", ["redacted", "unknown", "http", "Hidden", "hidden-1"])
+async def test_no_token_credits_work_to_an_agent_id_apollo_reserves(served: Served, reserved):
+    """Not even a gateway or an admin: 400 naming agent_id, nothing stored."""
+    for token in ({"Authorization": "Bearer tok-mesh"}, OPS):
+        body = {"content": "credited to Apollo itself", "agent_id": reserved}
+        response = await _call(served, "POST", "/ingest", token, body)
+        _refused(response, 400, "validation_error")
+        assert "agent_id" == response.json()["error"]["field"]
+    assert 0 == (await served.apollo.stats()).total
+
+
+async def test_submission_metadata_is_the_edges(served: Served):
+    """submitted_by / submitted_from are the token's principal and http; a body naming
+    them is refused (400 naming the field), nothing stored."""
+    body = {"content": "who sent this?", "submitted_by": "the-ceo", "submitted_from": "board"}
+    response = await _call(served, "POST", "/ingest", ALICE, body)
+    _refused(response, 400, "validation_error")
+    assert "submitted_by" == response.json()["error"]["field"]
+    assert 0 == (await served.apollo.stats()).total
+    entry_id = await _entry(served, ALICE, "who sent this?")
+    source = (await served.apollo.get_entry(entry_id)).source
+    assert ("alice", "http") == (source.submitted_by, source.submitted_from)
+
+
+async def test_metrics_are_an_admins_with_tokens():
+    """The counters cover the whole store, private writes included: a writer or a reader
+    gets 403, an admin the exposition."""
+    async with Apollo.in_memory() as apollo:
+        app = create_app(apollo, tokens=TOKENS, metrics=Metrics())
+        async with (
+            HttpServer(app, "127.0.0.1", 0) as server,
+            httpx.AsyncClient(base_url=server.url) as http,
+        ):
+            statuses = [
+                (await http.get("/metrics", headers=headers)).status_code
+                for headers in (ALICE, RITA, OPS)
+            ]
+    assert [403, 403, 200] == statuses
 
 
 async def test_a_writer_cannot_decay_or_archive_the_store(served: Served):
@@ -275,15 +316,32 @@ async def _call_raw(
         return await http.post(API + path, content=body, headers=headers)
 
 
-async def test_anonymous_readers_do_not_see_who_wrote_an_entry(open_server: Served):
-    """A global entry alice wrote is readable by anyone, but not who she is."""
-    alice = open_server.apollo.client("claude-1", Principal("alice"))
+async def test_anonymous_readers_see_no_agent_names(open_server: Served):
+    """A global entry alice's agent wrote and bob's agreed with is readable by anyone, but
+    no agent is named: not its source, owner or submitter, not the agreeing sources of
+    its confirmation, not its evidence, not in a query; views about agents are refused."""
+    apollo = open_server.apollo
+    alice = apollo.client("claude-1", Principal("alice"))
     created = await alice.store_knowledge(content="A global fact", submitted_by="alice")
-    assert "alice" == (await open_server.apollo.get_entry(created.entry_id)).owner_id
+    await apollo.client("openai-2", Principal("bob")).store_knowledge(content="A global fact")
+    await apollo.check_corroboration()
+    confirmed = await apollo.get_entry(created.entry_id)
+    assert ["claude-1", "openai-2"] == confirmed.source_context["bootstrap"]["agreement"]
     async with httpx.AsyncClient(base_url=open_server.url) as http:
         entry = (await http.get(f"{API}/entries/{created.entry_id}")).json()
+        evidence = (await http.get(f"{API}/entries/{created.entry_id}/evidence")).json()
+        found = (await http.post(f"{API}/query", json={"query": "global fact"})).json()
+        profile = await http.get(f"{API}/agents/claude-1/profile")
+        expertise = await http.get(f"{API}/expertise/general")
+        source = await http.get(f"{API}/sources/claude-1")
     assert (None, None) == (entry["owner_id"], entry["source"]["submitted_by"])
-    assert "claude-1" == entry["source"]["agent_id"]
+    assert "hidden" == entry["source"]["agent_id"]
+    assert ["hidden", "hidden"] == entry["source_context"]["bootstrap"]["agreement"]
+    assert [("hidden-1", True), ("hidden-2", True)] == [
+        (item["agent_id"], item["independent"]) for item in evidence["evidence"]
+    ]
+    assert ["hidden"] == [view["source_agent"] for view in found["entries"]]
+    assert [403, 403, 403] == [r.status_code for r in (profile, expertise, source)]
 
 
 async def test_the_console_is_public_and_runs_only_its_own_scripts(served: Served):

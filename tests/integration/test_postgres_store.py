@@ -11,7 +11,9 @@ import hashlib
 import json
 import math
 import os
+import re
 import sys
+import unicodedata
 import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
@@ -252,6 +254,47 @@ async def test_migration_3_rehashes_content_and_merges_entries_that_now_collide(
             "UPDATE entries SET status = 'candidate' WHERE id = %s",
             (ids["nfd"],),
         )
+    await postgres_server.drop_database(database)
+
+
+def _hash_before_15(text: str) -> str:
+    """The content hash of migrations 3 to 14: only zero-width characters were dropped."""
+    text = unicodedata.normalize("NFKC", re.sub("[\u200b-\u200d\u2060\ufeff]", "", text))
+    text = unicodedata.normalize("NFKC", text.lower())
+    return hashlib.sha256(" ".join(text.split()).encode()).hexdigest()
+
+
+async def test_migration_15_rehashes_default_ignorable_copies_into_one_entry(
+    postgres_server: PostgresTestServer,
+) -> None:
+    """A copy of a text with a soft hyphen (or a combining grapheme joiner) was its own
+    entry under the hash of migration 3: migration 15 re-hashes every entry, and the later
+    copy is archived as merged into the older one."""
+    database = await postgres_server.create_database()
+    conninfo = postgres_server.conninfo(database)
+    applied = await migrate(conninfo, dimension=8, model_id="m", until=14)
+    assert 15 not in applied
+    rows = {
+        "plain": ("Kafka keeps offsets", NOW),
+        "shy": ("Kaf\u00adka keeps off\u034fsets", NOW + timedelta(hours=1)),
+    }
+    ids = {name: uuid.uuid4() for name in rows}
+    async with await psycopg.AsyncConnection.connect(conninfo, autocommit=True) as conn:
+        for name, (content, at) in rows.items():
+            await conn.execute(
+                "INSERT INTO entries (id, content, content_hash, content_type, knowledge_domain,"
+                " confidence, status, source_agent, source_provider, access_scope, created_at,"
+                " updated_at) VALUES (%s, %s, %s, 'fact', 'kafka', 0.5, 'candidate',"
+                " 'claude-a', 'claude', 'global', %s, %s)",
+                (ids[name], content, _hash_before_15(content), at, at),
+            )
+    assert _hash_before_15(rows["plain"][0]) != _hash_before_15(rows["shy"][0])
+
+    assert 15 in await migrate(conninfo, dimension=8, model_id="m")
+
+    found = await sql_rows(conninfo, "SELECT id, content, content_hash, status FROM entries")
+    assert all(content_hash(content) == digest for _, content, digest, _ in found)
+    assert {ids["plain"]: "candidate", ids["shy"]: "archived"} == {row[0]: row[3] for row in found}
     await postgres_server.drop_database(database)
 
 

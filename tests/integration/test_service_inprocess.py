@@ -420,7 +420,7 @@ async def test_writeback_routes_to_store_or_vectorize_and_the_service_ingests(me
 # The group commit suite runs on every transport (test_service_transports.py); here, what
 # needs several broker users publishing through one bus, which a real broker forbids.
 
-BATCHED = Settings(prefetch=4, ingest_batch=16, ingest_batch_ms=50, outbox_interval=3600)
+BATCHED = Settings(prefetch=4, ingest_batch=16, ingest_batch_ms=50, outbox_workers=0)
 
 
 @define

@@ -303,6 +303,7 @@ async def test_a_killed_service_restarts_and_stores_every_ingest_exactly_once(
         "APOLLO_HTTP_PORT": str(free_port()),
         "APOLLO_PREFETCH": "32",
         "APOLLO_OUTBOX_INTERVAL": "3600",
+        "APOLLO_OUTBOX_WORKERS": "0",
     }
     log = tmp_path / "service.log"
     client_bus = await AiormqBus.connect(service_amqp_url, topology=topology)

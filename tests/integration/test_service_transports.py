@@ -361,7 +361,7 @@ async def open_group_mesh(transport: Transport, *, gateway: bool) -> AsyncIterat
         prefetch=8,
         ingest_batch=16,
         ingest_batch_ms=100,
-        outbox_interval=3600,
+        outbox_workers=0,
         gateway_users=frozenset(gateways),
     )
     service = ApolloService(apollo, bus, settings)

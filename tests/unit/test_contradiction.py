@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import event, given
 from hypothesis import strategies as st
 
 from apollo_domain.contradiction import (
     HEURISTIC_ANTONYMS,
     HeuristicContradictionJudge,
+    flips_negation,
     heuristic_contradicts,
 )
 from apollo_domain.ports import ContradictionJudge
+from tests.strategies import restatements
 
 CONTRADICTIONS = [
     ("BGP uses TCP port 179", "BGP uses TCP port 180"),
@@ -138,3 +140,43 @@ def test_a_text_never_contradicts_itself(text: str) -> None:
 @given(_SENTENCES, _SENTENCES)
 def test_the_judgement_is_symmetric(a: str, b: str) -> None:
     assert heuristic_contradicts(a, b) == heuristic_contradicts(b, a)
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ("X is enabled on port 9187", "X is not enabled on port 9187"),
+        ("X is enabled on port 9187", "X isn't enabled on port 9187"),
+        ("X is enabled by default", "X is disabled by default"),
+        ("Redis never loses writes on failover", "Redis loses writes on failover"),
+    ],
+)
+def test_a_negated_or_opposite_restatement_flips(a: str, b: str) -> None:
+    assert (True, True) == (flips_negation(a, b), flips_negation(b, a))
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ("X is not enabled on port 9187", "X is disabled on port 9187"),  # both deny it
+        ("X is enabled on port 9187", "X is enabled on port 9188"),  # numbers, not polarity
+        ("Redis is not durable", "Paris is not in Germany"),  # about other things
+        ("Redis keeps the dataset in memory", "Redis keeps the whole dataset in memory"),
+    ],
+)
+def test_agreeing_or_unrelated_texts_do_not_flip(a: str, b: str) -> None:
+    assert (False, False) == (flips_negation(a, b), flips_negation(b, a))
+
+
+@given(restatements())
+def test_a_flip_is_symmetric_never_of_itself_and_always_a_contradiction(
+    pair: tuple[str, str],
+) -> None:
+    """The rule ingest and the checker use is the judge's own polarity rule."""
+    a, b = pair
+    flipped = flips_negation(a, b)
+    event(f"flips: {flipped}")
+    assert flipped == flips_negation(b, a)
+    assert flips_negation(a, a) is False
+    if flipped:
+        assert heuristic_contradicts(a, b)

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from apollo_adapters.embedders import CachingEmbedder, HashingEmbedder
+from apollo_adapters.embedders import CachingEmbedder, HashingEmbedder, OpenAIEmbedder
 from apollo_domain.errors import EmbeddingError
 from apollo_domain.ports import Embedder
 
@@ -211,3 +211,14 @@ async def test_cache_over_hashing_returns_the_same_vectors() -> None:
     assert [list(v) for v in await cached.embed(texts)] == direct
     assert [list(v) for v in await cached.embed(texts)] == direct
     assert cached.hits == 2
+
+
+def test_each_embedder_declares_its_calibrated_relevance_floor() -> None:
+    """The floors of benchmarks/relevance_floor_bench.py; an uncalibrated dimension or
+    model has none, and the cache passes its inner embedder's through."""
+    assert 0.15 == HashingEmbedder(384).relevance_floor
+    assert None is HashingEmbedder(17).relevance_floor
+    assert 0.15 == CachingEmbedder(HashingEmbedder(384)).relevance_floor
+    assert 0.36 == OpenAIEmbedder("http://e", "all-MiniLM-L6-v2", dimension=384).relevance_floor
+    assert None is OpenAIEmbedder("http://e", "unknown-model", dimension=8).relevance_floor
+    assert 0.2 == OpenAIEmbedder("http://e", "m", dimension=8, relevance_floor=0.2).relevance_floor

@@ -333,3 +333,26 @@ async def test_hashing_runs_off_the_event_loop() -> None:
     (vector,) = await pending
     assert 8 == len(vector)
     assert threading.get_ident() not in embedder.threads
+
+
+@pytest.mark.parametrize(
+    ("raw", "fragment"),
+    [
+        (b'{"a":' + b"9" * 5_000 + b"}", "more than 4,300 digits"),
+        (b'{"a":1e999}', "too large to represent"),
+        (b'{"a":[-1e999]}', "too large to represent"),
+    ],
+)
+def test_json_numbers_nobody_can_hold_are_refused_without_server_internals(
+    raw: bytes, fragment: str
+) -> None:
+    """A 5,000-digit integer used to be refused with Python's own advice
+    (``sys.set_int_max_str_digits``); ``1e999`` used to be read as an infinity."""
+    with pytest.raises(ValidationError) as caught:
+        decode_json(raw)
+    assert fragment in caught.value.message
+    assert "sys." not in caught.value.message
+
+
+def test_json_numbers_at_the_digit_bound_are_read() -> None:
+    assert [int("9" * 4_300), 1.5, -12] == decode_json(b"[" + b"9" * 4_300 + b",1.5,-12]")

@@ -301,8 +301,17 @@ async def test_stats_and_agent_domain_stats() -> None:
     }
     assert stats.by_content_type["fact"] == 3 and stats.by_content_type["concept"] == 0
     assert stats.total_relations == 1
-    ((agent, domain, count, average, last),) = [attrs.astuple(s) for s in by_agent]
-    assert (agent, domain, count, last) == ("claude-1", "networking", 3, T0)
+    ((agent, domain, count, average, last, confirmed, earned),) = [
+        attrs.astuple(s) for s in by_agent
+    ]
+    assert (agent, domain, count, last, confirmed, earned) == (
+        "claude-1",
+        "networking",
+        3,
+        T0,
+        0,
+        0,
+    )
     assert average == pytest.approx((0.9 + 0.5 + 0.3) / 3)
 
 

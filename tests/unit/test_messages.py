@@ -352,7 +352,7 @@ async def test_rpc_requests_carry_an_exact_whole_second_deadline():
     sent = []
 
     class CapturingBus:
-        async def request(self, message, *, timeout):  # noqa: ASYNC109 - the port's signature
+        async def request(self, message, *, timeout, repliers=None):  # noqa: ASYNC109
             sent.append(message)
             raise RpcTimeout("nobody is listening")
 

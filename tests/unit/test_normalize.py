@@ -7,12 +7,13 @@ import re
 import unicodedata
 
 import pytest
-from hypothesis import given
+from hypothesis import event, given
 from hypothesis import strategies as st
 
 from apollo_domain.errors import ValidationError
-from apollo_domain.model import AccessScope, ContentType
+from apollo_domain.model import AccessScope, ContentType, SourceRef
 from apollo_domain.normalize import (
+    DEFAULT_IGNORABLE,
     MAX_CONTENT_CHARS,
     canonical_content,
     clean_content,
@@ -26,9 +27,11 @@ from apollo_domain.normalize import (
     normalize_tags,
 )
 from tests.strategies import (
+    DEFAULT_IGNORABLE_RANGES,
     KNOWN_PROVIDER_NAMES,
     agent_ids,
     ascii_words,
+    default_ignorables,
     raw_tag_lists,
     raw_tags,
     whitespace_runs,
@@ -166,27 +169,40 @@ def test_tags_deduplicate_keeping_first_order() -> None:
     assert expected == normalize_tags(["Python", "C#", "python ", "Machine Learning", "c#", "!!"])
 
 
-def test_tags_keep_at_most_ten() -> None:
-    """Only the first ten distinct tags are kept."""
-    raw = [f"tag{i}" for i in range(15)]
-    assert tuple(raw[:10]) == normalize_tags(raw)
+def test_more_than_ten_distinct_tags_are_refused_never_cut() -> None:
+    """Ten distinct tags are kept; an eleventh is a ValidationError naming tags (cutting the
+    list silently used to drop what the caller sent)."""
+    raw = [f"tag{i}" for i in range(11)]
+    assert tuple(raw[:10]) == normalize_tags(raw[:10])
+    with pytest.raises(ValidationError) as caught:
+        normalize_tags(raw)
+    assert "tags" == caught.value.field
+    assert "at most 10 items" in caught.value.message
 
 
 def test_duplicates_do_not_use_up_the_ten_tags() -> None:
     """The limit applies after deduplication."""
-    raw = ["same"] * 20 + [f"t{i}" for i in range(12)]
+    raw = ["same"] * 20 + [f"t{i}" for i in range(9)]
     assert ("same", *(f"t{i}" for i in range(9))) == normalize_tags(raw)
 
 
 @given(raw_tag_lists)
-def test_tags_are_the_first_ten_distinct_normalized_tags(raw: list[str]) -> None:
-    """normalize_tags == the distinct non-empty normalize_tag results, in order, at most ten."""
+def test_tags_are_the_distinct_normalized_tags_or_refused(raw: list[str]) -> None:
+    """normalize_tags == the distinct non-empty normalize_tag results, in order, when there
+    are at most ten of them; more is a ValidationError naming tags."""
     expected: list[str] = []
     for value in raw:
         tag = normalize_tag(value)
         if tag is not None and tag not in expected:
             expected.append(tag)
-    assert tuple(expected[:10]) == normalize_tags(raw)
+    if len(expected) > 10:
+        event("more than ten distinct tags: refused")
+        with pytest.raises(ValidationError) as caught:
+            normalize_tags(raw)
+        assert "tags" == caught.value.field
+    else:
+        event("at most ten distinct tags: kept")
+        assert tuple(expected) == normalize_tags(raw)
 
 
 def test_no_tags() -> None:
@@ -356,16 +372,29 @@ def test_derived_provider_is_known_or_unknown(agent_id: str) -> None:
     assert derive_provider(agent_id) in {*KNOWN_PROVIDER_NAMES, "unknown"}
 
 
-def test_over_long_source_fields_are_truncated() -> None:
-    """agent_id ≤ 100, provider ≤ 50, channel ≤ 100, submitted_by/from ≤ 255 characters."""
-    source = make_source(
-        "a" * 150,
-        provider="p" * 80,
-        channel="c" * 150,
-        submitted_by="b" * 300,
-        submitted_from="f" * 300,
+SOURCE_FIELDS = {
+    "agent_id": 100,
+    "source_provider": 50,
+    "source_channel": 100,
+    "submitted_by": 255,
+    "submitted_from": 255,
+}
+
+
+def _source(**values: str) -> SourceRef:
+    return make_source(
+        values.get("agent_id", "claude-a"),
+        provider=values.get("source_provider"),
+        channel=values.get("source_channel"),
+        submitted_by=values.get("submitted_by"),
+        submitted_from=values.get("submitted_from"),
     )
-    expected = ("a" * 100, "p" * 50, "c" * 100, "b" * 255, "f" * 255)
+
+
+def test_source_fields_at_their_bounds_are_kept_whole() -> None:
+    """agent_id ≤ 100, provider ≤ 50, channel ≤ 100, submitted_by/from ≤ 255 characters."""
+    source = _source(**{name: name[0] * limit for name, limit in SOURCE_FIELDS.items()})
+    expected = tuple(name[0] * limit for name, limit in SOURCE_FIELDS.items())
     actual = (
         source.agent_id,
         source.provider,
@@ -374,6 +403,14 @@ def test_over_long_source_fields_are_truncated() -> None:
         source.submitted_from,
     )
     assert expected == actual
+
+
+@pytest.mark.parametrize(("name", "limit"), SOURCE_FIELDS.items())
+def test_an_over_long_source_field_is_refused_never_truncated(name: str, limit: int) -> None:
+    """One character over the bound is a ValidationError naming the field."""
+    with pytest.raises(ValidationError) as caught:
+        _source(**{name: "x" * (limit + 1)})
+    assert name == caught.value.field
 
 
 def test_short_source_fields_are_kept() -> None:
@@ -433,3 +470,72 @@ def test_content_hash_folds_unicode_variants_of_one_text() -> None:
     ]
     assert [plain] * 3 == [content_hash(v) for v in variants]
     assert canonical_content("Cafe\u0301\u200d  CRÈME") == "café crème"
+
+
+@given(
+    unicode_texts,
+    st.lists(st.tuples(st.integers(0, 30), default_ignorables), min_size=1, max_size=5),
+)
+def test_content_hash_folds_every_default_ignorable_code_point(
+    text: str, inserts: list[tuple[int, str]]
+) -> None:
+    """A soft hyphen, a combining grapheme joiner, a variation selector, a tag character or
+    any other Default_Ignorable_Code_Point inserted anywhere never changes the hash."""
+    padded = text
+    for position, char in inserts:
+        padded = padded[:position] + char + padded[position:]
+    event(f"inserted U+{ord(inserts[0][1]):04X} block {ord(inserts[0][1]) >> 8:X}")
+    assert content_hash(DEFAULT_IGNORABLE.sub("", text)) == content_hash(padded)
+
+
+@pytest.mark.parametrize("mark", ["\u00ad", "\u034f", "\ufe0f", "\u180e", "\U000e0041"])
+def test_one_text_with_a_default_ignorable_mark_hashes_like_the_text(mark: str) -> None:
+    plain = "Kafka partitions order messages"
+    assert content_hash(plain) == content_hash(f"Kaf{mark}ka parti{mark}tions order messages")
+
+
+def test_every_default_ignorable_code_point_is_folded_and_nothing_else() -> None:
+    """The character class holds exactly the property's ranges."""
+    ignorable = {code for low, high in DEFAULT_IGNORABLE_RANGES for code in range(low, high + 1)}
+    folded = {code for code in range(0x110000) if DEFAULT_IGNORABLE.fullmatch(chr(code))}
+    assert ignorable == folded
+
+
+def test_neither_nfkc_nor_lowercasing_makes_a_default_ignorable_code_point() -> None:
+    """Why canonical_content drops them once, before NFKC: no other character becomes one
+    (U+3164 and U+FFA0 become U+1160, but all three are dropped first)."""
+    made = []
+    for code in range(0x110000):
+        char = chr(code)
+        if 0xD800 <= code <= 0xDFFF or DEFAULT_IGNORABLE.match(char):
+            continue
+        folded = unicodedata.normalize("NFKC", char)
+        if DEFAULT_IGNORABLE.search(folded + unicodedata.normalize("NFKC", folded.lower())):
+            made.append(f"U+{code:04X}")
+    assert [] == made
+
+
+def test_a_mark_between_a_letter_and_its_accent_does_not_keep_them_apart() -> None:
+    assert content_hash("caf\u00e9") == content_hash("cafe\u034f\u0301")
+
+
+@pytest.mark.parametrize(
+    "content",
+    ["\u200b\u200c\u200d", "\u00ad", "\u034f\ufe0f", "\u2060 \ufeff\t", "\x01\x02", "\u3164"],
+)
+def test_content_that_shows_nothing_is_refused(content: str) -> None:
+    """Zero-width, format and control characters alone are an invisible entry."""
+    with pytest.raises(ValidationError) as caught:
+        clean_content(content)
+    assert "content" == caught.value.field
+
+
+@pytest.mark.parametrize("content", ["a\u200b", "\u034fé", "😀\ufe0f", "\u0301"])
+def test_content_with_something_visible_is_kept(content: str) -> None:
+    assert content == clean_content(content)
+
+
+def test_a_full_width_domain_and_tag_fold_like_their_ascii_text() -> None:
+    """NFKC first: ｋａｆｋａ is kafka, not a domain that normalizes to nothing."""
+    assert "kafka" == normalize_domain("ｋａｆｋａ", ())
+    assert ("kafka", "ml") == normalize_tags(["ｋａｆｋａ", "ＭＬ"])

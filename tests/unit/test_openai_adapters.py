@@ -282,6 +282,7 @@ async def test_contradiction_verdicts(server: FakeOpenAI, base_url: str) -> None
     assert body["response_format"] == {"type": "json_object"}
     assert [m["role"] for m in body["messages"]] == ["system", "user"]
     assert "port 179" in body["messages"][1]["content"]
+    assert "negates" in body["messages"][0]["content"]  # a flipped negation contradicts
 
 
 async def test_a_verdict_that_is_not_json_is_a_transport_error(base_url: str) -> None:

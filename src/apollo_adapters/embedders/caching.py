@@ -28,6 +28,8 @@ class CachingEmbedder:
         self.max_entries = max_entries
         self.model_id = inner.model_id
         self.dimension = inner.dimension
+        #: The inner embedder's calibrated relevance floor, if it declares one.
+        self.relevance_floor: float | None = getattr(inner, "relevance_floor", None)
         self.hits = 0
         self.misses = 0
         self._vectors: OrderedDict[bytes, tuple[float, ...]] = OrderedDict()

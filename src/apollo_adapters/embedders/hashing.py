@@ -34,6 +34,8 @@ from hashlib import blake2b
 import numpy as np
 import numpy.typing as npt
 
+from .floors import HASHING_RELEVANCE_FLOORS
+
 UNIGRAM_WEIGHT = 1.0
 BIGRAM_WEIGHT = 0.8
 TRIGRAM_WEIGHT = 0.35
@@ -66,6 +68,9 @@ class HashingEmbedder:
             raise ValueError("dimension must be at least 2")
         self.dimension = dimension
         self.model_id = f"apollo-hashing-v1-{dimension}"
+        #: The cosine under which a query's match says nothing (None: not calibrated for
+        #: this dimension).
+        self.relevance_floor: float | None = HASHING_RELEVANCE_FLOORS.get(dimension)
         self._words: dict[str, _Features] = {}
         self._cached_bytes = 0
         self._lock = threading.Lock()

@@ -11,6 +11,7 @@ import httpx
 from apollo_domain.errors import EmbeddingError
 
 from ..http_credentials import split_credentials
+from .floors import model_relevance_floor
 
 
 class OpenAIEmbedder:
@@ -18,9 +19,11 @@ class OpenAIEmbedder:
 
     Every failure — transport error, timeout, non-2xx status, malformed JSON, a missing
     or misordered vector, a vector of the wrong dimension — raises :class:`EmbeddingError`.
-    Pass ``client`` to share an ``httpx.AsyncClient``; one created here is closed by
-    :meth:`aclose`. Credentials in ``base_url`` (``user:password@``) are sent as basic
-    auth and, like ``api_key``, never appear in a URL httpx logs nor in an error message.
+    ``relevance_floor`` is the model's (``APOLLO_RELEVANCE_FLOOR``); a model Apollo has
+    calibrated has its own by default. Pass ``client`` to share an ``httpx.AsyncClient``;
+    one created here is closed by :meth:`aclose`. Credentials in ``base_url``
+    (``user:password@``) are sent as basic auth and, like ``api_key``, never appear in a
+    URL httpx logs nor in an error message.
     """
 
     def __init__(
@@ -34,6 +37,7 @@ class OpenAIEmbedder:
         client: httpx.AsyncClient | None = None,
         batch_size: int = 256,
         send_dimensions: bool = False,
+        relevance_floor: float | None = None,
     ) -> None:
         if dimension < 1:
             raise ValueError("dimension must be positive")
@@ -42,6 +46,11 @@ class OpenAIEmbedder:
         self.model = model
         self.model_id = model
         self.dimension = dimension
+        #: The cosine under which a query's match says nothing: as given, else the
+        #: calibrated floor of a model Apollo knows, else None (no floor).
+        self.relevance_floor = (
+            model_relevance_floor(model) if relevance_floor is None else relevance_floor
+        )
         self.batch_size = batch_size
         self.send_dimensions = send_dimensions
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}

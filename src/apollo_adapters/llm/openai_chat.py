@@ -26,7 +26,10 @@ MAX_ITEMS = 20
 
 _CONTRADICTS = (
     "You compare two statements from a knowledge base. Two statements contradict when "
-    "they cannot both be true about the same subject. Answer with JSON only: "
+    "they cannot both be true about the same subject. A restatement that negates the "
+    'other ("X is enabled" against "X is not enabled") or uses the opposite word '
+    '("enabled" against "disabled") contradicts it, however similar the wording; '
+    "it never confirms it. Answer with JSON only: "
     '{"contradicts": true} or {"contradicts": false}.'
 )
 _COMPREHEND = (

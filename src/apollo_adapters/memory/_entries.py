@@ -287,12 +287,13 @@ class EntryTable(VectorSearch):
         entry = self.entry(row)
         return self._with_embedding(row, entry) if with_embedding else entry
 
-    def get_many(self, ids: Iterable[UUID]) -> dict[UUID, Entry]:
+    def get_many(self, ids: Iterable[UUID], with_embedding: bool = False) -> dict[UUID, Entry]:
         found: dict[UUID, Entry] = {}
         for entry_id in ids:
             row = self.row_of.get(entry_id)
             if row is not None:
-                found[entry_id] = self.entry(row)
+                entry = self.entry(row)
+                found[entry_id] = self._with_embedding(row, entry) if with_embedding else entry
         return found
 
     def find_by_hash(
@@ -380,6 +381,7 @@ class EntryTable(VectorSearch):
         if domain is not None:
             code = self.domains.codes.get(domain)
             rows = rows[self.domain[rows] == code] if code is not None else rows[:0]
+        supported = rows  # the entries whose evidence an agent may have earned
         if agent_id is not None:
             code = self.agents.codes.get(agent_id)
             rows = rows[self.agent[rows] == code] if code is not None else rows[:0]
@@ -390,8 +392,10 @@ class EntryTable(VectorSearch):
         unique, inverse = np.unique(keys, return_inverse=True)
         counts = np.bincount(inverse)
         sums = np.bincount(inverse, weights=self.conf[rows])
+        confirmed = np.bincount(inverse, weights=self.status[rows] == STATUS_CODE[Status.CONFIRMED])
         latest = np.full(unique.size, np.iinfo(np.int64).min, dtype=np.int64)
         np.maximum.at(latest, inverse, self.updated[rows])
+        earned = self._earned(supported, width)
         stats = [
             AgentDomainStats(
                 agent_id=self.agents.names[int(key // width)],
@@ -399,11 +403,29 @@ class EntryTable(VectorSearch):
                 entry_count=int(count),
                 average_confidence=float(total / count),
                 last_active_at=from_micros(int(last)),
+                confirmed_count=int(sure),
+                corroboration_count=earned.get(int(key), 0),
             )
-            for key, count, total, last in zip(unique, counts, sums, latest, strict=True)
+            for key, count, total, sure, last in zip(
+                unique, counts, sums, confirmed, latest, strict=True
+            )
         ]
         stats.sort(key=lambda s: (s.agent_id, s.knowledge_domain))
         return stats
+
+    def _earned(self, rows: Rows, width: np.int64) -> dict[int, int]:
+        """(agent code · width + domain code) → the corroborations and agreements the agent
+        holds on ``rows`` (the active entries the viewer may see, of the domain asked for)."""
+        considered = set(rows.tolist())
+        earned: dict[int, int] = {}
+        for entry_id, agent in self.evidence.agreeing():
+            row = self.row_of.get(entry_id)
+            code = self.agents.codes.get(agent)
+            if row is None or code is None or row not in considered:
+                continue
+            key = int(code) * int(width) + int(self.domain[row])
+            earned[key] = earned.get(key, 0) + 1
+        return earned
 
     def stats(self, viewer: Viewer, now: datetime) -> StoreStats:
         n = self.n

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from uuid import UUID
 
 import attrs
 
 from apollo_domain.errors import NotFound
 from apollo_domain.model import Evidence, SourceRef
+from apollo_domain.rules import AGREEING_KINDS
 
 from ._columns import EntryColumns, Undo
 
@@ -39,6 +41,13 @@ class EvidenceTable:
 
         undo.append(remove)
         return True
+
+    def agreeing(self) -> Iterator[tuple[UUID, str]]:
+        """(entry id, agent id) of every corroboration and agreement recorded."""
+        for entry_id, rows in self._rows.items():
+            for item in rows:
+                if item.kind in AGREEING_KINDS:
+                    yield entry_id, item.source.agent_id
 
     def for_entry(self, entry_id: UUID) -> list[Evidence]:
         return list(self._rows.get(entry_id, ()))

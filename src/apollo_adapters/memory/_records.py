@@ -97,6 +97,22 @@ class AccessLogTable:
             undo.append(partial(self.rows.__setitem__, i, old))
         return len(rows)
 
+    def trim(self, cutoff: datetime, limit: int, undo: Undo) -> int:
+        old = [i for i, record in enumerate(self.rows) if record.created_at < cutoff]
+        old.sort(key=lambda i: self.rows[i].created_at)
+        doomed = set(old[:limit])
+        if not doomed:
+            return 0
+        before, counts = self.rows, self.counts.copy()
+        self.rows = [record for i, record in enumerate(before) if i not in doomed]
+        self.counts.subtract(before[i].action for i in doomed)
+
+        def restore() -> None:
+            self.rows, self.counts = before, counts
+
+        undo.append(restore)
+        return len(doomed)
+
 
 class CredibilityTable:
     def __init__(self) -> None:

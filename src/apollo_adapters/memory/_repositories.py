@@ -74,9 +74,11 @@ class InMemoryEntryRepository(_Repository):
         self._uow._open("entries")
         return self._store._entries.get(entry_id, with_embedding)
 
-    async def get_many(self, entry_ids: Collection[UUID]) -> dict[UUID, Entry]:
+    async def get_many(
+        self, entry_ids: Collection[UUID], *, with_embedding: bool = False
+    ) -> dict[UUID, Entry]:
         self._uow._open("entries")
-        return self._store._entries.get_many(entry_ids)
+        return self._store._entries.get_many(entry_ids, with_embedding)
 
     async def find_by_hash(
         self,
@@ -417,6 +419,10 @@ class InMemoryAccessLog(_Repository):
     async def redact_agent(self, agent_id: str, replacement: str) -> int:
         undo = self._uow._open("access_log")
         return self._store._access_log.redact_agent(agent_id, replacement, undo)
+
+    async def trim(self, cutoff: datetime, limit: int) -> int:
+        undo = self._uow._open("access_log")
+        return self._store._access_log.trim(cutoff, limit, undo)
 
 
 class InMemoryCredibilityRegistry(_Repository):

@@ -1,8 +1,9 @@
-"""Migration 3, in Python: content identity folds Unicode.
+"""Migrations 3 and 15, in Python: content identity folds Unicode.
 
-The content hash is computed by :func:`apollo_domain.normalize.content_hash`, which now
-drops zero-width characters and applies NFKC; SQL cannot reproduce it exactly (``lower``
-depends on the database's locale), so every entry is re-hashed here.
+The content hash is computed by :func:`apollo_domain.normalize.content_hash`, which drops
+default-ignorable code points (migration 3: the zero-width ones; migration 15: every one,
+soft hyphens and variation selectors included) and applies NFKC; SQL cannot reproduce it
+exactly (``lower`` depends on the database's locale), so every entry is re-hashed here.
 
 Two active entries of one dedup partition that now hash alike are merged: the older
 (created_at, then id) stays; the later one is archived with ``source_context``

@@ -25,6 +25,7 @@ from apollo_domain.ports import (
     StoreStats,
 )
 from apollo_domain.redaction import redact_context
+from apollo_domain.rules import AGREEING_KINDS
 
 from .filters import Where
 from .rows import (
@@ -243,11 +244,14 @@ class PostgresEntryRepository:
         )
         return None if row is None else entry_from_row(row)
 
-    async def get_many(self, entry_ids: Collection[UUID]) -> dict[UUID, Entry]:
+    async def get_many(
+        self, entry_ids: Collection[UUID], *, with_embedding: bool = False
+    ) -> dict[UUID, Entry]:
         if not entry_ids:
             return {}
+        columns = ENTRY_COLUMNS_WITH_EMBEDDING if with_embedding else ENTRY_COLUMNS
         rows = await self._s.rows(
-            sql.SQL("SELECT {} FROM entries WHERE id = ANY(%s)").format(ENTRY_COLUMNS),
+            sql.SQL("SELECT {} FROM entries WHERE id = ANY(%s)").format(columns),
             (list(entry_ids),),
         )
         return {row["id"]: entry_from_row(row) for row in rows}
@@ -651,12 +655,33 @@ class PostgresEntryRepository:
         rows = await self._s.rows(
             sql.SQL(
                 "SELECT source_agent, knowledge_domain, count(*) AS n,"
-                " avg(confidence) AS average, max(updated_at) AS last_active_at"
+                " avg(confidence) AS average, max(updated_at) AS last_active_at,"
+                " count(*) FILTER (WHERE status = 'confirmed') AS confirmed"
                 " FROM entries WHERE {} GROUP BY source_agent, knowledge_domain"
                 " ORDER BY source_agent, knowledge_domain"
             ).format(where.sql()),
             where.params,
         )
+        earned = Where()
+        earned.add("e.status <> 'archived'")
+        earned.add("v.kind = ANY({})", sorted(kind.value for kind in AGREEING_KINDS))
+        if viewer is not None:
+            earned.visible_to(viewer, "e")
+        if domain is not None:
+            earned.add("e.knowledge_domain = {}", domain)
+        if agent_id is not None:
+            earned.add("v.agent_id = {}", agent_id)
+        corroborations = {
+            (row["agent_id"], row["knowledge_domain"]): row["n"]
+            for row in await self._s.rows(
+                sql.SQL(
+                    "SELECT v.agent_id, e.knowledge_domain, count(*) AS n"
+                    " FROM evidence v JOIN entries e ON e.id = v.entry_id WHERE {}"
+                    " GROUP BY v.agent_id, e.knowledge_domain"
+                ).format(earned.sql()),
+                earned.params,
+            )
+        }
         return [
             AgentDomainStats(
                 agent_id=row["source_agent"],
@@ -664,6 +689,10 @@ class PostgresEntryRepository:
                 entry_count=row["n"],
                 average_confidence=row["average"],
                 last_active_at=as_utc(row["last_active_at"]),
+                confirmed_count=row["confirmed"],
+                corroboration_count=corroborations.get(
+                    (row["source_agent"], row["knowledge_domain"]), 0
+                ),
             )
             for row in rows
         ]

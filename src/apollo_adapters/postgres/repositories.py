@@ -343,6 +343,13 @@ class PostgresAccessLog:
             "UPDATE access_log SET agent_id = %s WHERE agent_id = %s", (replacement, agent_id)
         )
 
+    async def trim(self, cutoff: datetime, limit: int) -> int:
+        return await self._s.execute(
+            "DELETE FROM access_log WHERE id IN (SELECT id FROM access_log"
+            " WHERE created_at < %s ORDER BY created_at, id LIMIT %s)",
+            (cutoff, limit),
+        )
+
 
 class PostgresCredibilityRegistry:
     def __init__(self, session: Session) -> None:

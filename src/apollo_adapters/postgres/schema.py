@@ -57,6 +57,8 @@ class Migration:
 
 PYTHON_STEPS: tuple[Migration, ...] = (
     Migration(3, "content_identity", step=content_identity.rehash_entries),
+    # the hash now folds every default-ignorable code point (soft hyphen, CGJ, ...)
+    Migration(15, "default_ignorable_identity", step=content_identity.rehash_entries),
 )
 
 

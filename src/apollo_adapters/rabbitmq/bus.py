@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from functools import partial
 from typing import Any
 from uuid import uuid4
@@ -81,10 +81,12 @@ class AiormqBus:
         close_timeout: float,
         gateway_users: frozenset[str] | None = None,
         publish_window: int = 256,
+        declare_topology: bool = True,
     ) -> None:
         if publish_window < 1:
             raise ValidationError("publish_window", "must be at least 1")
         self._url = url
+        self._declare = declare_topology
         self._gateway_users = gateway_users
         self.topology = topology
         self.login: str = URL(url).user or "guest"
@@ -102,7 +104,7 @@ class AiormqBus:
         self._generation = 0
         self._changed = asyncio.Condition()
         self._reply_queue = ""
-        self._pending: dict[str, asyncio.Future[Message]] = {}
+        self._pending: dict[str, _Pending] = {}
         self._consumers: list[_Consumer] = []
         self._supervisor: asyncio.Task[None] | None = None
         self._closing = False
@@ -122,8 +124,11 @@ class AiormqBus:
         close_timeout: float = 30.0,
         gateway_users: frozenset[str] | None = None,
         publish_window: int = 256,
+        declare_topology: bool = True,
     ) -> AiormqBus:
-        """Connect, declare ``topology`` and return the bus.
+        """Connect, declare ``topology`` (unless ``declare_topology`` is false: a login
+        without the ``configure`` permission on Apollo's names, such as an agent's, relies
+        on the service having declared it) and return the bus.
 
         ``max_redeliveries`` bounds retries (a message is delivered at most
         ``1 + max_redeliveries`` times); ``retry_backoff(n)`` is the delay in seconds after
@@ -147,6 +152,7 @@ class AiormqBus:
             publish_timeout=publish_timeout,
             close_timeout=close_timeout,
             publish_window=publish_window,
+            declare_topology=declare_topology,
         )
         await bus._open()
         bus._supervisor = asyncio.get_running_loop().create_task(bus._supervise())
@@ -161,7 +167,8 @@ class AiormqBus:
         try:
             with translate_amqp_errors("opening channels"):
                 channel = await connection.channel()
-                await declare_topology(channel, self.topology)
+                if self._declare:
+                    await declare_topology(channel, self.topology)
                 replies = await connection.channel(publisher_confirms=False)
                 declared = await replies.queue_declare("", exclusive=True, auto_delete=True)
                 await replies.basic_consume(declared.queue or "", self._on_reply, no_ack=True)
@@ -501,12 +508,18 @@ class AiormqBus:
 
     # -------------------------------------------------------------------------------- RPC
 
-    async def request(self, message: Message, *, timeout: float) -> Message:  # noqa: ASYNC109
+    async def request(
+        self,
+        message: Message,
+        *,
+        timeout: float,  # noqa: ASYNC109
+        repliers: Collection[str] | None = None,
+    ) -> Message:
         if self._closing:
             raise TransportError("the bus is closed")
         correlation_id = message.correlation_id or uuid4().hex
         future: asyncio.Future[Message] = asyncio.get_running_loop().create_future()
-        self._pending[correlation_id] = future
+        self._pending[correlation_id] = _Pending(future, repliers)
         try:
             async with asyncio.timeout(timeout):
                 await self._live_connection()
@@ -523,10 +536,17 @@ class AiormqBus:
             self._pending.pop(correlation_id, None)
 
     async def _on_reply(self, raw: DeliveredMessage) -> None:
+        """A message on this bus's reply queue: the answer of its request when the broker
+        verified it comes from one of the request's repliers (else dropped, logged)."""
+        user_id = raw.header.properties.user_id
+        pending = self._pending.get(raw.header.properties.correlation_id or "")
+        if pending is None or pending.future.done():
+            return
+        if pending.repliers is not None and user_id not in pending.repliers:
+            log.warning("dropped a reply from %r, not a service login", user_id)
+            return
         message, _ = self._message_of(raw)
-        future = self._pending.get(message.correlation_id or "")
-        if future is not None and not future.done():
-            future.set_result(message)
+        pending.future.set_result(message)
 
     async def reply(self, request: Message, body: bytes) -> None:
         if not request.reply_to:
@@ -535,6 +555,7 @@ class AiormqBus:
             routing_key=request.reply_to,
             body=body,
             message_id=uuid4().hex,
+            user_id=self.login,
             correlation_id=request.correlation_id,
         )
         await self._publish(
@@ -569,9 +590,9 @@ class AiormqBus:
             return
         self._closing = True
         await asyncio.gather(*(consumer.cancel() for consumer in list(self._consumers)))
-        for future in self._pending.values():
-            if not future.done():
-                future.set_exception(TransportError("the bus is closed"))
+        for pending in self._pending.values():
+            if not pending.future.done():
+                pending.future.set_exception(TransportError("the bus is closed"))
         self._closed = True
         if self._supervisor is not None:
             self._supervisor.cancel()
@@ -695,6 +716,14 @@ class _Delivery:
                 await self._channel.basic_reject(self._tag, requeue=False)
             raise
         await self._ack()
+
+
+@frozen
+class _Pending:
+    """A request waiting for its reply, and whose replies it takes (None: anyone's)."""
+
+    future: asyncio.Future[Message]
+    repliers: Collection[str] | None
 
 
 @frozen

@@ -13,6 +13,7 @@ from typing import Any, TextIO
 import attrs
 from attrs import define, field
 
+from apollo_domain.bounds import MESSAGE
 from apollo_domain.commands import StoreKnowledge, aliases_of, unalias
 from apollo_domain.errors import ApolloError, ConfigurationError, ValidationError
 from apollo_domain.model import Outcome, Principal
@@ -94,7 +95,12 @@ def _open_lines(path: str) -> tuple[Iterator[str], int | None, Any]:
 
 
 def parse_line(text: str) -> dict[str, Any]:
-    """One JSONL line → ``store_knowledge`` fields; :class:`ValueError` says what is wrong."""
+    """One JSONL line → ``store_knowledge`` fields; :class:`ValueError` says what is wrong
+    (a line over the ``MESSAGE`` bound is refused before it is parsed)."""
+    try:
+        MESSAGE.check(len(text.encode("utf-8", "surrogatepass")))
+    except ValidationError as exc:
+        raise ValueError(f"{exc.field}: {exc.message}") from None
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Generator, Mapping, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
 from uuid import UUID
@@ -215,11 +215,18 @@ class Apollo:
     async def process_outbox(self, limit: int = 50) -> ContradictionReport:
         return await self.run(c.ProcessOutbox(limit=limit))
 
+    async def trim_access_log(self, days: int = 30) -> MaintenanceResult:
+        """Delete the access-log rows older than ``days`` days."""
+        return await self.run(c.TrimAccessLog(days=days))
+
     async def process_gas_event(
         self, event: Mapping[str, Any], *, principal: Principal | None = None
     ) -> GasResult:
+        """Process an LLM audit event as ``principal`` (default: the embedding program as
+        an anonymous gateway, so global deposits credited to the event's ``caller``)."""
         return await self.run(
-            c.ProcessGasEvent(event=dict(event)), principal=principal or Principal(None)
+            c.ProcessGasEvent(event=dict(event)),
+            principal=principal or Principal(None, role=Role.GATEWAY),
         )
 
     async def erase_agent(self, agent_id: str) -> ErasureResult:
@@ -233,14 +240,24 @@ class Apollo:
         agent_id: str = "unknown",
         topology: Any = None,
         rpc_timeout: float = 10.0,
+        service_users: Collection[str] | None = None,
+        declare_topology: bool = True,
     ) -> Any:
         """Client mode, no database: ``async with Apollo.client_mode(url, agent_id=...) as
         client`` yields a :class:`apollo_app.facade.remote.RemoteClient` whose mutations are
-        published to the Apollo service and whose reads are RPC requests to it."""
+        published to the Apollo service and whose reads are RPC requests to it, answered
+        only by ``service_users`` (default: ``APOLLO_SERVICE_USERS``, else the URL's
+        login). ``declare_topology=False`` for a login with an agent's broker permissions
+        (README "Broker permissions"): the service declares the topology."""
         from .remote import open_client_mode
 
         return open_client_mode(
-            amqp_url, agent_id=agent_id, topology=topology, rpc_timeout=rpc_timeout
+            amqp_url,
+            agent_id=agent_id,
+            topology=topology,
+            rpc_timeout=rpc_timeout,
+            service_users=service_users,
+            declare_topology=declare_topology,
         )
 
 

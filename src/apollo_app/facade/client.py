@@ -11,6 +11,7 @@ from uuid import UUID
 import attrs
 
 from apollo_domain import commands as c
+from apollo_domain.bounds import STORE_MANY
 from apollo_domain.errors import ValidationError
 from apollo_domain.expertise import DomainCoverage
 from apollo_domain.handlers import handle
@@ -156,7 +157,9 @@ def store_command(**arguments: Any) -> c.StoreKnowledge:
 
 def store_many_command(items: Sequence[Mapping[str, Any]]) -> c.StoreMany:
     """A :class:`StoreMany` of ``store_knowledge`` keyword mappings; a bad item raises
-    :class:`ValidationError` naming its index and field."""
+    :class:`ValidationError` naming its index and field; more items than the
+    ``STORE_MANY`` bound are refused naming ``items``."""
+    STORE_MANY.check(len(items))
     known = {a.name for a in attrs.fields(c.StoreKnowledge)} - {"agent_id"}
     built = []
     for index, item in enumerate(items):

@@ -9,14 +9,19 @@ with the same validation the service applies.
 
 Identity is the bus login: each message carries it as ``user_id``, which RabbitMQ verifies
 against the connection. The body names the calling agent (attribution only), never a
-principal.
+principal. Replies are authenticated the same way: the service answers with its own login
+as ``user_id``, and the client takes only replies from ``service_users`` (default: its own
+login, for a mesh whose agents and service share one; set ``APOLLO_SERVICE_USERS`` when the
+service has a login of its own). A reply from anyone else (a forgery by whoever may read the
+query queue) is dropped and logged, and the client keeps waiting for the real one.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import Any, TypeVar
@@ -24,7 +29,7 @@ from uuid import UUID, uuid4
 
 from apollo_domain import commands as c
 from apollo_domain.commands import result_type
-from apollo_domain.errors import RpcTimeout, ValidationError
+from apollo_domain.errors import ConfigurationError, RpcTimeout, ValidationError
 from apollo_domain.expertise import DomainCoverage
 from apollo_domain.handlers import ingest_request
 from apollo_domain.lifecycle import parse_resolution, validate_decay_factor, validate_stale_days
@@ -42,7 +47,12 @@ from apollo_domain.results import (
     RelatedEntry,
 )
 from apollo_domain.services import Caller
-from apollo_domain.services.context import bounded_int, parse_statuses, unit_float
+from apollo_domain.services.context import (
+    UNKNOWN_AGENT,
+    bounded_int,
+    parse_statuses,
+    unit_float,
+)
 from apollo_domain.services.entity_reads import (
     MAX_ENTITIES,
     MAX_ENTITY_DEPTH,
@@ -58,6 +68,7 @@ from apollo_domain.traversal import parse_relation_types, validate_depth
 from apollo_domain.validation import bounded_float
 
 from .. import bootstrap
+from ..settings import parse_users
 from ..wire.codec import format_datetime
 from ..wire.envelope import DEADLINE_HEADER, action_of, encode_command, payload_of
 from ..wire.replies import decode_reply
@@ -70,7 +81,8 @@ class RemoteClient:
     """The runner methods of one agent, served by an Apollo service over ``bus``.
 
     ``user_id`` (default: the bus's login) is the identity the service acts as; a bus
-    without a login publishes anonymously (global entries only).
+    without a login publishes anonymously (global entries only). ``service_users`` are
+    the logins whose replies are taken (default: ``user_id``; none known: any reply).
     """
 
     def __init__(
@@ -81,18 +93,29 @@ class RemoteClient:
         topology: Topology | None = None,
         user_id: str | None = None,
         rpc_timeout: float = 10.0,
+        service_users: Collection[str] | None = None,
     ) -> None:
         if not (math.isfinite(rpc_timeout) and rpc_timeout > 0):
             raise ValidationError("rpc_timeout", f"must be a positive number, got {rpc_timeout!r}")
         self.bus = bus
         self.topology = topology or getattr(bus, "topology", None) or Topology()
         self.user_id = user_id if user_id is not None else getattr(bus, "login", None)
+        if service_users is not None:
+            self.service_users: frozenset[str] | None = frozenset(service_users)
+        else:
+            self.service_users = None if self.user_id is None else frozenset({self.user_id})
         self.caller = Caller.of(agent_id, Principal(self.user_id))
         self.rpc_timeout = rpc_timeout
 
     @property
     def agent_id(self) -> str:
         return self.caller.agent_id
+
+    @property
+    def _credited(self) -> str | None:
+        """The agent a message names: none when the client was given none (the service
+        then credits the login; ``unknown`` is Apollo's own and never a source)."""
+        return None if self.caller.agent_id == UNKNOWN_AGENT else self.caller.agent_id
 
     @property
     def principal(self) -> Principal:
@@ -141,7 +164,7 @@ class RemoteClient:
         source = request.source
         return c.StoreKnowledge(
             content=request.content,
-            agent_id=self.agent_id,
+            agent_id=self._credited,
             content_type=request.content_type.value,
             tags=request.tags,
             context=dict(request.context),
@@ -178,7 +201,7 @@ class RemoteClient:
                 to_entry_id=str(target),
                 relation_type=kind.value,
                 weight=float(weight),
-                agent_id=self.agent_id,
+                agent_id=self._credited,
             )
         )
 
@@ -187,24 +210,26 @@ class RemoteClient:
         if not isinstance(reason, str) or not reason.strip():
             raise ValidationError("reason", "must be a non-empty string")
         return await self._publish(
-            c.DeprecateEntry(entry_id=str(target), reason=reason, agent_id=self.agent_id)
+            c.DeprecateEntry(entry_id=str(target), reason=reason, agent_id=self._credited)
         )
 
     async def resolve_dispute(self, entry_id: UUID | str, resolution: str) -> Dispatch:
         target = parse_id("entry_id", entry_id)
         decided = parse_resolution(resolution)
         return await self._publish(
-            c.ResolveDispute(entry_id=str(target), resolution=decided.value, agent_id=self.agent_id)
+            c.ResolveDispute(
+                entry_id=str(target), resolution=decided.value, agent_id=self._credited
+            )
         )
 
     async def force_decay(self, factor: float) -> Dispatch:
         return await self._publish(
-            c.ForceDecay(factor=validate_decay_factor(factor), agent_id=self.agent_id)
+            c.ForceDecay(factor=validate_decay_factor(factor), agent_id=self._credited)
         )
 
     async def archive_stale(self, days: float) -> Dispatch:
         return await self._publish(
-            c.ArchiveStale(days=validate_stale_days(days), agent_id=self.agent_id)
+            c.ArchiveStale(days=validate_stale_days(days), agent_id=self._credited)
         )
 
     # -- reads: RPC -------------------------------------------------------------------------
@@ -226,7 +251,7 @@ class RemoteClient:
         return await self._request(
             c.QueryKnowledge(
                 query=_text("query", query),
-                agent_id=self.agent_id,
+                agent_id=self._credited,
                 min_confidence=unit_float("min_confidence", min_confidence),
                 limit=bounded_int("limit", limit, 1, MAX_LIMIT),
                 status=statuses,
@@ -251,7 +276,7 @@ class RemoteClient:
         return await self._request(
             c.QueryKnowledge(
                 query=_text("query", query),
-                agent_id=self.agent_id,
+                agent_id=self._credited,
                 limit=bounded_int("limit", limit, 1, MAX_LIMIT),
                 min_confidence=unit_float("min_confidence", min_confidence),
                 tags=_strings("tags", tags),
@@ -269,7 +294,7 @@ class RemoteClient:
         return await self._request(
             c.Traverse(
                 entry_id=str(parse_id("entry_id", entry_id)),
-                agent_id=self.agent_id,
+                agent_id=self._credited,
                 depth=validate_depth(depth),
                 relation_types=None if types is None else tuple(sorted(t.value for t in types)),
             )
@@ -281,7 +306,7 @@ class RemoteClient:
         return await self._request(
             c.GetExpertise(
                 domain=_text("domain", domain),
-                agent_id=self.agent_id,
+                agent_id=self._credited,
                 min_proficiency=unit_float("min_proficiency", min_proficiency),
             )
         )
@@ -289,7 +314,7 @@ class RemoteClient:
     async def domains_at_risk(self, min_agents: int = 2) -> list[DomainCoverage]:
         return await self._request(
             c.DomainsAtRisk(
-                agent_id=self.agent_id,
+                agent_id=self._credited,
                 min_agents=bounded_int("min_agents", min_agents, 1, 1_000_000),
             )
         )
@@ -298,7 +323,7 @@ class RemoteClient:
         if not isinstance(agent_id, str) or not agent_id.strip():
             raise ValidationError("agent_id", "must be a non-empty string")
         return await self._request(
-            c.GetAgentProfile(target_agent_id=agent_id.strip(), agent_id=self.agent_id)
+            c.GetAgentProfile(target_agent_id=agent_id.strip(), agent_id=self._credited)
         )
 
     # -- the entity graph: RPC ---------------------------------------------------------------
@@ -311,13 +336,13 @@ class RemoteClient:
                 query=parse_entity_query(query),
                 prefix=parse_prefix(prefix),
                 limit=bounded_int("limit", limit, 1, MAX_ENTITIES),
-                agent_id=self.agent_id,
+                agent_id=self._credited,
             )
         )
 
     async def entity(self, name: str) -> EntityDetail:
         parse_name(name)
-        return await self._request(c.GetEntity(name=name, agent_id=self.agent_id))
+        return await self._request(c.GetEntity(name=name, agent_id=self._credited))
 
     async def entity_history(self, name: str, as_of: datetime | str | None = None) -> EntityHistory:
         parse_name(name)
@@ -326,7 +351,7 @@ class RemoteClient:
             c.GetEntityHistory(
                 name=name,
                 as_of=None if when is None else format_datetime(when),
-                agent_id=self.agent_id,
+                agent_id=self._credited,
             )
         )
 
@@ -336,7 +361,7 @@ class RemoteClient:
             c.RelatedEntities(
                 name=name,
                 depth=bounded_int("depth", depth, 1, MAX_ENTITY_DEPTH),
-                agent_id=self.agent_id,
+                agent_id=self._credited,
             )
         )
 
@@ -369,7 +394,9 @@ class RemoteClient:
             user_id=self.user_id,
         )
         try:
-            reply = await self.bus.request(message, timeout=self.rpc_timeout)
+            reply = await self.bus.request(
+                message, timeout=self.rpc_timeout, repliers=self.service_users
+            )
         except RpcTimeout as exc:
             raise RpcTimeout(
                 f"no reply to {action!r} from the Apollo service on queue {queue!r} "
@@ -408,14 +435,34 @@ async def open_client_mode(
     agent_id: str = "unknown",
     topology: Topology | None = None,
     rpc_timeout: float = 10.0,
+    service_users: Collection[str] | None = None,
+    declare_topology: bool = True,
 ) -> AsyncIterator[RemoteClient]:
     """Connect to RabbitMQ at ``amqp_url`` (declaring ``topology``, the production names by
-    default), yield a :class:`RemoteClient` acting as the URL's login, close on exit."""
-    bus = await bootstrap.connect_broker(amqp_url, topology)
+    default, unless ``declare_topology`` is false: a login with an agent's permissions
+    may not), yield a :class:`RemoteClient` acting as the URL's login that takes replies
+    from ``service_users`` (default: ``APOLLO_SERVICE_USERS``, else the URL's login), close
+    on exit."""
+    if service_users is None:
+        service_users = service_users_from_env()
+    bus = await bootstrap.connect_broker(amqp_url, topology, declare_topology=declare_topology)
     try:
-        yield RemoteClient(bus, agent_id=agent_id, rpc_timeout=rpc_timeout)
+        yield RemoteClient(
+            bus, agent_id=agent_id, rpc_timeout=rpc_timeout, service_users=service_users
+        )
     finally:
         await bus.close()
+
+
+def service_users_from_env() -> frozenset[str] | None:
+    """``APOLLO_SERVICE_USERS`` (comma-separated logins), None when unset."""
+    value = os.environ.get("APOLLO_SERVICE_USERS")
+    if value is None or not value.strip():
+        return None
+    found = parse_users("APOLLO_SERVICE_USERS", value)
+    if found is None:
+        raise ConfigurationError("APOLLO_SERVICE_USERS", "must list users, not '*'")
+    return found
 
 
 __all__ = ["RemoteClient", "open_client_mode"]

@@ -24,7 +24,7 @@ import cattrs
 from cattrs.errors import IterableValidationError, IterableValidationNote
 
 from apollo_domain.errors import ValidationError
-from apollo_domain.validation import MAX_JSON_DEPTH
+from apollo_domain.validation import MAX_JSON_DEPTH, shown
 
 StructureHook = Callable[[Any, Any], Any]
 
@@ -101,7 +101,9 @@ def decode_json(raw: bytes | str, *, name: str = "body", field_steps: int = 1) -
     limit = MAX_JSON_DEPTH + field_steps
     try:
         text = raw.decode("utf-8") if isinstance(raw, bytes | bytearray) else raw
-        value = json.loads(text, parse_constant=_refuse_constant)
+        value = json.loads(
+            text, parse_constant=_refuse_constant, parse_float=_finite, parse_int=_integer
+        )
     except UnicodeDecodeError as exc:
         raise ValidationError(name, f"is not valid UTF-8: {exc.reason}") from None
     except json.JSONDecodeError as exc:
@@ -180,6 +182,25 @@ def _path_name(name: str, steps: Sequence[str | int]) -> str:
 
 def _refuse_constant(name: str) -> Any:
     raise ValueError(f"is not valid JSON: {name} is not a JSON number")
+
+
+def _finite(text: str) -> float:
+    """A JSON number with a fraction or exponent; one too large for a float (``1e999``)
+    would be an infinity, which JSON has not."""
+    number = float(text)
+    if not math.isfinite(number):
+        raise ValueError("holds a number too large to represent")
+    return number
+
+
+#: The most digits a JSON integer may have (Python's own bound on reading integers).
+MAX_INTEGER_DIGITS: Final = 4_300
+
+
+def _integer(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_INTEGER_DIGITS:
+        raise ValueError(f"holds an integer of more than {MAX_INTEGER_DIGITS:,} digits")
+    return int(text)
 
 
 def _scrub(value: Any, depth: int, limit: int) -> Any:
@@ -285,7 +306,7 @@ def _structure_uuid(value: Any, _: Any) -> UUID:
     try:
         return UUID(value)
     except ValueError:
-        raise ValueError(f"must be a UUID, got {value!r}") from None
+        raise ValueError(f"must be a UUID, got {shown(value)}") from None
 
 
 def _structure_datetime(value: Any, _: Any) -> datetime:
@@ -295,12 +316,15 @@ def _structure_datetime(value: Any, _: Any) -> datetime:
         try:
             parsed = datetime.fromisoformat(value)
         except ValueError:
-            raise ValueError(f"must be an ISO 8601 timestamp, got {value!r}") from None
+            raise ValueError(f"must be an ISO 8601 timestamp, got {shown(value)}") from None
     else:
         raise TypeError(f"must be an ISO 8601 timestamp string, got {json_type(value)}")
     if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=UTC)
-    return parsed.astimezone(UTC)
+        return parsed.replace(tzinfo=UTC)
+    try:  # a zone that shifts the first or last representable day past its edge
+        return parsed.astimezone(UTC)
+    except OverflowError:
+        raise ValueError("is outside the representable range") from None
 
 
 def _structure_enum(value: Any, kind: type[enum.Enum]) -> enum.Enum:
@@ -308,7 +332,7 @@ def _structure_enum(value: Any, kind: type[enum.Enum]) -> enum.Enum:
         return kind(value)
     except ValueError:
         allowed = ", ".join(str(m.value) for m in kind)
-        raise ValueError(f"must be one of {allowed}, got {value!r}") from None
+        raise ValueError(f"must be one of {allowed}, got {shown(value)}") from None
 
 
 # --------------------------------------------------------------------------- generic hooks

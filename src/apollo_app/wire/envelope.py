@@ -37,6 +37,7 @@ from cattrs.errors import (
 )
 
 from apollo_domain import commands as c
+from apollo_domain.bounds import MESSAGE
 from apollo_domain.errors import ValidationError
 
 from . import codec
@@ -113,17 +114,22 @@ def payload_of(command: c.Command[Any]) -> dict[str, Any]:
 
 
 def encode_command(command: c.Command[Any]) -> bytes:
-    """``{"v": 1, "action": ..., "payload": ...}`` as UTF-8 JSON."""
+    """``{"v": 1, "action": ..., "payload": ...}`` as UTF-8 JSON; one over the ``MESSAGE``
+    bound is refused here, as the service would refuse it."""
     action = action_of(command)
     try:
-        return codec.encode_json({"v": VERSION, "action": action, "payload": payload_of(command)})
+        body = codec.encode_json({"v": VERSION, "action": action, "payload": payload_of(command)})
     except (TypeError, ValueError) as exc:
         raise ValidationError("payload", f"cannot be encoded as JSON: {exc}") from None
+    MESSAGE.check(len(body))
+    return body
 
 
 def decode_command(raw: bytes, *, accept: Collection[str] | None = None) -> c.Command[Any]:
-    """The command of a message. Raises :class:`ValidationError` (naming the field) for bad
-    JSON, another version, an unknown action or one not in ``accept``, and bad payloads."""
+    """The command of a message. Raises :class:`ValidationError` (naming the field) for a
+    message over the ``MESSAGE`` bound (measured before it is parsed), bad JSON, another
+    version, an unknown action or one not in ``accept``, and bad payloads."""
+    MESSAGE.check(len(raw))
     try:
         document = codec.decode_json(raw, field_steps=2)
     except ValidationError as exc:  # a payload member nested too deeply: name it as below
@@ -150,15 +156,20 @@ def decode_command(raw: bytes, *, accept: Collection[str] | None = None) -> c.Co
 
 
 def encode_gas_event(event: Mapping[str, Any]) -> bytes:
-    """An ``llm.audit.complete`` event as published on the audit exchange."""
+    """An ``llm.audit.complete`` event as published on the audit exchange (within the
+    ``MESSAGE`` bound)."""
     try:
-        return codec.encode_json(dict(event))
+        body = codec.encode_json(dict(event))
     except (TypeError, ValueError) as exc:
         raise ValidationError("event", f"cannot be encoded as JSON: {exc}") from None
+    MESSAGE.check(len(body))
+    return body
 
 
 def decode_gas_event(raw: bytes) -> c.ProcessGasEvent:
-    """The GAS command of a message; :class:`ValidationError` unless it is a JSON object."""
+    """The GAS command of a message; :class:`ValidationError` unless it is a JSON object
+    within the ``MESSAGE`` bound (measured before it is parsed)."""
+    MESSAGE.check(len(raw))
     document = codec.decode_json(raw, name="event", field_steps=0)
     if not isinstance(document, dict):
         raise ValidationError("event", "must be a JSON object")
@@ -201,7 +212,13 @@ def _validation_error(exc: BaseException, path: str) -> ValidationError:
     if notes and not path:
         path = notes[0].name
     message = str(exc) or type(exc).__name__
+    if len(message) > _MESSAGE_CHARS:  # never a megabyte of the input back
+        message = message[:_MESSAGE_CHARS] + "…"
     return ValidationError(path or "payload", message)
+
+
+#: The longest message a structuring failure is reported with.
+_MESSAGE_CHARS = 300
 
 
 def _join(path: str, name: str) -> str:

@@ -1,7 +1,7 @@
 """Use cases: application services over the ports. Async, I/O only through ports."""
 
 from .bulk_ingest import ingest_many
-from .context import Caller, Deps, resolve_viewer
+from .context import Caller, Deps, resolve_viewer, scoped_key
 from .curation import (
     agent_profile,
     aggregate_expertise,
@@ -22,7 +22,7 @@ from .gas import process_gas_event
 from .graph import entry_relations, link_entries, related_entries
 from .group_ingest import IngestItem, ingest_each
 from .ingest import IngestRequest, ingest, prepare
-from .maintenance import check_corroboration, process_outbox
+from .maintenance import check_corroboration, process_outbox, trim_access_log
 from .query import query
 
 __all__ = [
@@ -58,5 +58,7 @@ __all__ = [
     "resolve_dispute",
     "resolve_viewer",
     "run_decay_cycle",
+    "scoped_key",
+    "trim_access_log",
     "unlabel_source",
 ]

@@ -27,7 +27,15 @@ from ..errors import TransientConflict
 from ..model import AccessScope, Entry, Evidence, EvidenceKind, Outcome, Viewer
 from ..ports import AccessLogRecord, ScoredEntry, SearchFilter, UnitOfWork
 from ..results import IngestResult
-from .context import ACTIVE, INGEST_PARTS, Caller, Deps, first_application, resolve_viewer
+from .context import (
+    ACTIVE,
+    INGEST_PARTS,
+    Caller,
+    Deps,
+    embed_readings,
+    first_application,
+    resolve_viewer,
+)
 from .entities import extract, index_entry
 from .ingest import (
     CONTRADICTION_SCAN,
@@ -81,7 +89,7 @@ async def _ingest_chunk(
     store = deps.store
     await store.preflight(INGEST_PARTS)
     viewer = await resolve_viewer(store.directory, caller.principal)
-    vectors = await deps.embedder.embed([r.content for r in requests])
+    vectors = await embed_readings(deps, [r.content for r in requests])
     embeddings = [tuple(float(x) for x in v) for v in vectors]
     extractions = [await extract(deps.extractor, r.content) for r in requests]
     try:

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable
+import json
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import TypeVar
 
 from attrs import field, frozen
 
+from ..bounds import AGENT_ID
+from ..confusables import reading
 from ..errors import TransientConflict, ValidationError
 from ..extraction import HeuristicEntityExtractor
 from ..model import ACTIVE_STATUSES, Principal, Status, Viewer
-from ..normalize import MAX_AGENT_ID, truncate
+from ..normalize import bounded_text
 from ..policy import ConfidencePolicy
 from ..ports import (
     Clock,
@@ -25,7 +28,7 @@ from ..ports import (
 )
 from ..retrieval import RetrievalSettings
 from ..retry import OutboxRetry
-from ..validation import bounded_float
+from ..validation import bounded_float, shown
 
 UNKNOWN_AGENT = "unknown"
 #: How many times in all a unit of work runs that the store keeps breaking apart for
@@ -65,17 +68,38 @@ class Caller:
     #: The embedding program itself, calling without a principal: it reads any entry by id.
     #: Never set from an edge.
     trusted: bool = False
+    #: The transport the call came over (``http``, ``amqp``), None for the embedding
+    #: program. An edge's call records its own submission metadata (``submitted_by`` the
+    #: principal, ``submitted_from`` the edge); what a payload says about it is ignored.
+    edge: str | None = None
 
     @classmethod
-    def of(cls, agent_id: object, principal: Principal | None = None) -> Caller:
-        agent = truncate(agent_id, MAX_AGENT_ID) if agent_id is not None else None
-        return cls(agent or UNKNOWN_AGENT, principal or Principal(None))
+    def of(
+        cls,
+        agent_id: object,
+        principal: Principal | None = None,
+        *,
+        edge: str | None = None,
+        field: str = "agent_id",
+    ) -> Caller:
+        """The caller credited as ``agent_id`` (stripped; empty: ``unknown``); one longer
+        than the ``AGENT_ID`` bound is a :class:`ValidationError` naming ``field``."""
+        agent = bounded_text(agent_id, AGENT_ID, field)
+        return cls(agent or UNKNOWN_AGENT, principal or Principal(None), edge=edge)
 
     def acting_as(self, agent_id: str | None) -> Caller:
-        """The same principal credited as ``agent_id`` (``None``: unchanged)."""
+        """The same principal, over the same edge, credited as ``agent_id`` (``None``:
+        unchanged)."""
         if agent_id is None or not agent_id.strip():
             return self
-        return Caller.of(agent_id, self.principal)
+        return Caller.of(agent_id, self.principal, edge=self.edge)
+
+
+async def embed_readings(deps: Deps, texts: Sequence[str]) -> list[Sequence[float]]:
+    """The embeddings of ``texts`` as they read (:func:`~apollo_domain.confusables.reading`:
+    look-alike letters that disguise Latin ones folded), one per text, in order. Every
+    text Apollo embeds to place or to search goes through here."""
+    return await deps.embedder.embed([reading(text) for text in texts])
 
 
 async def in_unit_of_work(store: Store, work: Callable[[UnitOfWork], Awaitable[T]]) -> T:
@@ -105,6 +129,14 @@ async def resolve_viewer(directory: IdentityDirectory, principal: Principal) -> 
     return Viewer(principal.id, frozenset(owners))
 
 
+def scoped_key(principal: Principal, key: str) -> str:
+    """``key`` (a message id, a GAS request id) as the key of ``principal``'s commands: one
+    principal's key never suppresses another's command (DESIGN §2 "One login, one
+    source"). The anonymous principal is one scope. Unambiguous whatever the two
+    contain."""
+    return json.dumps([principal.id, key], ensure_ascii=False, separators=(",", ":"))
+
+
 async def first_application(
     uow: UnitOfWork, kind: str, idempotency_key: str | None, now: datetime
 ) -> bool:
@@ -127,7 +159,7 @@ def unit_float(name: str, value: object) -> float:
 
 def bounded_int(name: str, value: object, low: int, high: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ValidationError(name, f"must be an integer, got {value!r}")
+        raise ValidationError(name, f"must be an integer, got {shown(value)}")
     if not low <= value <= high:
         raise ValidationError(name, f"must be between {low} and {high}, got {value}")
     return value
@@ -147,7 +179,7 @@ def parse_statuses(values: object, default: Iterable[Status]) -> frozenset[Statu
         except ValueError:
             allowed = ", ".join(s.value for s in Status)
             raise ValidationError(
-                "status", f"unknown status {value!r}; expected {allowed}"
+                "status", f"unknown status {shown(value)}; expected {allowed}"
             ) from None
     if not parsed:
         raise ValidationError("status", "must name at least one status")

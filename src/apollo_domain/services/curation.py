@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from uuid import UUID
 
+from ..bounds import AGENT_ID, DOMAIN, REASON
 from ..credibility import SourceCredibility, evidence_weight, parse_label
 from ..errors import Forbidden, NotFound, ValidationError
 from ..expertise import DomainCoverage, proficiency
@@ -25,7 +26,13 @@ from ..lifecycle import (
 )
 from ..model import Entry, RelationType
 from ..normalize import normalize_tag
-from ..ports import AccessLogRecord, CredibilityRecord, ExpertiseRecord, UnitOfWork
+from ..ports import (
+    AccessLogRecord,
+    AgentDomainStats,
+    CredibilityRecord,
+    ExpertiseRecord,
+    UnitOfWork,
+)
 from ..redaction import REDACTED
 from ..results import (
     AgentProfile,
@@ -54,13 +61,14 @@ async def deprecate_entry(
     target = parse_id("entry_id", entry_id)
     if not isinstance(reason, str) or not reason.strip():
         raise ValidationError("reason", "must be a non-empty string")
+    REASON.check(len(reason))
     viewer = await resolve_viewer(deps.store.directory, caller.principal)
     async with deps.store.unit_of_work() as uow:
         if not await first_application(uow, "deprecate", idempotency_key, deps.clock.now()):
             return _unchanged(await visible_entry(uow, target, viewer))
         entry = await visible_entry(uow, target, viewer, lock=True)
         principal = caller.principal
-        if not principal.role.administers and entry.owner_id != principal.id:
+        if not principal.role.administers and not _owns(caller, entry):
             raise Forbidden(f"only its owner or an admin may deprecate entry {entry.id}")
         now = deps.clock.now()
         changed = deprecate(entry, reason, now)
@@ -72,6 +80,19 @@ async def deprecate_entry(
         )
         await uow.commit()
     return LifecycleResult(changed.id, changed.status, True, changed.confidence)
+
+
+def _owns(caller: Caller, entry: Entry) -> bool:
+    """Whether ``entry`` is the caller's own: its owner is the caller's principal. An
+    anonymous caller over an edge owns nothing (anonymous publishers are one source, not
+    one owner); the embedding program's anonymous clients own the unowned entries of
+    their agent."""
+    principal = caller.principal
+    if principal.id is not None:
+        return entry.owner_id == principal.id
+    return (
+        caller.edge is None and entry.owner_id is None and entry.source.agent_id == caller.agent_id
+    )
 
 
 def _unchanged(entry: Entry) -> LifecycleResult:
@@ -237,6 +258,7 @@ async def get_expertise(
     name = normalize_tag(domain) if isinstance(domain, str) else None
     if not name:
         raise ValidationError("domain", "must be a non-empty string")
+    DOMAIN.text(name, "domain")
     floor = unit_float("min_proficiency", min_proficiency)
     viewer = await resolve_viewer(deps.store.directory, caller.principal)
     async with deps.store.unit_of_work() as uow:
@@ -246,7 +268,7 @@ async def get_expertise(
             s.agent_id,
             s.knowledge_domain,
             s.entry_count,
-            proficiency(s.average_confidence, s.entry_count),
+            _proficiency(s),
             s.last_active_at,
         )
         for s in stats
@@ -272,9 +294,7 @@ async def domains_at_risk(
 async def agent_profile(deps: Deps, caller: Caller, agent_id: object) -> AgentProfile:
     """An agent's domains, counts, proficiency, average confidence and last activity, over
     the active entries the caller may see."""
-    if not isinstance(agent_id, str) or not agent_id.strip():
-        raise ValidationError("agent_id", "must be a non-empty string")
-    agent = agent_id.strip()
+    agent = _agent_id(agent_id)
     viewer = await resolve_viewer(deps.store.directory, caller.principal)
     async with deps.store.unit_of_work() as uow:
         standing = await uow.credibility.get(agent)
@@ -283,7 +303,7 @@ async def agent_profile(deps: Deps, caller: Caller, agent_id: object) -> AgentPr
         DomainExpertise(
             s.knowledge_domain,
             s.entry_count,
-            proficiency(s.average_confidence, s.entry_count),
+            _proficiency(s),
             s.average_confidence,
             s.last_active_at,
         )
@@ -296,10 +316,21 @@ async def agent_profile(deps: Deps, caller: Caller, agent_id: object) -> AgentPr
     return AgentProfile(agent, tuple(domains), total, average, last, _report(standing).credibility)
 
 
+def _proficiency(stats: AgentDomainStats) -> float:
+    return proficiency(
+        stats.average_confidence,
+        stats.entry_count,
+        stats.confirmed_count,
+        stats.corroboration_count,
+    )
+
+
 def _agent_id(agent_id: object) -> str:
+    """An agent named as the subject of a command: a non-empty string within the
+    ``AGENT_ID`` bound (stripped), else :class:`ValidationError` naming ``agent_id``."""
     if not isinstance(agent_id, str) or not agent_id.strip():
         raise ValidationError("agent_id", "must be a non-empty string")
-    return agent_id.strip()
+    return AGENT_ID.text(agent_id.strip())
 
 
 def _report(record: CredibilityRecord) -> SourceReport:
@@ -388,7 +419,7 @@ async def aggregate_expertise(
                     s.agent_id,
                     s.knowledge_domain,
                     s.entry_count,
-                    proficiency(s.average_confidence, s.entry_count),
+                    _proficiency(s),
                     s.last_active_at,
                 )
                 for s in stats

@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from typing import Final
 from uuid import UUID
 
+from .. import bounds
 from ..entities import CO_OCCURS, Entity, EntityEdge, normalize_entity_name
 from ..errors import NotFound, ValidationError
 from ..model import ACTIVE_STATUSES, Viewer
@@ -28,14 +29,15 @@ from ..results import (
     EntitySummary,
     RelatedEntity,
 )
+from ..validation import shown
 from .context import Caller, Deps, bounded_int, resolve_viewer
-from .query import MAX_QUERY_CHARS, query_names
+from .query import query_names
 
 #: ``entities``: default and largest ``limit``.
 DEFAULT_ENTITIES: Final = 20
-MAX_ENTITIES: Final = 100
+MAX_ENTITIES: Final = bounds.ENTITY_LIMIT.limit
 #: A name or prefix argument longer than this is refused (names are kept to 200 characters).
-MAX_NAME_INPUT: Final = 1_000
+MAX_NAME_INPUT: Final = bounds.ENTITY_NAME.limit
 #: ``entity``: at most this many live typed edges, and as many ``co_occurs`` edges, oldest
 #: first; ``entity_history``: at most this many typed edges, oldest first.
 MAX_ENTITY_EDGES: Final = 100
@@ -55,8 +57,7 @@ def parse_name(name: object, field: str = "name") -> str:
     refused naming ``field``."""
     if not isinstance(name, str):
         raise ValidationError(field, "must be a string")
-    if len(name) > MAX_NAME_INPUT:
-        raise ValidationError(field, f"must be at most {MAX_NAME_INPUT} characters")
+    bounds.ENTITY_NAME.check(len(name), field)
     key = normalize_entity_name(_storable(name))
     if not key:
         raise ValidationError(field, "must name an entity")
@@ -73,11 +74,16 @@ def parse_instant(name: str, value: object) -> datetime | None:
             value = datetime.fromisoformat(value.strip())
         except ValueError:
             raise ValidationError(
-                name, f"must be an ISO 8601 date or time, got {value!r}"
+                name, f"must be an ISO 8601 date or time, got {shown(value)}"
             ) from None
     if not isinstance(value, datetime):
         raise ValidationError(name, "must be an ISO 8601 date or time")
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+    try:  # a zone that shifts the first or last representable day past its edge
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+    except OverflowError:
+        raise ValidationError(
+            name, f"is outside the representable range ({datetime.min.year}-{datetime.max.year})"
+        ) from None
 
 
 async def list_entities(
@@ -205,14 +211,12 @@ def _storable(text: str) -> str:
 
 def parse_entity_query(query: object) -> str | None:
     """A text to look entity names up in (None: no text); refused naming ``query`` unless a
-    string of at most ``MAX_QUERY_CHARS`` characters."""
+    string within the ``QUERY`` bound."""
     if query is None:
         return None
     if not isinstance(query, str):
         raise ValidationError("query", "must be a string")
-    if len(query) > MAX_QUERY_CHARS:
-        raise ValidationError("query", f"must be at most {MAX_QUERY_CHARS} characters")
-    return _storable(query)
+    return _storable(bounds.QUERY.text(query))
 
 
 def parse_prefix(prefix: object) -> str | None:
@@ -223,8 +227,7 @@ def parse_prefix(prefix: object) -> str | None:
         return None
     if not isinstance(prefix, str):
         raise ValidationError("prefix", "must be a string")
-    if len(prefix) > MAX_NAME_INPUT:
-        raise ValidationError("prefix", f"must be at most {MAX_NAME_INPUT} characters")
+    bounds.ENTITY_PREFIX.check(len(prefix))
     return normalize_entity_name(_storable(prefix))
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from attrs import evolve
 
+from ..bounds import AGENT_ID
 from ..errors import ValidationError
 from ..model import Entry, SourceRef, Status
 from ..ports import UnitOfWork
@@ -36,7 +37,7 @@ async def erase_agent(
     """
     if not isinstance(agent_id, str) or not agent_id.strip():
         raise ValidationError("agent_id", "must be a non-empty string")
-    agent = agent_id.strip()
+    agent = AGENT_ID.text(agent_id.strip())
     if agent == REDACTED:
         raise ValidationError("agent_id", f"{REDACTED!r} stands for erased agents")
     async with deps.store.unit_of_work() as uow:

@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 from uuid import UUID
 
+from .. import bounds
 from ..errors import ApolloError, Forbidden, InvalidTransition, NotFound, ValidationError
 from ..gas_rules import (
     FALLBACK_RELATION,
@@ -15,33 +16,49 @@ from ..gas_rules import (
     DepositCounts,
     FactDeposit,
     ProposedRelation,
+    RelationDecision,
     RelationVerdict,
     coerce_facts,
     extract_entities,
     gate_relation,
     unambiguous_deposits,
 )
-from ..model import AccessScope, ContentType, Relation, RelationType
+from ..model import AccessScope, ContentType, Entry, Relation, RelationType
+from ..normalize import bounded_text
 from ..ports import SearchFilter
 from ..results import GasResult, IngestResult
-from ..rules import is_visible
-from ..validation import check_depth
-from .context import ACTIVE, Caller, Deps, resolve_viewer
+from ..rules import DISPUTE_RELATIONS, check_agent_id, dispute_refusal, is_visible
+from ..validation import bounded_json, check_depth
+from .context import ACTIVE, Caller, Deps, embed_readings, resolve_viewer, scoped_key
 from .ingest import ingest, prepare
 
 
-def _caller_agent(event: Mapping[str, Any]) -> str:
-    caller = event.get("caller")
-    if isinstance(caller, Mapping):
-        for key in ("agent_id", "id", "name"):
-            if caller.get(key):
-                return str(caller[key])
-    elif isinstance(caller, str) and caller.strip():
+def _named_caller(value: object) -> str:
+    """An agent id the event names: bounded like any agent id (naming ``caller``), and not
+    one Apollo reserves (naming ``caller.agent_id``)."""
+    named = bounded_text(str(value), bounds.AGENT_ID, "caller") or ""
+    return check_agent_id("caller.agent_id", named)
+
+
+def _depositor(event: Mapping[str, Any], caller: Caller) -> Caller:
+    """Who the deposits are credited to. The event's ``caller`` (else ``<provider>-gas``
+    from its routing, else ``gas``) is honoured only from a principal that speaks for
+    other agents (a gateway, an admin, the embedding program); anyone else deposits as
+    itself, whatever the event says (DESIGN §2 "One login, one source"). A named agent
+    Apollo reserves is refused (:class:`ValidationError` naming ``caller.agent_id``)."""
+    if not caller.principal.role.speaks_for_others:
         return caller
+    named = event.get("caller")
+    if isinstance(named, Mapping):
+        for key in ("agent_id", "id", "name"):
+            if named.get(key):
+                return caller.acting_as(_named_caller(named[key]))
+    elif isinstance(named, str) and named.strip():
+        return caller.acting_as(_named_caller(named))
     routing = event.get("routing")
     if isinstance(routing, Mapping) and routing.get("provider"):
-        return f"{routing['provider']}-gas"
-    return "gas"
+        return caller.acting_as(f"{routing['provider']}-gas")
+    return caller.acting_as("gas")
 
 
 #: Deposit failures a retry cannot fix: the deposit is counted as failed and the request
@@ -56,7 +73,7 @@ PERMANENT_FAILURES: tuple[type[ApolloError], ...] = (
 )
 
 #: The longest GAS request id: it keys the processed-requests record (an index).
-MAX_REQUEST_ID_CHARS = 255
+MAX_REQUEST_ID_CHARS = bounds.REQUEST_ID.limit
 
 
 def _request_id(value: object) -> str:
@@ -66,12 +83,7 @@ def _request_id(value: object) -> str:
         value = str(value)
     if not isinstance(value, str) or not value.strip():
         raise ValidationError("request_id", "is required")
-    text = value.strip()
-    if len(text) > MAX_REQUEST_ID_CHARS:
-        raise ValidationError(
-            "request_id", f"is {len(text)} characters; at most {MAX_REQUEST_ID_CHARS} are allowed"
-        )
-    return text
+    return bounds.REQUEST_ID.text(value.strip())
 
 
 async def process_gas_event(
@@ -80,7 +92,9 @@ async def process_gas_event(
     """Comprehend → entities → deposit facts → relate → synthesize → anticipate.
 
     ``caller.principal`` owns the deposits (resolved at the edge); the event's ``caller``
-    only attributes them. A request id already processed changes nothing.
+    only attributes them, and only when the principal speaks for others
+    (:func:`_depositor`). A request id the same principal already processed changes
+    nothing; another principal's request of the same id is another request.
 
     Idempotency (DESIGN §4 "Concurrency"): each deposit is an ingest keyed by the request
     id and its content hash, recorded in the deposit's own transaction, so overlapping or
@@ -98,17 +112,21 @@ async def process_gas_event(
     response = event.get("response_content")
     if not isinstance(response, str) or not response.strip():
         raise ValidationError("response_content", "must be a non-empty string")
+    bounds.RESPONSE.check(len(response))
     messages = event.get("messages") or []
     if not isinstance(messages, Sequence) or isinstance(messages, str):
         raise ValidationError("messages", "must be a list of messages")
-    key = f"gas:{request_id}"
+    agent = _depositor(event, caller)
+    routing = event.get("routing") if isinstance(event.get("routing"), Mapping) else {}
+    gas_context = {
+        "request_id": request_id,
+        "routing": bounded_json("routing", routing or {}, bounds.ROUTING),
+    }
+    key = f"gas:{scoped_key(caller.principal, request_id)}"
     async with deps.store.unit_of_work() as uow:
         if await uow.processed.seen(key):
             return GasResult(request_id, (), 0, 0, 0, 0, 0, DepositCounts().as_dict(), True)
 
-    agent = Caller.of(_caller_agent(event), caller.principal)
-    routing = event.get("routing") if isinstance(event.get("routing"), Mapping) else {}
-    gas_context = {"request_id": request_id, "routing": dict(routing or {})}
     phases: list[str] = []
     llm = deps.llm
 
@@ -151,7 +169,9 @@ async def process_gas_event(
     usable = unambiguous_deposits(deposits)
     seen: set[tuple[UUID, UUID, RelationType]] = set()
     async with deps.store.unit_of_work() as uow:
-        targets = await uow.entries.get_many({p.target_id for p in proposals})
+        targets = await uow.entries.get_many(
+            {p.target_id for p in proposals} | {d.entry_id for d in usable.values() if d.entry_id}
+        )
     viewer = await resolve_viewer(deps.store.directory, caller.principal)
     for proposal in proposals:
         target = targets.get(proposal.target_id)
@@ -164,6 +184,10 @@ async def process_gas_event(
             confidence_gate=deps.policy.relation_confidence_gate,
         )
         verdict = decision.verdict
+        if verdict is RelationVerdict.PERSIST and _disputes_others(
+            caller, decision, proposal.target_id, targets
+        ):
+            verdict = RelationVerdict.SKIP  # a dispute only between the caller's own entries
         if verdict is RelationVerdict.PERSIST:
             assert decision.from_id is not None and decision.relation_type is not None
             try:
@@ -244,6 +268,19 @@ async def process_gas_event(
     )
 
 
+def _disputes_others(
+    caller: Caller, decision: RelationDecision, target_id: UUID, entries: Mapping[UUID, Entry]
+) -> bool:
+    """Whether a proposed relation would make another's entry a party to a dispute
+    (:func:`~apollo_domain.rules.dispute_refusal`, as for a manual link)."""
+    assert decision.from_id is not None and decision.relation_type is not None
+    source = entries.get(decision.from_id)
+    target = entries.get(target_id)
+    if source is None or target is None:
+        return decision.relation_type in DISPUTE_RELATIONS
+    return dispute_refusal(caller.principal, decision.relation_type, source, target) is not None
+
+
 async def _deposit(
     deps: Deps,
     agent: Caller,
@@ -287,7 +324,7 @@ async def _propose_relations(
     for deposit, (content, _kind) in zip(deposits, facts, strict=True):
         if deposit.entry_id is None:
             continue
-        (vector,) = await deps.embedder.embed([content])
+        (vector,) = await embed_readings(deps, [content])
         async with deps.store.unit_of_work() as uow:
             hits = await uow.entries.nearest(
                 vector,

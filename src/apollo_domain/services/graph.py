@@ -6,11 +6,11 @@ import math
 from datetime import UTC, datetime
 from uuid import UUID
 
-from ..errors import NotFound, ValidationError
+from ..errors import Forbidden, NotFound, ValidationError
 from ..model import Entry, Relation, Viewer
 from ..ports import AccessLogRecord, UnitOfWork
 from ..results import LinkedEntry, LinkResult, RelatedEntry
-from ..rules import is_visible
+from ..rules import dispute_refusal, is_visible
 from ..traversal import (
     MAX_RELATED,
     Activation,
@@ -19,6 +19,7 @@ from ..traversal import (
     ranked,
     validate_depth,
 )
+from ..validation import shown
 from .context import UNKNOWN_AGENT, Caller, Deps, first_application, resolve_viewer
 
 
@@ -28,7 +29,7 @@ def parse_id(name: str, value: object) -> UUID:
     try:
         return UUID(str(value))
     except (TypeError, ValueError, AttributeError):
-        raise ValidationError(name, f"must be a UUID, got {value!r}") from None
+        raise ValidationError(name, f"must be a UUID, got {shown(value)}") from None
 
 
 async def visible_entry(
@@ -153,8 +154,10 @@ async def link_entries(
     *,
     idempotency_key: str | None = None,
 ) -> LinkResult:
-    """Manual curation: a typed relation between two entries the caller can see. A
-    redelivery of ``idempotency_key`` changes nothing and reports ``created`` False."""
+    """Manual curation: a typed relation between two entries the caller can see; a
+    ``contradicts`` or ``supersedes`` link only from one who may make both entries parties
+    to a dispute (:func:`~apollo_domain.rules.dispute_refusal`, else :class:`Forbidden`).
+    A redelivery of ``idempotency_key`` changes nothing and reports ``created`` False."""
     source = parse_id("from_entry_id", from_entry_id)
     target = parse_id("to_entry_id", to_entry_id)
     types = parse_relation_types([relation_type]) if relation_type is not None else None
@@ -176,8 +179,11 @@ async def link_entries(
         now = deps.clock.now()
         if not await first_application(uow, "link", idempotency_key, now):
             return LinkResult(source, target, kind, False)
-        await visible_entry(uow, source, viewer)
-        await visible_entry(uow, target, viewer)
+        source_entry = await visible_entry(uow, source, viewer)
+        target_entry = await visible_entry(uow, target, viewer)
+        refusal = dispute_refusal(caller.principal, kind, source_entry, target_entry)
+        if refusal is not None:
+            raise Forbidden(refusal)
         created = await uow.relations.add(
             Relation(source, target, kind, w, now, {"linked_by": caller.agent_id})
         )

@@ -20,7 +20,7 @@ from ..model import Entry, Outcome, Principal, Viewer
 from ..ports import UnitOfWork
 from ..results import IngestResult
 from .bulk_ingest import _Chunk, _Interrupted
-from .context import INGEST_PARTS, Caller, Deps, resolve_viewer
+from .context import INGEST_PARTS, Caller, Deps, embed_readings, resolve_viewer
 from .entities import extract
 from .ingest import IngestRequest, ingest, partition_key, replayed
 
@@ -59,7 +59,7 @@ async def ingest_each(deps: Deps, items: Sequence[IngestItem]) -> list[IngestRes
     await store.preflight(INGEST_PARTS)
     principals = list(dict.fromkeys(item.caller.principal for item in items))
     viewers = {p: await resolve_viewer(store.directory, p) for p in principals}
-    vectors = await deps.embedder.embed([item.request.content for item in items])
+    vectors = await embed_readings(deps, [item.request.content for item in items])
     embeddings = [tuple(float(x) for x in v) for v in vectors]
     extractions = [await extract(deps.extractor, item.request.content) for item in items]
     try:

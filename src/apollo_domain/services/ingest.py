@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -10,6 +9,8 @@ from typing import Any
 from attrs import frozen
 
 from .. import admission
+from ..bounds import CONTEXT_BYTES
+from ..contradiction import flips_negation
 from ..credibility import SourceCredibility
 from ..entities import Extraction
 from ..errors import Conflict, ValidationError
@@ -37,12 +38,13 @@ from ..policy import ConfidencePolicy
 from ..ports import AccessLogRecord, CredibilityRecord, ScoredEntry, SearchFilter, UnitOfWork
 from ..results import IngestResult
 from ..rules import Corroborator, independent_of_all, may_corroborate
-from ..validation import check_depth
+from ..validation import bounded_json, check_depth
 from .context import (
     ACTIVE,
     INGEST_PARTS,
     Caller,
     Deps,
+    embed_readings,
     first_application,
     in_unit_of_work,
     resolve_viewer,
@@ -127,19 +129,15 @@ def prepare(
 
 
 def clean_context(context: object) -> dict[str, Any]:
-    """Caller context: a JSON object nested at most ``MAX_JSON_DEPTH`` levels deep;
-    Apollo's own keys may not be set by callers."""
+    """Caller context: a JSON object within the ``JSON_DEPTH`` and ``CONTEXT_BYTES``
+    bounds; Apollo's own keys may not be set by callers."""
     if context is None:
         return {}
     if not isinstance(context, Mapping):
         raise ValidationError("context", "must be a JSON object")
     check_depth("context", context)
     cleaned = {str(k): v for k, v in context.items() if str(k) not in _RESERVED_CONTEXT_KEYS}
-    try:
-        encoded = json.dumps(cleaned, allow_nan=False, default=str)
-    except (TypeError, ValueError) as exc:
-        raise ValidationError("context", f"must be JSON-serializable: {exc}") from None
-    return dict(json.loads(encoded.replace("\\u0000", "")))
+    return bounded_json("context", cleaned, CONTEXT_BYTES)
 
 
 async def ingest(
@@ -201,7 +199,7 @@ async def ingest(
 
 async def _embed(deps: Deps, request: IngestRequest) -> tuple[tuple[float, ...], Extraction]:
     """Step 5's embedding of the text, and the entities it mentions."""
-    (vector,) = await deps.embedder.embed([request.content])
+    (vector,) = await embed_readings(deps, [request.content])
     return tuple(float(x) for x in vector), await extract(deps.extractor, request.content)
 
 
@@ -263,18 +261,24 @@ def supports(
 ) -> bool:
     """``request`` may add ``kind`` evidence to ``target``: every corroboration rule of
     DESIGN §2, against a confirmed target at the corroboration similarity, or against a
-    candidate it restates (near-duplicate similarity) for an agreement."""
+    candidate it restates (near-duplicate similarity) for an agreement; and it does not
+    say the opposite (:func:`flips_negation`: a negated restatement is a contradiction
+    candidate, however close it embeds)."""
     if kind is EvidenceKind.CORROBORATION:
         status, threshold = Status.CONFIRMED, policy.corroboration_similarity
     else:
         status, threshold = Status.CANDIDATE, policy.near_duplicate_similarity
-    return target.status is status and may_corroborate(
-        request.corroborator,
-        target,
-        similarity,
-        [e.source for e in recorded],
-        min_similarity=threshold,
-        owners_sharing_group=viewer.team_owners,
+    return (
+        target.status is status
+        and may_corroborate(
+            request.corroborator,
+            target,
+            similarity,
+            [e.source for e in recorded],
+            min_similarity=threshold,
+            owners_sharing_group=viewer.team_owners,
+        )
+        and not flips_negation(request.content, target.content)
     )
 
 
@@ -486,7 +490,18 @@ def admit_new(
     evidence: Mapping[uuid.UUID, Sequence[Evidence]],
 ) -> admission.AdmissionDecision:
     """Steps 6 (a source repeating itself) and 7 (novelty) for a text with these nearest
-    neighbours (highest similarity first) and their evidence."""
+    neighbours (highest similarity first) and their evidence. A neighbour the text
+    contradicts by negation (:func:`flips_negation`) is no repeat and takes nothing from
+    its novelty: the text is a new claim, for the contradiction scan to judge. Only close
+    neighbours (at the corroboration similarity) are tested, which bounds the work: a
+    farther one is no repeat, and leaves a source above credibility 0.2 enough novelty."""
+    neighbours = [
+        n
+        for n in neighbours
+        if not (
+            policy.corroborates(n.similarity) and flips_negation(request.content, n.entry.content)
+        )
+    ]
     max_similarity = neighbours[0].similarity if neighbours else None
     repeats_own_source = any(
         policy.is_near_duplicate(n.similarity)

@@ -1,13 +1,17 @@
-"""Periodic work: the corroboration checker and the contradiction scan (DESIGN §4)."""
+"""Periodic work: the corroboration checker, the contradiction scan and the access log's
+retention (DESIGN §4)."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 from uuid import UUID
 
+from ..contradiction import flips_negation
 from ..credibility import SourceCredibility
 from ..lifecycle import confirm, dispute
 from ..model import (
+    AccessScope,
     Entry,
     Evidence,
     EvidenceKind,
@@ -19,7 +23,7 @@ from ..model import (
 )
 from ..policy import ConfidencePolicy
 from ..ports import OutboxItem, ScoredEntry, SearchFilter, UnitOfWork
-from ..results import ContradictionReport, CorroborationReport
+from ..results import ContradictionReport, CorroborationReport, MaintenanceResult
 from ..rules import Corroborator, agreeing_sources, independent, may_corroborate
 from ..secrets import redact
 from .context import ACTIVE, Deps, bounded_int, first_application, resolve_viewer
@@ -31,6 +35,13 @@ CONTRADICTION_WEIGHT = 0.8
 WELL_ESTABLISHED_CONFIDENCE = 0.8
 WELL_ESTABLISHED_EVIDENCE = 2
 LOW_CREDIBILITY = 0.4
+#: Outbox items one claim takes at most: their reads share a transaction, and those whose
+#: judge found nothing are completed together.
+OUTBOX_CLAIM = 16
+#: Access-log rows one retention transaction deletes at most: a large backlog goes in
+#: several short transactions instead of one that holds the table for long.
+ACCESS_LOG_TRIM_BATCH = 5_000
+MAX_RETENTION_DAYS = 36_500
 
 
 def _as_corroborator(entry: Entry) -> Corroborator:
@@ -53,17 +64,22 @@ def allowed(
     policy: ConfidencePolicy,
 ) -> bool:
     """``a`` may corroborate ``b``: every rule of DESIGN §2, with ``a``'s own evidence
-    sources independent of ``b``'s source too."""
+    sources independent of ``b``'s source too, and neither saying the opposite of the
+    other (:func:`flips_negation`)."""
     a_sources = [e.source for e in evidence.get(a.id, ())] or [a.source]
     b_sources = [e.source for e in evidence.get(b.id, ())] or [b.source]
-    return may_corroborate(
-        _as_corroborator(a),
-        b,
-        similarity,
-        b_sources,
-        min_similarity=policy.corroboration_similarity,
-        owners_sharing_group=sharing,
-    ) and all(independent(s, b.source) for s in a_sources)
+    return (
+        may_corroborate(
+            _as_corroborator(a),
+            b,
+            similarity,
+            b_sources,
+            min_similarity=policy.corroboration_similarity,
+            owners_sharing_group=sharing,
+        )
+        and all(independent(s, b.source) for s in a_sources)
+        and not flips_negation(a.content, b.content)
+    )
 
 
 def _paired_with(entry: Entry) -> str | None:
@@ -248,98 +264,166 @@ def _independent_evidence_count(evidence: list[Evidence]) -> int:
 async def process_outbox(
     deps: Deps, limit: object = 50, *, idempotency_key: str | None = None
 ) -> ContradictionReport:
-    """Run up to ``limit`` due outbox items, one at a time, each in three short units of
-    work with the judge (possibly a slow LLM) called between them, outside any
-    transaction (DESIGN §4 "Concurrency"):
+    """Run up to ``limit`` due outbox items, in batches of at most :data:`OUTBOX_CLAIM`,
+    each batch in a few short units of work with the judge (possibly a slow LLM) called
+    between them, outside any transaction (DESIGN §4 "Concurrency"):
 
-    1. claim the item under a lease (committed at once: no other claimer sees it);
-    2. read the new entry and its active visible neighbours above the contradiction
-       similarity in the same scope;
+    1. claim the batch under a lease (committed at once: no other claimer sees it);
+    2. read, in one unit of work that writes nothing, each new entry and its active
+       visible neighbours above the contradiction similarity in the same scope;
     3. judge each pair with no unit of work open;
-    4. under row locks, re-read the entries and write what still holds — a contradiction
-       writes ``contradicts`` (new → existing, weight 0.8) and disputes both, unless the
-       existing entry is well established (confidence ≥ 0.8, ≥ 2 independent evidence)
-       and the new source's credibility is below 0.4: then only the new entry is
-       disputed; an entry archived meanwhile is left as it is, and no pair with it is
-       recorded — then complete the item in the same transaction.
+    4. for an item whose judge found contradictions: under row locks, re-read the entries
+       and write what still holds — a contradiction writes ``contradicts`` (new →
+       existing, weight 0.8) and disputes both, unless the existing entry is well
+       established (confidence ≥ 0.8, ≥ 2 independent evidence) and the new source's
+       credibility is below 0.4: then only the new entry is disputed; an entry archived
+       meanwhile is left as it is, and no pair with it is recorded — then complete the
+       item in the same transaction; the items that found nothing are completed together
+       in one transaction.
 
-    A failure (the judge's included) counts an attempt and schedules the next one with
-    capped exponential backoff (:class:`~apollo_domain.retry.OutboxRetry`); the item is
-    dead once its attempts are spent. ``idempotency_key`` is recorded with the first
-    claim: a redelivery of it changes nothing and reports zeros."""
+    A failure (the judge's included) counts an attempt for the items it concerns (the
+    read of step 2 concerns the whole batch, a judge call or a write only its item) and
+    schedules their next attempt with capped exponential backoff
+    (:class:`~apollo_domain.retry.OutboxRetry`); an item is dead once its attempts are
+    spent. ``idempotency_key`` is recorded with the first claim: a redelivery of it
+    changes nothing and reports zeros."""
     bound = bounded_int("limit", limit, 1, 10_000)
     retry = deps.outbox_retry
     processed = contradictions = failed = 0
     key = idempotency_key
-    for _ in range(bound):
+    while processed + failed < bound:
         now = deps.clock.now()
         async with deps.store.unit_of_work() as uow:
             if not await first_application(uow, "outbox", key, now):
                 return ContradictionReport(0, 0, 0)
             key = None  # recorded with this first claim
-            claimed = await uow.outbox.claim(1, now, lease_until=retry.lease_until(now))
+            wanted = min(OUTBOX_CLAIM, bound - processed - failed)
+            claimed = await uow.outbox.claim(wanted, now, lease_until=retry.lease_until(now))
             await uow.commit()
         if not claimed:
             break
-        item = claimed[0]
-        try:
-            contradictions += await _run(deps, item)
-            processed += 1
-        except Exception as exc:
-            failed += 1
-            error = redact(f"{type(exc).__name__}: {exc}")
+        done, found, errors = await _run_batch(deps, claimed)
+        processed += done
+        contradictions += found
+        if errors:
+            failed += len(errors)
             async with deps.store.unit_of_work() as uow:
-                retry_at = retry.retry_at(item.attempts, deps.clock.now())
-                await uow.outbox.fail(item.id, error, retry_at=retry_at)
+                for item, exc in errors:
+                    error = redact(f"{type(exc).__name__}: {exc}")
+                    retry_at = retry.retry_at(item.attempts, deps.clock.now())
+                    await uow.outbox.fail(item.id, error, retry_at=retry_at)
                 await uow.commit()
     return ContradictionReport(processed, contradictions, failed)
 
 
-async def _run(deps: Deps, item: OutboxItem) -> int:
-    """Do one claimed item; the contradictions it recorded."""
-    if item.kind != CONTRADICTION_SCAN:
-        async with deps.store.unit_of_work() as uow:
-            await uow.outbox.complete(item.id)
-            await uow.commit()
-        return 0
-    entry_id = UUID(str(item.payload["entry_id"]))
-    content, neighbours = await _neighbours(deps, entry_id)
-    verdicts: list[ScoredEntry] = []
-    for scored in neighbours:
-        if await deps.judge.contradicts(content, scored.entry.content):
-            verdicts.append(scored)
-    async with deps.store.unit_of_work() as uow:
-        found = await _record(deps, uow, entry_id, verdicts) if verdicts else 0
-        await uow.outbox.complete(item.id)
-        await uow.commit()
-    return found
+async def _run_batch(
+    deps: Deps, items: list[OutboxItem]
+) -> tuple[int, int, list[tuple[OutboxItem, Exception]]]:
+    """Do claimed items: how many were done, the contradictions they recorded, and the
+    items that failed with their errors."""
+    errors: list[tuple[OutboxItem, Exception]] = []
+    scans: list[OutboxItem] = []
+    entry_ids: list[UUID] = []
+    for item in items:
+        if item.kind != CONTRADICTION_SCAN:
+            continue
+        try:
+            entry_ids.append(UUID(str(item.payload["entry_id"])))
+        except (KeyError, ValueError) as exc:
+            errors.append((item, exc))
+        else:
+            scans.append(item)
+    try:
+        reads = await _neighbours(deps, entry_ids)
+    except Exception as exc:
+        return 0, 0, [*errors, *((item, exc) for item in scans)]
+    judged: list[tuple[OutboxItem, UUID, list[ScoredEntry]]] = []
+    for item, (entry_id, content, neighbours) in zip(scans, reads, strict=True):
+        try:
+            verdicts = [
+                scored
+                for scored in neighbours
+                if await deps.judge.contradicts(content, scored.entry.content)
+            ]
+        except Exception as exc:
+            errors.append((item, exc))
+        else:
+            judged.append((item, entry_id, verdicts))
+    done = found = 0
+    for item, entry_id, verdicts in judged:
+        if not verdicts:
+            continue
+        try:
+            async with deps.store.unit_of_work() as uow:
+                recorded = await _record(deps, uow, entry_id, verdicts)
+                await uow.outbox.complete(item.id)
+                await uow.commit()
+        except Exception as exc:
+            errors.append((item, exc))
+        else:
+            done += 1
+            found += recorded
+    quiet = [item for item in items if item.kind != CONTRADICTION_SCAN]
+    quiet.extend(item for item, _, verdicts in judged if not verdicts)
+    if quiet:
+        try:
+            async with deps.store.unit_of_work() as uow:
+                for item in quiet:
+                    await uow.outbox.complete(item.id)
+                await uow.commit()
+        except Exception as exc:
+            errors.extend((item, exc) for item in quiet)
+        else:
+            done += len(quiet)
+    return done, found, errors
 
 
-async def _neighbours(deps: Deps, entry_id: UUID) -> tuple[str, list[ScoredEntry]]:
-    """The entry's content and the older active neighbours its scan judges (none when the
-    entry is gone, archived or without an embedding), read in a unit of work that writes
-    nothing."""
+async def _neighbours(
+    deps: Deps, entry_ids: list[UUID]
+) -> list[tuple[UUID, str, list[ScoredEntry]]]:
+    """Per entry: its id, content and the older active neighbours its scan judges (none
+    when the entry is gone, archived or without an embedding), all read in one unit of
+    work that writes nothing: the entries in one read, and the neighbours of the entries
+    that share a search filter (owner and scope) in one search."""
+    groups: dict[tuple[str | None, AccessScope], list[Entry]] = {}
+    neighbours: dict[UUID, list[ScoredEntry]] = {}
     async with deps.store.unit_of_work() as uow:
-        entry = await uow.entries.get(entry_id, with_embedding=True)
-        if entry is None or not entry.is_active or entry.embedding is None:
-            return "", []
-        viewer = await resolve_viewer(deps.store.directory, Principal(entry.owner_id))
-        found = await uow.entries.nearest(
-            entry.embedding,
-            SearchFilter(
-                viewer, ACTIVE, access_scope=entry.access_scope, exclude_ids=frozenset({entry.id})
-            ),
-            CONTRADICTION_NEIGHBOURS,
-        )
+        entries = await uow.entries.get_many(entry_ids, with_embedding=True)
+        for entry in entries.values():
+            if entry.is_active and entry.embedding is not None:
+                groups.setdefault((entry.owner_id, entry.access_scope), []).append(entry)
+        for (owner_id, scope), members in groups.items():
+            viewer = await resolve_viewer(deps.store.directory, Principal(owner_id))
+            found = await uow.entries.nearest_many(
+                [member.embedding for member in members if member.embedding is not None],
+                SearchFilter(viewer, ACTIVE, access_scope=scope),
+                CONTRADICTION_NEIGHBOURS + 1,  # the entry itself is among them
+            )
+            for member, nearest in zip(members, found, strict=True):
+                others = [n for n in nearest if n.entry.id != member.id]
+                neighbours[member.id] = _older_close(
+                    deps, member, others[:CONTRADICTION_NEIGHBOURS]
+                )
+    return [
+        (entry_id, entries[entry_id].content, neighbours[entry_id])
+        if entry_id in neighbours
+        else (entry_id, "", [])
+        for entry_id in entry_ids
+    ]
+
+
+def _older_close(deps: Deps, entry: Entry, nearest: list[ScoredEntry]) -> list[ScoredEntry]:
+    """The neighbours above the contradiction similarity that are older than ``entry`` (a
+    newer entry judges this one in its own scan)."""
     neighbours = []
-    for scored in found:
+    for scored in nearest:
         if scored.similarity <= deps.policy.contradiction_similarity:
             break
         existing = scored.entry
         if (existing.created_at, str(existing.id)) > (entry.created_at, str(entry.id)):
-            continue  # a newer entry judges this one in its own scan
+            continue
         neighbours.append(scored)
-    return entry.content, neighbours
+    return neighbours
 
 
 async def _record(deps: Deps, uow: UnitOfWork, entry_id: UUID, verdicts: list[ScoredEntry]) -> int:
@@ -382,3 +466,27 @@ async def _record(deps: Deps, uow: UnitOfWork, entry_id: UUID, verdicts: list[Sc
     if entry is not locked[entry_id]:
         await uow.entries.update(entry)
     return found
+
+
+async def trim_access_log(
+    deps: Deps, days: object, *, idempotency_key: str | None = None
+) -> MaintenanceResult:
+    """Retention: delete the access-log rows older than ``days`` days (an integer, 1 to
+    36,500), oldest first, in transactions of at most :data:`ACCESS_LOG_TRIM_BATCH` rows
+    until none is left before the cutoff, which is fixed when the run starts. Rows written
+    meanwhile are newer than the cutoff and stay. ``idempotency_key`` is recorded with the
+    first batch: a redelivery of it changes nothing and reports 0."""
+    kept = bounded_int("days", days, 1, MAX_RETENTION_DAYS)
+    cutoff = deps.clock.now() - timedelta(days=kept)
+    deleted = 0
+    key = idempotency_key
+    while True:
+        async with deps.store.unit_of_work() as uow:
+            if not await first_application(uow, "trim_access_log", key, deps.clock.now()):
+                return MaintenanceResult("trim_access_log", 0)
+            key = None  # recorded with the first batch
+            batch = await uow.access_log.trim(cutoff, ACCESS_LOG_TRIM_BATCH)
+            await uow.commit()
+        deleted += batch
+        if batch < ACCESS_LOG_TRIM_BATCH:
+            return MaintenanceResult("trim_access_log", deleted)

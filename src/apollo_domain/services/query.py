@@ -7,6 +7,7 @@ from math import fsum
 from typing import Any, Final
 from uuid import UUID
 
+from ..bounds import QUERY, QUERY_LIMIT
 from ..entities import normalize_entity_name
 from ..errors import ValidationError
 from ..lexical import STOPWORDS
@@ -15,11 +16,12 @@ from ..normalize import normalize_domain_filter, normalize_tag_filter
 from ..ports import AccessLogRecord, Reads, SearchFilter, UnitOfWork
 from ..results import EntryView, QueryResult
 from ..retrieval import GRAPH, LEXICAL, VECTOR, Fused, RetrievalSettings, fuse
-from ..validation import bounded_float
+from ..validation import bounded_float, shown
 from .context import (
     Caller,
     Deps,
     bounded_int,
+    embed_readings,
     in_unit_of_work,
     parse_statuses,
     resolve_viewer,
@@ -27,10 +29,10 @@ from .context import (
 )
 
 BROWSE_BELOW_CHARS = 3
-MAX_LIMIT = 100
+MAX_LIMIT = QUERY_LIMIT.limit
 #: The longest query text, in characters: a search is a question, not a document (and
 #: embedding a long one costs time and memory in proportion).
-MAX_QUERY_CHARS = 10_000
+MAX_QUERY_CHARS = QUERY.limit
 DEFAULT_STATUSES = (Status.CONFIRMED, Status.CANDIDATE)
 #: Retrieval modes: ``hybrid`` fuses every signal, the others use one alone.
 QUERY_MODES: Final = ("hybrid", "vector", "lexical")
@@ -47,14 +49,10 @@ _EDGE_PUNCTUATION = ".,;:!?\"'()[]{}<>“”‘’"
 
 def query_text(query: object) -> str:
     """The stripped search text; :class:`ValidationError` naming ``query`` unless it is a
-    string of at most ``MAX_QUERY_CHARS`` characters."""
+    string within the ``QUERY`` bound."""
     if not isinstance(query, str):
         raise ValidationError("query", "must be a string")
-    if len(query) > MAX_QUERY_CHARS:
-        raise ValidationError(
-            "query", f"is {len(query)} characters; at most {MAX_QUERY_CHARS} are allowed"
-        )
-    return query.strip()
+    return QUERY.text(query).strip()
 
 
 async def query(
@@ -76,8 +74,10 @@ async def query(
     ``mode``: ``vector`` ranks by embedding similarity, ``lexical`` by the query's terms,
     ``hybrid`` (the default) fuses both with the entity-graph fill by reciprocal rank
     fusion (:mod:`apollo_domain.retrieval`). Each result names the signals that found it.
-    A vector match needs a similarity above ``min_similarity``; an entry no signal found
-    is never returned, so unrelated and opposite texts are neither returned nor boosted.
+    A vector match needs a similarity above ``min_similarity`` and at least the embedder's
+    relevance floor (``RetrievalSettings.relevance_floor``: a lexical or graph match is
+    relevant by itself); an entry no signal found is never returned, so unrelated and
+    opposite texts are neither returned nor boosted.
 
     A search boosts each returned entry's confidence atomically in the store, once per
     boost window for each principal (the agent, for a caller without one), and, when
@@ -94,7 +94,9 @@ async def query(
     """
     text = query_text(query)
     if mode not in QUERY_MODES:
-        raise ValidationError("mode", f"unknown mode {mode!r}; expected {', '.join(QUERY_MODES)}")
+        raise ValidationError(
+            "mode", f"unknown mode {shown(mode)}; expected {', '.join(QUERY_MODES)}"
+        )
     flt_tags = normalize_tag_filter(tags)
     domain = normalize_domain_filter(knowledge_domain)
     count = bounded_int("limit", limit, 1, MAX_LIMIT)
@@ -116,7 +118,7 @@ async def query(
 
     vector = None
     if mode != LEXICAL:
-        (vector,) = await deps.embedder.embed([text])
+        (vector,) = await embed_readings(deps, [text])
     fused = mode == "hybrid"
     depth = max(count, deps.retrieval.candidates) if fused else count
     reads: dict[str, Callable[[Reads], Awaitable[Candidates]]] = {}
@@ -126,12 +128,15 @@ async def query(
     if vector is not None:
         embedding = vector
 
+        def relevant(similarity: float) -> bool:
+            return similarity > similarity_floor and deps.retrieval.relevant(similarity)
+
         async def nearest(reads: Reads) -> Candidates:
             if fused:
                 ids = await reads.entries.nearest_ids(embedding, flt, depth)
-                return [(i, s) for i, s in ids if s > similarity_floor], []
+                return [(i, s) for i, s in ids if relevant(s)], []
             found = await reads.entries.nearest(embedding, flt, depth)
-            hits = [h for h in found if h.similarity > similarity_floor]
+            hits = [h for h in found if relevant(h.similarity)]
             return [(h.entry.id, h.similarity) for h in hits], [h.entry for h in hits]
 
         reads[VECTOR] = nearest

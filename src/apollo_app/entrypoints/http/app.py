@@ -12,11 +12,12 @@ import attrs
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from apollo_domain import commands as c
+from apollo_domain.bounds import MESSAGE
 from apollo_domain.errors import ApolloError, ValidationError
 from apollo_domain.handlers import handle
 from apollo_domain.services import Caller
@@ -34,7 +35,8 @@ from .openapi import openapi_document
 from .operations import HTTP_AGENT, OPERATIONS, Call, Operation
 
 logger = logging.getLogger("apollo.http")
-MAX_BODY_BYTES = 2 * 1024 * 1024
+#: The ``MESSAGE`` bound: a larger body is refused (413) before it is parsed.
+MAX_BODY_BYTES = MESSAGE.limit
 #: Commands served at once when no admission is given: the default connection pool's size.
 DEFAULT_CAPACITY = 10
 
@@ -151,7 +153,9 @@ def _endpoint(
                 status, payload = await _health(apollo)
             else:
                 command = _command(op, call, data)
-                caller = Caller.of(principal.agent or principal.id or HTTP_AGENT, principal)
+                caller = Caller.of(
+                    principal.agent or principal.id or HTTP_AGENT, principal, edge=HTTP_AGENT
+                )
                 started = time.perf_counter()
                 async with admission.admitted():
                     result = await handle(apollo.deps, caller, command)
@@ -160,7 +164,10 @@ def _endpoint(
                 status, payload = op.present(call, result)
         except _TooLarge:
             return error_response(
-                413, "payload_too_large", f"request bodies are limited to {MAX_BODY_BYTES} bytes"
+                413,
+                "payload_too_large",
+                f"request bodies are limited to {MAX_BODY_BYTES:,} bytes ({MESSAGE.name})",
+                MESSAGE.field,
             )
         except Unauthorized as exc:
             return error_response(401, "unauthorized", exc.message, headers=UNAUTHORIZED_HEADERS)
@@ -168,6 +175,12 @@ def _endpoint(
             return error_response(415, "unsupported_media_type", str(exc))
         except ApolloError as exc:
             return map_error(exc)
+        except ClientDisconnect:
+            # Nobody is left to answer: one line, no traceback (499: client closed request).
+            client = request.client
+            peer = f"{client.host}:{client.port}" if client else "a client"
+            logger.info("%s went away before its request to %s was read", peer, op.full_path)
+            return Response(status_code=499)
         except HTTPException:
             raise
         except Exception as exc:
@@ -212,11 +225,16 @@ def create_app(
         return Response(document, media_type=JSON)
 
     async def exposition(request: Request) -> Response:
+        """The counters are the whole store's (private writes included): with tokens, an
+        admin's only."""
         try:
-            if auth.configured and auth.principal(request).id is None:
+            principal = auth.principal(request)
+            if auth.configured and principal.id is None:
                 raise Unauthorized("a bearer token is required")
         except Unauthorized as exc:
             return error_response(401, "unauthorized", exc.message, headers=UNAUTHORIZED_HEADERS)
+        if auth.configured and not principal.role.administers:
+            return error_response(403, "forbidden", "the metrics are an admin's")
         if metrics is None:
             return error_response(404, "not_found", "metrics are not enabled")
         try:

@@ -17,9 +17,14 @@ from ...metrics import Metrics
 from ...settings import Settings
 from .admission import Admission
 from .app import create_app
+from .connections import guarded_protocol
 
 LOOPBACK = "127.0.0.1"
 GRACEFUL_SHUTDOWN_SECONDS = 5
+#: Defaults of a server built without settings (``Settings`` has the same ones).
+HEADER_TIMEOUT_SECONDS = 10.0
+BODY_TIMEOUT_SECONDS = 30.0
+MAX_CONNECTIONS = 512
 
 
 def bind_host(settings_host: str, tokens: Mapping[str, str] | None) -> str:
@@ -64,6 +69,11 @@ class HttpServer:
     :class:`PortUnavailable` from :meth:`start` instead of exiting the process, and port 0
     picks a free port), or on ``sock``, a socket already bound with :func:`listen`.
 
+    A client has ``header_timeout`` seconds to send a request's headers and
+    ``body_timeout`` more for its body (else ``408`` and the connection closes, see
+    :mod:`.connections`); with ``max_connections`` connections open or requests in
+    flight, a new request is answered ``503``.
+
     ``await server.start()`` returns once it accepts connections; ``await server.stop()``
     shuts it down gracefully (bounded) and closes the socket. ``async with HttpServer(...)``
     does both.
@@ -76,8 +86,14 @@ class HttpServer:
         port: int = 0,
         *,
         sock: socket.socket | None = None,
+        header_timeout: float = HEADER_TIMEOUT_SECONDS,
+        body_timeout: float = BODY_TIMEOUT_SECONDS,
+        max_connections: int = MAX_CONNECTIONS,
     ) -> None:
         self.app = app
+        self.header_timeout = header_timeout
+        self.body_timeout = body_timeout
+        self.max_connections = max_connections
         self.host = host
         self.requested_port = port
         self._socket: socket.socket | None = sock
@@ -106,6 +122,8 @@ class HttpServer:
             log_level="warning",
             lifespan="off",
             timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
+            http=guarded_protocol(self.header_timeout, self.body_timeout),
+            limit_concurrency=self.max_connections,
         )
         self._server = _Server(config)
         self._task = asyncio.create_task(self._server.serve(sockets=[sock]))
@@ -153,7 +171,15 @@ async def serve_http(
     # As many commands at once as the store has pooled connections: the rest queue.
     app = create_app(apollo, tokens=tokens, metrics=metrics, admission=Admission(settings.pool_max))
     host = bind_host(settings.http_host, tokens)
-    server = HttpServer(app, host, settings.http_port, sock=sock)
+    server = HttpServer(
+        app,
+        host,
+        settings.http_port,
+        sock=sock,
+        header_timeout=settings.http_header_timeout,
+        body_timeout=settings.http_body_timeout,
+        max_connections=settings.http_max_connections,
+    )
     try:
         await server.start()
     except BaseException:

@@ -9,7 +9,10 @@ prefetch, at most the store's pool size):
   by ``message_id``: the use case records the id in the transaction of its effects, so a
   redelivery, even one overlapping the first delivery, applies nothing twice.
 - query queue (RPC): every request gets a reply, a result or the error, then is
-  acknowledged; a caller never waits for an answer that will not come.
+  acknowledged; a caller never waits for an answer that will not come. The reply carries
+  the service's login as ``user_id`` (clients take replies only from service logins), and
+  goes only to a reply queue: a request whose ``reply_to`` names any other queue (a service
+  queue, say) is dead-lettered with the reason.
 - writeback-store: a response that carries its embedding. The embedding's dimension must
   match the store's (else the message is dead-lettered with the reason); the content is
   then ingested normally, so the store's own embedder produces the stored vector (cached,
@@ -51,8 +54,15 @@ from attrs import define, field
 from apollo_domain import commands as c
 from apollo_domain.errors import ApolloError, TransportError
 from apollo_domain.handlers import handle, handler_of, store_item
-from apollo_domain.messaging import Delivery, MessageBus, MessageHandler, Subscription
+from apollo_domain.messaging import (
+    Delivery,
+    MessageBus,
+    MessageHandler,
+    Subscription,
+    reply_queue_refusal,
+)
 from apollo_domain.model import Principal, Role
+from apollo_domain.rules import check_agent_id
 from apollo_domain.secrets import redact
 from apollo_domain.services import Caller, IngestItem, ingest_each
 from apollo_domain.topology import Topology
@@ -69,6 +79,7 @@ from ...wire.envelope import (
     decode_gas_event,
 )
 from ...wire.replies import encode_error_reply, encode_reply
+from .drainer import OutboxDrainer
 from .periodic import Periodic
 
 if TYPE_CHECKING:
@@ -77,6 +88,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("apollo.service")
 
 OUTBOX_BATCH = 50
+#: The edge bus messages come over: what an ingest records as ``submitted_from``.
+EDGE = "amqp"
 #: Group commits one service process runs at once: one batch can embed and read while
 #: another commits; later batches fill meanwhile (up to the batch size).
 COMMITS_IN_FLIGHT = 2
@@ -106,6 +119,11 @@ class ApolloService:
         self.topology = topology or getattr(bus, "topology", None) or topology_of(settings)
         self._subscriptions: list[Subscription] = []
         self._periodic = Periodic()
+        self._drainer = OutboxDrainer(
+            self._job(c.ProcessOutbox(limit=OUTBOX_BATCH)),
+            settings.outbox_interval,
+            settings.outbox_workers,
+        )
         self._started = False
         self._stopped = False
         self._batch = _Batch()
@@ -154,10 +172,13 @@ class ApolloService:
                 settings.corroboration_interval,
                 c.CheckCorroboration(limit=settings.corroboration_batch),
             ),
-            ("outbox", settings.outbox_interval, c.ProcessOutbox(limit=OUTBOX_BATCH)),
         ]
+        if settings.access_log_retention_days > 0:
+            retention = c.TrimAccessLog(days=settings.access_log_retention_days)
+            jobs.append(("access-log retention", settings.decay_interval, retention))
         for name, interval, command in jobs:
             self._periodic.every(name, interval, self._job(command))
+        self._drainer.start()
         log.info("consuming %s", ", ".join(queue for queue, _ in consumers))
 
     async def stop(self) -> None:
@@ -172,7 +193,7 @@ class ApolloService:
             self._batch.due = True
             self._start()
             await asyncio.gather(*self._flushes, return_exceptions=True)
-        await self._periodic.stop()
+        await asyncio.gather(self._periodic.stop(), self._drainer.stop())
         log.info("stopped")
 
     async def __aenter__(self) -> ApolloService:
@@ -196,10 +217,13 @@ class ApolloService:
         return lambda: self._run(caller, command)
 
     def _caller(self, delivery: Delivery) -> Caller:
-        """The broker-verified user is the principal (its role from the settings); a writer
-        acts as its own agent, the user id."""
+        """The broker-verified user is the principal (its role from the settings,
+        :meth:`Settings.bus_principal`: a message without one may be refused); a writer
+        acts as its own agent, the user id, which may not be one Apollo reserves."""
         principal = self.settings.bus_principal(delivery.message.user_id)
-        return Caller.of(principal.agent or principal.id, principal)
+        if principal.id is not None:
+            check_agent_id("user_id", principal.id)
+        return Caller.of(principal.agent or principal.id, principal, edge=EDGE)
 
     # -- consumers -------------------------------------------------------------------------
 
@@ -212,6 +236,7 @@ class ApolloService:
                 command = decode_command(delivery.message.body, accept=accept)
                 message_id = delivery.message.message_id
                 result = await self._run(self._caller(delivery), command, message_id or None)
+                self._drainer.wake()
                 log.debug("%s %s: %s", type(command).__name__, message_id, result)
 
             await self._settle(delivery, work)
@@ -298,6 +323,7 @@ class ApolloService:
                 await asyncio.gather(*(self._single(p.delivery) for p in pending))
                 return
             seconds = time.perf_counter() - started
+            self._drainer.wake()  # the batch queued its contradiction scans
             for p, result in zip(pending, results, strict=True):
                 if self.metrics is not None:
                     self.metrics.observe_command(p.command, result, seconds)
@@ -312,14 +338,16 @@ class ApolloService:
         async def work() -> None:
             command = decode_gas_event(delivery.message.body)
             result = await self._run(self._caller(delivery), command)
+            self._drainer.wake()
             log.debug("gas %s: %s", result.request_id, dict(result.deposited))
 
         await self._settle(delivery, work)
 
     async def _on_request(self, delivery: Delivery) -> None:
         message = delivery.message
-        if not message.reply_to:
-            await _reject(delivery, "an RPC request needs reply_to")
+        refusal = reply_queue_refusal(message.reply_to)
+        if refusal is not None:  # never publish, as the service, where a requester chose
+            await _reject(delivery, refusal)
             return
         deadline = message.headers.get(DEADLINE_HEADER)
         if isinstance(deadline, int | float) and time.time() > deadline:
