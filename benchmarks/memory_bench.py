@@ -293,27 +293,33 @@ def report(result: dict[str, Any]) -> str:
     single, tail, bulk = ingest["single_first"], ingest["single_at_full_size"], ingest["bulk"]
     q, base, nearest = query["query_knowledge"], query["numpy_top10"], query["store_nearest"]
     ratio_ok = query["query_over_numpy_p50"] <= QUERY_RATIO_TARGET
+    # The targets are for 100,000 entries: a --quick run's sizes say nothing about them.
+    judged = not result["config"]["quick"]
+
+    def verdict(met: bool) -> bool | None:
+        return met if judged else None
+
     rows = [
         comparison_row(
             f"ingest one by one, first {single['entries']:,} (entries/s)",
             single["entries_per_s"],
             None,
             "≥ 5,000",
-            single["entries_per_s"] >= INGEST_TARGET,
+            verdict(single["entries_per_s"] >= INGEST_TARGET),
         ),
         comparison_row(
             f"ingest one by one at {tail['store_size_before']:,} (entries/s, {tail['entries']})",
             tail["entries_per_s"],
             None,
             "≥ 5,000",
-            tail["entries_per_s"] >= INGEST_TARGET,
+            verdict(tail["entries_per_s"] >= INGEST_TARGET),
         ),
         comparison_row(
             f"ingest store_many, {bulk['entries']:,} (entries/s)",
             bulk["entries_per_s"],
             None,
             "≥ 5,000",
-            bulk["entries_per_s"] >= INGEST_TARGET,
+            verdict(bulk["entries_per_s"] >= INGEST_TARGET),
         ),
         comparison_row(
             "  store_many first 10% / last 10% (entries/s)",
@@ -333,7 +339,7 @@ def report(result: dict[str, Any]) -> str:
                 q[stat],
                 base[stat],
                 "≤ 2×",
-                q[stat] <= QUERY_RATIO_TARGET * base[stat] if stat != "p95_ms" else None,
+                verdict(q[stat] <= QUERY_RATIO_TARGET * base[stat]) if stat != "p95_ms" else None,
             )
         )
     for stat in ("mean_ms", "p50_ms", "p95_ms"):
@@ -358,7 +364,9 @@ def report(result: dict[str, Any]) -> str:
         f"{query['agreement_with_numpy_top10']:.3f} (boosts and the 0.3 floor may reorder)",
         f"- store-level nearest() timed on the first {nearest['count']:,} queries;"
         f" query_knowledge and numpy on all {q['count']:,}",
-        f"- query path met its target (p50 ≤ 2× numpy): {'yes' if ratio_ok else 'NO'}",
+        f"- query path met its target (p50 ≤ 2× numpy): {'yes' if ratio_ok else 'NO'}"
+        if judged
+        else "- targets are judged at full size only: this --quick run is a smoke test",
         f"- wall time {result['wall_seconds']:.1f} s",
     ]
     return table(rows, COMPARISON_HEADER) + "\n\n" + "\n".join(outcome_lines)

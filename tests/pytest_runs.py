@@ -42,14 +42,17 @@ def run_pytest(
     env: Mapping[str, str] | None = None,
     only_plugins: Sequence[str] | None = None,
     timeout: float = 300.0,
+    config: tuple[str, str] = ("pytest.ini", PYTEST_INI),
 ) -> PytestRun:
     """``python -m pytest -p apollo_app.pytest_plugin ARGS`` in ``folder`` (given its own
-    ``pytest.ini``, so no configuration from the folders above leaks in).
+    configuration file, ``config`` = (name, text), so no configuration from the folders
+    above leaks in).
 
     ``only_plugins`` (e.g. ``["asyncio"]``) turns off the autoloading of installed plugins
     and loads just those beside Apollo's, which starts pytest several times faster.
     """
-    (folder / "pytest.ini").write_text(PYTEST_INI)
+    name, text = config
+    (folder / name).write_text(text)
     environment = {**os.environ, **(env or {})}
     chosen: list[str] = []
     if only_plugins is not None:

@@ -18,6 +18,7 @@ from attrs import evolve, frozen
 
 from apollo_adapters.clock import ManualClock, SystemClock
 from apollo_adapters.embedders import CachingEmbedder, HashingEmbedder
+from apollo_adapters.embedders.hashing import MODEL_ID_PREFIX as HASHING_MODEL_PREFIX
 from apollo_adapters.memory import InMemoryStore
 from apollo_domain.contradiction import HeuristicContradictionJudge
 from apollo_domain.errors import ConfigurationError
@@ -206,6 +207,11 @@ async def _close_all(closers: Sequence[Closer]) -> None:
         await closer()
 
 
+def embedded_store_exists(settings: Settings) -> bool:
+    """Whether ``APOLLO_DATA_DIR`` already holds an embedded server's data."""
+    return (settings.data_dir / "postgres" / "PG_VERSION").exists()
+
+
 async def _database(settings: Settings) -> tuple[str, list[Closer]]:
     """The conninfo of ``APOLLO_DATABASE_URL``, else of an embedded server started in
     ``APOLLO_DATA_DIR`` (stopped by the returned closer)."""
@@ -240,16 +246,94 @@ def _pgvector_hint(settings: Settings) -> Iterator[None]:
         ) from exc
 
 
-async def open_durable(settings: Settings, overrides: Overrides = Overrides()) -> Wired:
+@contextmanager
+def _embedder_hint(settings: Settings) -> Iterator[None]:
+    """A store made with another embedder than the one configured: the error names the
+    settings that choose the embedder, with their values, and the one that made it."""
+    from apollo_adapters.postgres.errors import EmbedderMismatch
+
+    try:
+        yield
+    except EmbedderMismatch as exc:
+        chosen = f"APOLLO_EMBEDDER={settings.embedder}"
+        if settings.embedder == "hashing":
+            chosen += f", APOLLO_EMBEDDING_DIMENSION={settings.embedding_dimension}"
+        elif settings.embedding_model:
+            chosen += f", APOLLO_EMBEDDING_MODEL={settings.embedding_model}"
+        made_by = (
+            f"APOLLO_EMBEDDER=hashing and APOLLO_EMBEDDING_DIMENSION={exc.stored_dimension}"
+            if exc.stored_model.startswith(HASHING_MODEL_PREFIX)
+            else f"the embedder of model {exc.stored_model!r}"
+        )
+        raise ConfigurationError(
+            "APOLLO_EMBEDDER",
+            f"the store holds vectors of model {exc.stored_model!r} (dimension"
+            f" {exc.stored_dimension}), not those of the embedder configured now ({chosen});"
+            f" set {made_by} to open it, or choose a new store (APOLLO_DATA_DIR or"
+            " APOLLO_DATABASE_URL)",
+        ) from exc
+
+
+async def _check_model_before_loading(settings: Settings, conninfo: str) -> None:
+    """A sentence-transformers model takes seconds to load: a store made with another
+    model is refused (naming the settings) before it is loaded, from the model id alone."""
+    if settings.embedder != "sentence-transformers":
+        return
+    from apollo_adapters.embedders.sentence import model_id_of
+    from apollo_adapters.postgres import PostgresStore
+    from apollo_adapters.postgres.errors import EmbedderMismatch
+
+    configured = model_id_of(settings.embedding_model)
+    with _embedder_hint(settings):
+        stored = await PostgresStore.stored_embedder(conninfo)
+        if stored is not None and stored[0] != configured:
+            model, dimension = stored
+            raise EmbedderMismatch(
+                f"the store holds vectors of model {model!r} but the configured embedder"
+                f" is {configured!r}",
+                model,
+                dimension,
+            )
+
+
+@contextmanager
+def _migrate_hint(settings: Settings) -> Iterator[None]:
+    """A server at ``APOLLO_DATABASE_URL`` opened without migrating whose schema is not
+    current: the error names the variable and the command that migrates it."""
+    from apollo_adapters.postgres.errors import SchemaNotCurrent
+
+    try:
+        yield
+    except SchemaNotCurrent as exc:
+        if settings.database_url is None:
+            raise
+        raise ConfigurationError(
+            "APOLLO_DATABASE_URL",
+            f"{exc}; run `apollo migrate` to create or update it (this command does not"
+            " change a server's schema)",
+        ) from exc
+
+
+async def open_durable(
+    settings: Settings, overrides: Overrides = Overrides(), *, migrate: bool = True
+) -> Wired:
     """The PostgreSQL store of ``APOLLO_DATABASE_URL`` (else the embedded server), migrated,
-    with the embedder and LLM the settings name unless ``overrides`` supplies them."""
+    with the embedder and LLM the settings name unless ``overrides`` supplies them.
+
+    With ``migrate=False`` a server given by URL is used as it is: a schema that is missing
+    or has migrations pending is a :class:`ConfigurationError` naming the variable that
+    says to run ``apollo migrate``. The embedded server is always migrated: it is Apollo's
+    own."""
     from apollo_adapters.postgres import PostgresStore
 
     closers: list[Closer] = []
     embedder = overrides.embedder
     llm, judge = overrides.llm, overrides.judge
     try:
+        conninfo, server_closers = await _database(settings)
+        closers.extend(server_closers)
         if embedder is None:
+            await _check_model_before_loading(settings, conninfo)
             embedder = build_embedder(settings)
             _closer_of(embedder, closers)
         chat = build_llm(settings) if llm is None or judge is None else None
@@ -257,9 +341,7 @@ async def open_durable(settings: Settings, overrides: Overrides = Overrides()) -
             _closer_of(chat, closers)
             llm = llm or chat
             judge = judge or chat
-        conninfo, server_closers = await _database(settings)
-        closers.extend(server_closers)
-        with _pgvector_hint(settings):
+        with _pgvector_hint(settings), _migrate_hint(settings), _embedder_hint(settings):
             store = await PostgresStore.open(
                 conninfo,
                 embedder_model_id=embedder.model_id,
@@ -267,6 +349,7 @@ async def open_durable(settings: Settings, overrides: Overrides = Overrides()) -
                 pool_max=settings.pool_max,
                 ef_search=settings.ef_search,
                 ingest_ef_search=settings.ingest_ef_search,
+                migrate=migrate or settings.database_url is None,
             )
         closers.append(store.close)
     except BaseException:
@@ -304,23 +387,25 @@ async def migrate_database(settings: Settings) -> tuple[list[int], int, dict[int
     from apollo_adapters.postgres import PostgresStore, migrate
     from apollo_adapters.postgres.schema import migrations
 
-    embedder = build_embedder(settings)
     closers: list[Closer] = []
-    _closer_of(embedder, closers)
     try:
         conninfo, server_closers = await _database(settings)
         closers.extend(server_closers)
+        await _check_model_before_loading(settings, conninfo)
+        embedder = build_embedder(settings)
+        _closer_of(embedder, closers)
         with _pgvector_hint(settings):
             applied = await migrate(
                 conninfo, dimension=embedder.dimension, model_id=embedder.model_id
             )
-        store = await PostgresStore.open(
-            conninfo,
-            embedder_model_id=embedder.model_id,
-            dimension=embedder.dimension,
-            pool_max=1,
-            migrate=False,
-        )
+        with _embedder_hint(settings):
+            store = await PostgresStore.open(
+                conninfo,
+                embedder_model_id=embedder.model_id,
+                dimension=embedder.dimension,
+                pool_max=1,
+                migrate=False,
+            )
         await store.close()
     finally:
         await _close_all(closers)
@@ -396,6 +481,7 @@ __all__ = [
     "connect_broker",
     "default_embedder",
     "embedded_server",
+    "embedded_store_exists",
     "hashing_embedder",
     "in_memory",
     "manual_clock",

@@ -5,7 +5,9 @@ quoted names (``"Project Orion"``), dates (``2024-05-01``, ``March 3, 2024``, ``
 a year such as ``2023``), quantities (a number with a unit or currency: ``42 kg``,
 ``$1,200``, ``15%``), identifiers and versions (``v2.4.1``, ``INC-1234``, ``max_connections``,
 ``node.js``), then names: runs of capitalized words (``Alice Moreau``, ``Bank of America``)
-and single capitalized words inside a sentence (``Lisbon``), never a stop word or a month.
+and single capitalized words inside a sentence (``Lisbon``), or opening one that names
+another name (``Globex`` in ``Globex headquarters are in Paris``), never a stop word or a
+month.
 Typed edges come from a few unambiguous verbs between two names of one sentence
 (``Alice Moreau works at Acme`` → ``works_at``).
 """
@@ -65,6 +67,7 @@ _CONNECTORS: Final = frozenset({"of", "de", "da", "del", "van", "von", "der", "l
 _CAPITALIZED = re.compile(r"[A-Z][\w'’&.-]*[\w]|[A-Z]")
 _WORD = re.compile(r"[\w'’&.-]*\w|\S")
 _SENTENCE_END = re.compile(r"[.!?:;]\s*$|^\s*$")
+_SENTENCE_STOP = re.compile(r"[.!?:;](?=\s|$)|\n")
 
 _RELATIONS: Final = (
     ("works_at", r"works? (?:at|for)|is employed (?:at|by)|joined"),
@@ -136,10 +139,12 @@ def _unique(mentions: tuple[EntityMention, ...]) -> tuple[EntityMention, ...]:
 
 
 def _names(text: str, taken: bytearray) -> list[tuple[int, int, str]]:
-    """Runs of capitalized words (connectors allowed inside), and single capitalized words
-    that do not open a sentence."""
+    """Runs of capitalized words (connectors allowed inside), single capitalized words
+    that do not open a sentence, and one that does when its sentence names something else
+    too (``Globex headquarters are in Paris``, not ``Soup is hot``)."""
     words = [m for m in _WORD.finditer(text) if not any(taken[m.start() : m.end()])]
     found: list[tuple[int, int, str]] = []
+    openers: list[tuple[int, int, str]] = []
     run: list[re.Match[str]] = []
 
     def flush() -> None:
@@ -150,10 +155,11 @@ def _names(text: str, taken: bytearray) -> list[tuple[int, int, str]]:
         if run:
             start, end = run[0].start(), run[-1].end()
             opens_sentence = _SENTENCE_END.search(text[:start]) is not None
-            if len(run) > 1 or not opens_sentence:
-                name = text[start:end].rstrip(".")
-                if len(run) > 1 or len(name) > 1:
-                    found.append((start, start + len(name), name))
+            name = text[start:end].rstrip(".")
+            if len(run) > 1:
+                found.append((start, start + len(name), name))
+            elif len(name) > 1:
+                (openers if opens_sentence else found).append((start, start + len(name), name))
         run.clear()
 
     previous_end = 0
@@ -170,7 +176,12 @@ def _names(text: str, taken: bytearray) -> list[tuple[int, int, str]]:
             flush()
         previous_end = word.end()
     flush()
-    return found
+    for start, end, name in openers:
+        stop = _SENTENCE_STOP.search(text, end)
+        sentence_end = len(text) if stop is None else stop.start()
+        if any(end <= other < sentence_end for other, _, _ in found):
+            found.append((start, end, name))
+    return sorted(found)
 
 
 def _ignorable(token: str) -> bool:

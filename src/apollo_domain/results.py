@@ -4,13 +4,33 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, Final
 from uuid import UUID
 
-from attrs import field, frozen
+from attrs import Attribute, Factory, field, frozen
 
 from .model import AccessScope, ContentType, Entry, Evidence, Outcome, RelationType, Status
 from .rules import independent
+
+#: Decimal places of the numbers Apollo computes (confidence, similarity, activation,
+#: proficiency, ...) in what it returns: ``0.52``, not ``0.5199999723187102`` nor
+#: ``0.5800000000000001``. The same on every store and every edge (the library's results,
+#: HTTP, the bus, the CLI); an entry's record (``get_entry``) keeps full precision.
+SCORE_DIGITS: Final = 6
+
+
+def reported(value: float) -> float:
+    """``value`` to :data:`SCORE_DIGITS` decimal places, as results report it."""
+    return round(value, SCORE_DIGITS)
+
+
+def _reported_or_none(value: float | None) -> float | None:
+    return None if value is None else reported(value)
+
+
+def _check_same_id(given: UUID | None, entry_id: UUID | None) -> None:
+    if given != entry_id:
+        raise ValueError(f"id {given} is not entry_id {entry_id}")
 
 
 @frozen
@@ -18,8 +38,15 @@ class IngestResult:
     outcome: Outcome
     entry_id: UUID | None = None
     status: Status | None = None
-    confidence: float | None = None
+    confidence: float | None = field(default=None, converter=_reported_or_none)
     reason: str | None = None
+    #: The entry's id under the name every result gives it (``entry_id`` is the same id,
+    #: under the name it had first).
+    id: UUID | None = field(default=Factory(lambda self: self.entry_id, takes_self=True))
+
+    @id.validator
+    def _same_id(self, attribute: Attribute[UUID | None], value: UUID | None) -> None:
+        _check_same_id(value, self.entry_id)
 
     @property
     def ok(self) -> bool:
@@ -33,7 +60,7 @@ class EntryView:
     id: UUID
     content: str
     content_type: ContentType
-    confidence: float
+    confidence: float = field(converter=reported)
     status: Status
     similarity: float | None
     tags: tuple[str, ...]
@@ -76,7 +103,7 @@ class EntryView:
 
 @frozen
 class QueryResult:
-    mode: str  # "semantic" | "browse"
+    mode: str  # the search mode that ran ("hybrid" | "vector" | "lexical") or "browse"
     entries: tuple[EntryView, ...]
 
     def __len__(self) -> int:
@@ -92,7 +119,7 @@ class RelatedEntry:
     via: UUID
     content: str
     content_type: ContentType
-    confidence: float
+    confidence: float = field(converter=reported)
     status: Status
 
 
@@ -108,7 +135,7 @@ class LinkedEntry:
     id: UUID
     content: str
     content_type: ContentType
-    confidence: float
+    confidence: float = field(converter=reported)
     status: Status
 
 
@@ -158,7 +185,14 @@ class LifecycleResult:
     entry_id: UUID
     status: Status
     changed: bool
-    confidence: float
+    confidence: float = field(converter=reported)
+    #: The entry's id under the name every result gives it (``entry_id`` is the same id,
+    #: under the name it had first).
+    id: UUID = field(default=Factory(lambda self: self.entry_id, takes_self=True))
+
+    @id.validator
+    def _same_id(self, attribute: Attribute[UUID], value: UUID) -> None:
+        _check_same_id(value, self.entry_id)
 
 
 @frozen
@@ -173,7 +207,7 @@ class DomainExpertise:
     knowledge_domain: str
     entry_count: int
     proficiency: float
-    average_confidence: float
+    average_confidence: float = field(converter=reported)
     last_active_at: datetime | None
 
 
@@ -184,7 +218,7 @@ class AgentProfile:
     agent_id: str
     domains: tuple[DomainExpertise, ...]
     total_entries: int
-    average_confidence: float
+    average_confidence: float = field(converter=reported)
     last_active_at: datetime | None
     credibility: float = 0.5
 
@@ -296,7 +330,7 @@ class EntityMentionView:
     id: UUID
     snippet: str
     status: Status
-    confidence: float
+    confidence: float = field(converter=reported)
     created_at: datetime
 
 

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from tests.browser.conftest import ADMIN_TOKEN, READER_TOKEN, Service
+from tests.browser.pixels import filled_fraction
 
 pytestmark = [pytest.mark.browser, pytest.mark.postgres]
 
@@ -28,6 +29,8 @@ HOSTILE = (
     'Harmless looking tip <img src=x onerror="window.apolloPwned=1">'
     "<script>window.apolloPwned=2</script> about quokka markup"
 )
+#: The colour of a bar's unfilled track (style.css ``progress.bar``).
+TRACK = (0xEE, 0xF2, 0xF6)
 BACKGROUND = [
     ("BGP route reflectors reduce full-mesh IBGP complexity", "claude-net-1", "networking"),
     (
@@ -221,11 +224,36 @@ def test_expertise_and_activity_show_the_mesh(
     assert [] == page.errors
 
 
+def test_activity_bars_fill_in_proportion_to_their_counts(
+    page: Any, service: Service, seeded: dict[str, str]
+) -> None:
+    """Each status and content-type bar is filled, on screen, in proportion to its count:
+    measured on the pixels of the rendered bar, not on its attributes."""
+    open_console(page, service, ADMIN_TOKEN, "#/activity")
+    bars = page.locator("table.bars progress.bar")
+    bars.first.wait_for()
+    measured = []
+    for bar in bars.all():
+        value, most = float(bar.get_attribute("value")), float(bar.get_attribute("max"))
+        fill = filled_fraction(bar.screenshot(), TRACK)
+        measured.append((round(value / most, 2), round(fill, 2)))
+    assert len(measured) >= 4, measured
+    assert any(share == 1 for share, _ in measured), measured
+    for share, fill in measured:
+        assert abs(share - fill) <= 0.05, measured
+
+
 def test_without_a_token_the_console_says_one_is_needed(
     page: Any, service: Service, seeded: dict[str, str]
 ) -> None:
-    """Tokens are configured, so the API answers an anonymous console with 401: shown."""
+    """Tokens are configured, so the API answers an anonymous console with 401: shown, and
+    the token field asks for one instead of offering loopback; the search did not run, so
+    it does not claim "No results."."""
     open_console(page, service, None, "#/search?q=router")
     message = page.locator("#message.error")
     message.wait_for()
     assert "401" in message.inner_text() and "token" in message.inner_text()
+    page.locator("#results[data-query='router']").wait_for()
+    assert "No results" not in page.locator("#results").inner_text()
+    assert "required: paste a bearer token" == page.locator("#token").get_attribute("placeholder")
+    assert "a token is required" == page.locator("#token-state").inner_text()

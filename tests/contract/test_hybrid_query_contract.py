@@ -226,7 +226,9 @@ async def test_hybrid_shows_an_archived_winner_as_it_is(make_apollo):
     apollo = await make_apollo(embedder=embedder)
     ids = await _seed(apollo, embedder)
     old = await _store_near_the_probe(apollo, embedder, "the zeppelin hangar was rebuilt")
-    await apollo.client("curator").deprecate_entry(entry_id=old, reason="outdated")
+    await apollo.client("curator", Principal("curator", role="admin")).deprecate_entry(
+        entry_id=old, reason="outdated"
+    )
     result = await apollo.client("reader").query_knowledge(
         query="where is the zeppelin hangar", status=["candidate", "archived"]
     )

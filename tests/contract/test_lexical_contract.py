@@ -140,7 +140,9 @@ async def test_filters_and_visibility_apply_as_for_vector_search(make_apollo):
     assert set() == await seen(alice_view, statuses=frozenset({Status.CONFIRMED}))
     assert {team} == await seen(alice_view, only_ids=frozenset({team, uuid.uuid4()}))
     assert everyone - {team} == await seen(alice_view, exclude_ids=frozenset({team}))
-    await apollo.client("curator").deprecate_entry(entry_id=public, reason="old")
+    await apollo.client("curator", Principal("curator", role="admin")).deprecate_entry(
+        entry_id=public, reason="old"
+    )
     assert {other_domain} == await seen(Viewer(None))
     archived = frozenset(ACTIVE_STATUSES | {Status.ARCHIVED})
     assert {public, other_domain} == await seen(Viewer(None), statuses=archived)

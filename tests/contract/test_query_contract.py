@@ -36,7 +36,7 @@ async def test_semantic_query_ranks_boosts_and_logs(make_apollo):
     result = await apollo.client("reader").query_knowledge(
         query="query about kafka", limit=2, mode="vector"
     )
-    assert result.mode == "semantic"
+    assert result.mode == "vector"
     assert [
         ids["kafka partitions order messages"],
         ids["kafka consumer groups share partitions"],
@@ -48,6 +48,21 @@ async def test_semantic_query_ranks_boosts_and_logs(make_apollo):
     assert pytest.approx(0.52) == top.confidence
     async with apollo.store.unit_of_work() as uow:
         assert await uow.access_log.count("query") == 2
+
+
+@pytest.mark.parametrize("mode", ["hybrid", "vector", "lexical"])
+async def test_the_result_names_the_mode_that_ran(make_apollo, mode):
+    """A search reports the mode it ran, found or not; a short query is a browse."""
+    embedder = KeyedEmbedder(16)
+    apollo = await make_apollo(embedder=embedder)
+    await _seed(apollo, embedder)
+    reader = apollo.client("reader")
+    found = await reader.query_knowledge(query="query about kafka", mode=mode)
+    assert (mode, True) == (found.mode, len(found) > 0)
+    missed = await reader.query_knowledge(query="zzz qqq", mode=mode, min_similarity=0.99)
+    assert (mode, 0) == (missed.mode, len(missed))
+    browsed = await reader.query_knowledge(query="k", mode=mode)
+    assert ("browse", 3) == (browsed.mode, len(browsed))
 
 
 async def test_retrieve_boosts_without_access_count_or_log(make_apollo):
@@ -96,7 +111,7 @@ async def test_filters_apply(make_apollo):
     assert (
         await reader.query_knowledge(query="query about kafka", status="confirmed")
     ).entries == ()
-    await apollo.client("curator").deprecate_entry(
+    await apollo.client("curator", Principal("curator", role="admin")).deprecate_entry(
         entry_id=ids["kafka partitions order messages"], reason="outdated"
     )
     found = await reader.query_knowledge(

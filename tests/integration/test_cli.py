@@ -7,6 +7,7 @@ marked ``postgres``.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -15,10 +16,12 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from apollo_adapters.postgres.embedded import temporary_folder
 from tests.bounds_cases import CASES, LINE_CASES
+from tests.postgres_support import PostgresTestServer
 
 TIMEOUT = 180
 COMMANDS = (
@@ -153,7 +156,9 @@ def test_ingest_skips_bad_lines_and_stores_the_rest(data_dir: Path, tmp_path: Pa
     assert "ingested 3 line(s): created 3" in result.stdout
     assert "2 bad line(s) skipped" in result.stdout
     # not a terminal: no progress bar, no progress lines, only the report and the summary
-    assert 2 == len(result.stderr.splitlines()), result.stderr
+    # (and the note of a new store, when this test is the first to use the folder)
+    reported = [x for x in result.stderr.splitlines() if not x.startswith("apollo: note: ")]
+    assert 2 == len(reported), result.stderr
     assert 1 == len(result.stdout.splitlines()), result.stdout
 
     found = run(
@@ -362,6 +367,115 @@ def test_an_unreachable_database_exits_1(tmp_path: Path) -> None:
     assert 1 == result.returncode, result.stdout + result.stderr
     assert result.stderr.startswith("apollo: error: StoreUnavailable")
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.postgres
+def test_a_command_that_creates_the_store_says_so_once() -> None:
+    """A query in a folder without a store creates an empty one: a note on stderr says so,
+    so "no results" does not look like lost data; the next query has nothing to note."""
+    folder = temporary_folder("apollo-cli-new-")
+    try:
+        first = run("query", "leader election", data_dir=folder)
+        assert (0, "no results\n") == (first.returncode, first.stdout), first.stderr
+        assert [
+            f"apollo: note: no store in {folder}: created a new, empty one (--data-dir, "
+            "APOLLO_DATA_DIR or APOLLO_DATABASE_URL choose another)"
+        ] == first.stderr.splitlines()
+        again = run("query", "leader election", data_dir=folder)
+        assert (0, "no results\n", "") == (again.returncode, again.stdout, again.stderr)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _schema_of(conninfo: str) -> tuple[bool, bool]:
+    """Whether the database has the ``vector`` extension and Apollo's ``entries`` table."""
+    with psycopg.connect(conninfo) as conn:
+        row = conn.execute(
+            "SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'vector'),"
+            " to_regclass('entries') IS NOT NULL"
+        ).fetchone()
+    assert row is not None
+    return bool(row[0]), bool(row[1])
+
+
+@pytest.mark.postgres
+def test_read_commands_never_migrate_a_server_given_by_url(
+    postgres_server: PostgresTestServer,
+) -> None:
+    """``query``, ``stats`` and ``entities`` use a server given by URL as it is: on an
+    empty database they change nothing and say to run ``apollo migrate``, naming the flag
+    the user typed; after ``apollo migrate`` they answer."""
+    url = postgres_server.conninfo(asyncio.run(postgres_server.create_database()))
+    for command in (("query", "leader election"), ("stats",), ("entities",)):
+        result = run(*command, "--database-url", url)
+        assert 2 == result.returncode, result.stdout + result.stderr
+        assert result.stderr.startswith(
+            "apollo: error: --database-url: the database has no Apollo schema; run `apollo migrate`"
+        ), result.stderr
+        assert (False, False) == _schema_of(url)
+    by_variable = run("stats", env={"APOLLO_DATABASE_URL": url})
+    assert by_variable.stderr.startswith("apollo: error: APOLLO_DATABASE_URL: the database")
+    assert 0 == run("migrate", "--database-url", url).returncode
+    assert (True, True) == _schema_of(url)
+    answered = run("query", "leader election", "--database-url", url)
+    assert (0, "no results\n", "") == (answered.returncode, answered.stdout, answered.stderr)
+
+
+@pytest.mark.postgres
+def test_another_embedder_than_the_stores_is_refused_naming_the_settings(data_dir: Path) -> None:
+    """A store made by the 384-dimension hashing embedder, opened with another dimension:
+    the error names APOLLO_EMBEDDER, the values configured now and the ones to set."""
+    assert 0 == run("migrate", data_dir=data_dir).returncode
+    result = run("stats", data_dir=data_dir, env={"APOLLO_EMBEDDING_DIMENSION": "256"})
+    assert 2 == result.returncode, result.stdout + result.stderr
+    assert [
+        "apollo: error: APOLLO_EMBEDDER: the store holds vectors of model"
+        " 'apollo-hashing-v1-384' (dimension 384), not those of the embedder configured now"
+        " (APOLLO_EMBEDDER=hashing, APOLLO_EMBEDDING_DIMENSION=256); set"
+        " APOLLO_EMBEDDER=hashing and APOLLO_EMBEDDING_DIMENSION=384 to open it, or choose"
+        " a new store (APOLLO_DATA_DIR or APOLLO_DATABASE_URL)"
+    ] == result.stderr.splitlines()
+
+
+@pytest.mark.postgres
+def test_query_prints_the_mode_that_ran(server_folder: Path) -> None:
+    """``--mode lexical`` prints ``(lexical)``, the default ``(hybrid)``, ``--json`` says
+    the same; a text under three characters browses."""
+    stored = run(
+        "ingest", "-", data_dir=server_folder, stdin='{"content": "Raft elects a leader"}\n'
+    )
+    assert 0 == stored.returncode, stored.stderr
+    for mode in ("lexical", "vector", "hybrid"):
+        result = run("query", "raft leader", "--mode", mode, data_dir=server_folder)
+        assert 0 == result.returncode, result.stderr
+        assert result.stdout.startswith(f"1 result(s) ({mode}):"), result.stdout
+    answer = run("query", "raft leader", "--mode", "lexical", "--json", data_dir=server_folder)
+    assert "lexical" == json.loads(answer.stdout)["mode"]
+    browsed = run("query", "r", "--json", data_dir=server_folder)
+    assert "browse" == json.loads(browsed.stdout)["mode"]
+
+
+@pytest.mark.postgres
+def test_a_model_other_than_the_stores_is_refused_before_it_loads(
+    data_dir: Path, tmp_path: Path
+) -> None:
+    """The model's folder name is its id: a store made by another embedder is refused from
+    it, before loading anything (this folder holds no model at all, so loading it would
+    fail otherwise), naming the settings."""
+    folder = tmp_path / "not-a-model"
+    folder.mkdir()
+    assert 0 == run("migrate", data_dir=data_dir).returncode
+    result = run(
+        "stats",
+        data_dir=data_dir,
+        env={"APOLLO_EMBEDDER": "sentence-transformers", "APOLLO_EMBEDDING_MODEL": str(folder)},
+    )
+    assert 2 == result.returncode, result.stdout + result.stderr
+    assert result.stderr.startswith(
+        "apollo: error: APOLLO_EMBEDDER: the store holds vectors of model"
+        " 'apollo-hashing-v1-384' (dimension 384), not those of the embedder configured now"
+        f" (APOLLO_EMBEDDER=sentence-transformers, APOLLO_EMBEDDING_MODEL={folder});"
+    ), result.stderr
 
 
 @pytest.mark.postgres

@@ -7,6 +7,7 @@ it, so every test starts from an empty store.
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 import socket
 from collections.abc import AsyncIterator
@@ -22,7 +23,13 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from apollo_adapters.memory import InMemoryStore
 from apollo_app import Apollo, Principal, Settings, Status
-from apollo_app.entrypoints.http import HttpServer, bind_host, create_app, serve_http
+from apollo_app.entrypoints.http import (
+    HttpServer,
+    bind_host,
+    create_app,
+    host_overridden,
+    serve_http,
+)
 from apollo_app.metrics import Metrics
 from apollo_app.wire.codec import decode_json, encode_json, make_converter
 from apollo_domain.model import Outcome
@@ -319,6 +326,27 @@ async def test_author_defaults_to_the_principal_else_http(api: Api) -> None:
     assert "http" == anonymous.source.agent_id
 
 
+async def test_the_anonymous_http_caller_cannot_deprecate_another_agents_entry(
+    api: Api,
+) -> None:
+    """Without tokens the anonymous HTTP caller owns nothing: what an anonymous library
+    (or CLI) client stored as ``claude-7`` stays, as it does for a token's writer
+    (README, Security model)."""
+    stored = await api.apollo.client("claude-7").store_knowledge(content="Stored anonymously")
+    refused = await api.http.post(
+        f"{API}/entries/{stored.id}/deprecate", json={"reason": "not mine"}, headers=BOB
+    )
+    assert 403 == refused.status_code, refused.text
+    app = create_app(api.apollo)
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as local:
+        response = await local.post(
+            f"{API}/entries/{stored.id}/deprecate", json={"reason": "superseded"}
+        )
+    assert 403 == response.status_code, response.text
+    assert Status.CANDIDATE is (await api.apollo.get_entry(stored.id)).status
+
+
 async def test_private_scope_needs_a_token(api: Api) -> None:
     """With tokens configured an anonymous request is a 401; without tokens an anonymous
     caller cannot own a private entry (400)."""
@@ -384,14 +412,14 @@ async def test_visibility_private_team_global(api: Api) -> None:
 # --------------------------------------------------------------------------- query, retrieve
 
 
-async def test_query_semantic_and_browse(api: Api) -> None:
+async def test_query_search_and_browse(api: Api) -> None:
     created = await api.ingest(content="Redis keeps its dataset in memory", tags=["cache"])
     semantic = await api.http.post(
         f"{API}/query", json={"query": "redis memory dataset", "min_confidence": 0, "limit": 5}
     )
     assert 200 == semantic.status_code
     body = semantic.json()
-    assert "semantic" == body["mode"]
+    assert "hybrid" == body["mode"]
     (entry,) = body["entries"]
     assert created["entry_id"] == entry["id"]
     assert ["cache"] == entry["tags"]
@@ -970,14 +998,46 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-async def test_serve_http_serves_until_cancelled(api: Api) -> None:
-    """serve_http binds loopback without tokens, signals readiness, and releases the port
-    when its task is cancelled."""
+def test_a_host_setting_is_overridden_only_with_a_warning() -> None:
+    """Without tokens a host other than loopback is not used, and the warning says so,
+    naming both settings; loopback itself, or tokens, need no word."""
+    warning = host_overridden("0.0.0.0", None)
+    assert warning is not None
+    assert warning.startswith("APOLLO_HTTP_HOST=0.0.0.0 is overridden:")
+    assert "listens on 127.0.0.1 only" in warning and "APOLLO_API_TOKENS" in warning
+    assert host_overridden("127.0.0.1", None) is None
+    assert host_overridden("localhost", {}) is None
+    assert host_overridden("0.0.0.0", {"t": "alice"}) is None
+
+
+def test_apollo_serve_binds_loopback_with_one_warning(caplog: pytest.LogCaptureFixture) -> None:
+    """``apollo serve`` binds its socket before anything starts: without tokens on
+    loopback, with the one warning that names the overridden host setting."""
+    from apollo_app.entrypoints.service.runner import _http_socket
+
+    settings = Settings(http_host="0.0.0.0", http_port=0)
+    with caplog.at_level(logging.WARNING), _http_socket(settings) as sock:
+        assert sock is not None
+        assert "127.0.0.1" == sock.getsockname()[0]
+    assert [host_overridden("0.0.0.0", None)] == [
+        r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING
+    ]
+
+
+async def test_serve_http_serves_until_cancelled(
+    api: Api, caplog: pytest.LogCaptureFixture
+) -> None:
+    """serve_http binds loopback without tokens (with one warning that the host setting is
+    overridden), signals readiness, and releases the port when its task is cancelled."""
     port = _free_port()
     settings = Settings(http_host="0.0.0.0", http_port=port)
     ready = asyncio.Event()
-    task = asyncio.create_task(serve_http(api.apollo, settings, Metrics(), ready=ready))
-    await asyncio.wait_for(ready.wait(), timeout=10)
+    with caplog.at_level(logging.WARNING, logger="apollo.http"):
+        task = asyncio.create_task(serve_http(api.apollo, settings, Metrics(), ready=ready))
+        await asyncio.wait_for(ready.wait(), timeout=10)
+    assert [host_overridden("0.0.0.0", None)] == [
+        r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING
+    ]
     async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as local:
         assert 200 == (await local.get(f"{API}/health")).status_code
     task.cancel()

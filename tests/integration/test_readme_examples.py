@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import tomllib
 from pathlib import Path
 
 from apollo_domain.testing import POLICY_CASES
@@ -14,13 +15,39 @@ SECTION = "## Testing your code with Apollo"
 
 def section_examples() -> dict[str, str]:
     """The section's Python blocks, by the file name each one's first line gives."""
-    section = README.read_text().split(SECTION, 1)[1].split("\n## ", 1)[0]
     examples: dict[str, str] = {}
-    for block in re.findall(r"```python\n(.*?)```", section, flags=re.DOTALL):
+    for block in re.findall(r"```python\n(.*?)```", section_text(), flags=re.DOTALL):
         name = re.fullmatch(r"# (test_\w+\.py)", block.splitlines()[0])
         assert name is not None, f"a README test example must start with '# test_....py':\n{block}"
         examples[name.group(1)] = block
     return examples
+
+
+def section_text() -> str:
+    return README.read_text().split(SECTION, 1)[1].split("\n## ", 1)[0]
+
+
+def section_configuration() -> str:
+    """The section's pytest configuration: its one ``toml`` block, a ``pyproject.toml``."""
+    (block,) = re.findall(r"```toml\n(.*?)```", section_text(), flags=re.DOTALL)
+    assert block.startswith("# pyproject.toml\n"), block
+    return block
+
+
+def section_install_commands() -> list[str]:
+    return re.findall(r"`(pip install [^`]+)`", section_text())
+
+
+def test_the_install_command_works_from_a_checkout() -> None:
+    """Apollo is not published: the section installs it from the checkout, with the extra
+    that pyproject.toml defines for testing."""
+    pyproject = tomllib.loads((README.parent / "pyproject.toml").read_text())
+    extras = pyproject["project"]["optional-dependencies"]
+    commands = section_install_commands()
+    assert ['pip install ".[testing]"'] == commands
+    assert {"hypothesis", "pytest", "pytest-asyncio"} <= {
+        re.split(r"[<>=\[ ]", requirement)[0] for requirement in extras["testing"]
+    }
 
 
 def test_the_section_shows_a_policy_test_and_a_fixture_test() -> None:
@@ -29,20 +56,21 @@ def test_the_section_shows_a_policy_test_and_a_fixture_test() -> None:
 
 
 def test_the_examples_pass_and_the_checks_report_their_cases(tmp_path: Path) -> None:
-    """Both examples pass as pytest files with the plugin and asyncio auto mode, and the
-    hypothesis statistics show the invariant checks met each notable case."""
+    """Both examples pass as pytest files with the plugin and the section's pytest
+    configuration, without a warning, and the hypothesis statistics show the invariant
+    checks met each notable case."""
     for name, code in section_examples().items():
         (tmp_path / name).write_text(code)
 
     run = run_pytest(
         tmp_path,
-        "-o",
-        "asyncio_mode=auto",
         "--hypothesis-show-statistics",
         "--hypothesis-seed=0",
+        config=("pyproject.toml", section_configuration()),
     )
 
     assert 0 == run.returncode, run.output
     assert run.summary.startswith("3 passed"), run.output
+    assert "warning" not in run.summary, run.output
     missing = [case for case in POLICY_CASES if case not in run.output]
     assert [] == missing, run.output

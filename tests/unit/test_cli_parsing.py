@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import io
 import logging
 from collections.abc import Iterator
@@ -11,7 +12,10 @@ import pytest
 from apollo_app.cli import build_parser, parse_line
 from apollo_app.cli.ingest import Progress
 from apollo_app.logs import QUIET_LOGGERS, configure_logging
-from apollo_domain.errors import ValidationError
+from apollo_domain.errors import ConfigurationError, ValidationError
+
+#: The module (the package exports its ``main`` function under the same name).
+cli_main = importlib.import_module("apollo_app.cli.main")
 
 
 def test_a_jsonl_line_may_name_its_agent_source_agent() -> None:
@@ -67,3 +71,24 @@ def test_serve_keeps_the_embedded_servers_narration_out_unless_verbose() -> None
     assert build_parser().parse_args(["serve", "--verbose"]).verbose
     configure_logging(verbose=True)
     assert server.isEnabledFor(logging.INFO)
+
+
+@pytest.mark.parametrize(
+    ("argv", "named"),
+    [
+        (["query", "x", "--data-dir", "/srv/apollo"], "--data-dir"),
+        (["query", "x"], "APOLLO_DATA_DIR"),
+    ],
+)
+def test_a_setting_error_names_the_flag_the_user_typed(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], argv: list[str], named: str
+) -> None:
+    """An error about the data folder names ``--data-dir`` when the command line gave it,
+    the variable otherwise (as ``--database-url`` and ``APOLLO_DATABASE_URL`` do)."""
+
+    def refuse(args: object) -> int:
+        raise ConfigurationError("APOLLO_DATA_DIR", "may not be entered")
+
+    monkeypatch.setattr(cli_main, "cmd_query", refuse)
+    assert 2 == cli_main.main(argv)
+    assert f"apollo: error: {named}: may not be entered\n" == capsys.readouterr().err

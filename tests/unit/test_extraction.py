@@ -115,3 +115,12 @@ def test_any_text_gives_entities_with_non_empty_distinct_keys(text):
     assert all(keys) and len(keys) == len(set(keys))
     names = {e.name for e in extraction.entities}
     assert all(e.src in names and e.dst in names for e in extraction.edges)
+
+
+def test_a_single_name_opening_a_sentence_that_names_another_is_a_name():
+    """``Globex`` opens its sentence, but the sentence also names ``Paris``: both are
+    names. Among common words alone (``Soup is hot``) it is not; another sentence's name
+    does not count."""
+    assert [("Globex", "name"), ("Paris", "name")] == found("Globex headquarters are in Paris")
+    assert [("Lisbon", "name")] == found("Soup is hot. We moved to Lisbon.")
+    assert [] == found("Soup is hot. Nightly backups run.")

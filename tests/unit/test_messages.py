@@ -207,7 +207,7 @@ def test_gas_events_are_raw_json_objects():
 def test_query_results_round_trip_through_a_reply():
     """An RPC reply brings back the same QueryResult, EntryViews with UUIDs, enums, times."""
     result = QueryResult(
-        "semantic",
+        "hybrid",
         (
             EntryView(
                 uuid4(),
@@ -243,7 +243,7 @@ def test_replies_send_scores_rounded_and_commands_keep_every_digit():
         AccessScope.GLOBAL,
         datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC),
     )
-    sent = json.loads(encode_reply(QueryResult("semantic", (view,))))["result"]["entries"][0]
+    sent = json.loads(encode_reply(QueryResult("hybrid", (view,))))["result"]["entries"][0]
     assert (0.58, 0.3) == (sent["confidence"], sent["similarity"])
     embedding = (0.1 + 0.2, 1 / 3)
     command = WritebackStore(content="x", embedding=embedding, metadata={"weight": 1 / 3})
@@ -307,7 +307,7 @@ def test_an_unreadable_reply_is_a_transport_error():
     with pytest.raises(TransportError):
         decode_reply(b"<html>", QueryResult)
     with pytest.raises(TransportError):
-        decode_reply(raw({"ok": True, "result": {"mode": "semantic"}}), QueryResult)
+        decode_reply(raw({"ok": True, "result": {"mode": "hybrid"}}), QueryResult)
 
 
 def test_topology_from_default_settings_has_the_production_names():

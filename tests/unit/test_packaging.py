@@ -3,9 +3,11 @@ testing extra and the pytest plugin's entry point."""
 
 from __future__ import annotations
 
+import fnmatch
 import importlib.metadata
 import importlib.resources
 import os
+import re
 import subprocess
 import sys
 import tomllib
@@ -113,3 +115,24 @@ def test_the_console_modules_are_all_listed() -> None:
     both)."""
     folder = importlib.resources.files("apollo_app.entrypoints.http").joinpath("console")
     assert CONSOLE_FILES == {item.name for item in folder.iterdir()}
+
+
+def test_quick_benchmark_results_are_ignored_by_git() -> None:
+    """Every ``*_quick.json`` a benchmark writes at its smoke size is ignored, so the
+    documented ``--quick`` runs leave the checkout clean."""
+    root = Path(__file__).resolve().parents[2]
+    patterns = [
+        line.strip()
+        for line in (root / ".gitignore").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
+    names = set(
+        re.findall(
+            r'"(\w+_quick)"',
+            "".join(path.read_text() for path in (root / "benchmarks").glob("*.py")),
+        )
+    )
+    assert names, "no benchmark names a quick result"
+    for name in sorted(names):
+        written = f"benchmarks/results/{name}.json"
+        assert any(fnmatch.fnmatch(written, pattern) for pattern in patterns), written

@@ -8,14 +8,18 @@ a name ``__all__`` lists that the package does not have.
 import __future__
 
 import importlib
+import inspect
 import pkgutil
+import re
 import types
+from pathlib import Path
 
 import pytest
 
 import apollo_adapters
 import apollo_app
 import apollo_domain
+from apollo_app import Client
 from apollo_domain import errors
 
 
@@ -91,3 +95,15 @@ def test_the_exported_write_gate_is_the_policy_gate() -> None:
     cases = [(0.61, 0.31), (0.6, 0.9), (0.9, 0.3)]
     expected = [policy.meets_write_gate(c, n) for c, n in cases]
     assert expected == [apollo_domain.meets_write_gate(c, n) for c, n in cases]
+
+
+def test_the_readme_gives_the_query_defaults_the_client_has() -> None:
+    """README's library section states each filter default of ``query_knowledge`` (a
+    default left out, ``min_confidence`` of 0.3, hid new low entries from a first query)."""
+    readme = " ".join((Path(__file__).resolve().parents[2] / "README.md").read_text().split())
+    section = readme.split("## Use it as a library", 1)[1].split(" ## ", 1)[0]
+    parameters = inspect.signature(Client.query_knowledge).parameters
+    for name in ("min_similarity", "min_confidence"):
+        stated = re.search(rf"`{name}`, default ([0-9.]+)", section)
+        assert stated is not None, f"README does not state the default of {name}"
+        assert parameters[name].default == float(stated.group(1)), name

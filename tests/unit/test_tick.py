@@ -27,7 +27,7 @@ class CountingClient:
 
     async def retrieve(self, query: str, limit: int = 5) -> QueryResult:
         self.queries.append((query, limit))
-        return QueryResult("semantic", ())
+        return QueryResult("hybrid", ())
 
 
 def test_knowledge_retrieval_is_phase_four_between_memory_and_working_memory():

@@ -55,6 +55,10 @@ _ENTRY_BYTES = 300  # dict slot, tuple, key int and the two lists' headers
 _Features = tuple[int, list[int], list[float]]
 
 
+#: The model id of a hashing embedder is this, then its dimension.
+MODEL_ID_PREFIX = "apollo-hashing-v1-"
+
+
 class HashingEmbedder:
     """Signed feature hashing into ``dimension`` floats. No model, no I/O, deterministic.
 
@@ -67,7 +71,7 @@ class HashingEmbedder:
         if dimension < 2:
             raise ValueError("dimension must be at least 2")
         self.dimension = dimension
-        self.model_id = f"apollo-hashing-v1-{dimension}"
+        self.model_id = f"{MODEL_ID_PREFIX}{dimension}"
         #: The cosine under which a query's match says nothing (None: not calibrated for
         #: this dimension).
         self.relevance_floor: float | None = HASHING_RELEVANCE_FLOORS.get(dimension)

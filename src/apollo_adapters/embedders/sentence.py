@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +43,8 @@ class SentenceTransformerEmbedder:
     The model loads when the embedder is constructed (seconds, blocking: use
     :meth:`load` from async code). Encoding runs in a worker thread, one batch at a time.
     ``model_id`` is the model folder's name (its parent's when the folder is just
-    ``model``), unless given.
+    ``model``), unless given. ``progress``: whether loading draws the library's progress
+    bars; by default only when stderr is a terminal (a log or a pipe gets none).
     """
 
     def __init__(
@@ -51,6 +54,7 @@ class SentenceTransformerEmbedder:
         *,
         model_id: str | None = None,
         batch_size: int = 64,
+        progress: bool | None = None,
     ) -> None:
         path = Path(model) if model is not None else default_model_path()
         if not path.is_dir():
@@ -65,7 +69,10 @@ class SentenceTransformerEmbedder:
                 "sentence-transformers is not installed (pip install 'apollo-knowledge[sentence]')",
             ) from exc
         try:
-            self._model: Any = SentenceTransformer(str(path), device=device, local_files_only=True)
+            with _progress_bars(_on_terminal() if progress is None else progress):
+                self._model: Any = SentenceTransformer(
+                    str(path), device=device, local_files_only=True
+                )
         except Exception as exc:
             raise ConfigurationError(
                 "model", f"cannot load a sentence-transformers model from {str(path)!r}: {exc}"
@@ -78,7 +85,7 @@ class SentenceTransformerEmbedder:
             raise ConfigurationError("model", f"{str(path)!r} does not declare its dimension")
         self.path = path
         self.dimension: int = dimension
-        self.model_id: str = model_id or _model_name(path)
+        self.model_id: str = model_id or model_id_of(path)
         #: The model's calibrated relevance floor (None: not calibrated).
         self.relevance_floor: float | None = model_relevance_floor(self.model_id)
         self.batch_size = batch_size
@@ -123,7 +130,35 @@ class SentenceTransformerEmbedder:
         return matrix
 
 
-def _model_name(path: Path) -> str:
+def _on_terminal() -> bool:
+    isatty = getattr(sys.stderr, "isatty", None)
+    return bool(isatty and isatty())
+
+
+@contextmanager
+def _progress_bars(shown: bool) -> Iterator[None]:
+    """The transformers library's progress bars (its "Loading weights" bar) shown or not
+    while the block runs; its own setting again afterwards."""
+    from transformers.utils import logging as transformers_logging
+
+    def turn(on: bool) -> None:
+        if on:
+            transformers_logging.enable_progress_bar()  # type: ignore[no-untyped-call]
+        else:
+            transformers_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
+
+    enabled = transformers_logging.is_progress_bar_enabled()
+    turn(shown)
+    try:
+        yield
+    finally:
+        turn(enabled)
+
+
+def model_id_of(model: str | Path | None) -> str:
+    """The ``model_id`` the embedder of the model folder ``model`` (None: the packaged
+    one) has, known without loading the model."""
+    path = Path(model) if model is not None else default_model_path()
     resolved = path.resolve()
     name = resolved.name
     if name.lower() in {"model", "models"} and resolved.parent.name:
@@ -131,4 +166,4 @@ def _model_name(path: Path) -> str:
     return name
 
 
-__all__ = ["SentenceTransformerEmbedder", "default_model_path"]
+__all__ = ["SentenceTransformerEmbedder", "default_model_path", "model_id_of"]

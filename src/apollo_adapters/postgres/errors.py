@@ -16,6 +16,7 @@ from psycopg import errors as pg_errors
 
 from apollo_domain.errors import (
     ApolloError,
+    ConfigurationError,
     Conflict,
     PersistenceFailed,
     StoreUnavailable,
@@ -30,6 +31,25 @@ TRANSIENT_SQLSTATES = frozenset({"40P01", "40001"})
 
 class MissingPgvector(StoreUnavailable):
     """The server cannot load the ``vector`` extension (pgvector is not installed there)."""
+
+
+class EmbedderMismatch(ConfigurationError):
+    """The store holds vectors of another model (``stored_model``) or dimension than the
+    configured embedder's."""
+
+    def __init__(self, message: str, stored_model: str, stored_dimension: int) -> None:
+        super().__init__("embedder", message)
+        self.stored_model = stored_model
+        self.stored_dimension = stored_dimension
+
+
+class SchemaNotCurrent(StoreUnavailable):
+    """The database was opened without migrating and its schema is missing or has
+    migrations pending (``pending``: their versions)."""
+
+    def __init__(self, message: str, pending: tuple[int, ...]) -> None:
+        super().__init__(message)
+        self.pending = pending
 
 
 def translate(exc: psycopg.Error) -> ApolloError:

@@ -14,7 +14,6 @@ from pgvector.psycopg import register_vector_async
 from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
 
 from apollo_domain.errors import (
-    ConfigurationError,
     PersistenceFailed,
     StoreBusy,
     StoreUnavailable,
@@ -24,7 +23,7 @@ from apollo_domain.ports import Reads
 
 from . import schema
 from .entries import PostgresEntryRepository
-from .errors import translated
+from .errors import EmbedderMismatch, SchemaNotCurrent, translated
 from .graph import PostgresEntityGraph
 from .repositories import (
     PostgresAccessLog,
@@ -246,13 +245,14 @@ class PostgresStore:
         """Connect, migrate (unless ``migrate=False``) and check the embedder matches.
 
         Raises :class:`ConfigurationError` when the database was created for another
-        embedding model or dimension, :class:`StoreUnavailable` when it cannot be reached
-        or its schema is missing.
+        embedding model or dimension, :class:`StoreUnavailable` when it cannot be reached,
+        :class:`SchemaNotCurrent` (a :class:`StoreUnavailable`) when its schema is missing
+        or has migrations pending.
         """
         schema.check_dimension(dimension)
         if migrate:
             await schema.migrate(conninfo, dimension=dimension, model_id=embedder_model_id)
-        await _check_embedder(conninfo, embedder_model_id, dimension)
+        await _check_schema(conninfo, embedder_model_id, dimension)
         store = cls(
             conninfo,
             pool_min=pool_min,
@@ -269,6 +269,23 @@ class PostgresStore:
             await store.close()
             raise
         return store
+
+    @staticmethod
+    async def stored_embedder(conninfo: str) -> tuple[str, int] | None:
+        """The (model id, dimension) the database at ``conninfo`` holds vectors of; None
+        while it has no Apollo schema. Reads only: an embedder can be checked against it
+        before it is built (a model takes seconds to load)."""
+        with translated():
+            async with await psycopg.AsyncConnection.connect(conninfo, autocommit=True) as conn:
+                cur = await conn.execute("SELECT to_regclass('apollo_store_meta') IS NOT NULL")
+                ready = await cur.fetchone()
+                if not ready or not ready[0]:
+                    return None
+                cur = await conn.execute(
+                    "SELECT embedding_model_id, embedding_dimension FROM apollo_store_meta"
+                )
+                stored = await cur.fetchone()
+        return None if stored is None else (str(stored[0]), int(stored[1]))
 
     def _new_pool(self) -> AsyncConnectionPool[psycopg.AsyncConnection[Any]]:
         return AsyncConnectionPool(
@@ -451,16 +468,29 @@ class PostgresStore:
         self._retired.clear()
 
 
-async def _check_embedder(conninfo: str, model_id: str, dimension: int) -> None:
+async def _check_schema(conninfo: str, model_id: str, dimension: int) -> None:
+    """:class:`SchemaNotCurrent` unless every migration was applied; :class:`ConfigurationError`
+    unless the store was created for this embedder."""
     with translated():
         async with await psycopg.AsyncConnection.connect(conninfo, autocommit=True) as conn:
             cur = await conn.execute(
                 "SELECT to_regclass('apollo_store_meta') IS NOT NULL"
                 " AND to_regclass('entries') IS NOT NULL"
+                " AND to_regclass('apollo_schema_migrations') IS NOT NULL"
             )
             ready = await cur.fetchone()
+            every = tuple(m.version for m in schema.migrations())
             if not ready or not ready[0]:
-                raise StoreUnavailable("the Apollo schema is missing; run the migrations")
+                raise SchemaNotCurrent("the database has no Apollo schema", every)
+            cur = await conn.execute("SELECT version FROM apollo_schema_migrations")
+            done = {row[0] for row in await cur.fetchall()}
+            pending = tuple(v for v in every if v not in done)
+            if pending:
+                raise SchemaNotCurrent(
+                    f"the Apollo schema has {len(pending)} migration(s) pending"
+                    f" ({', '.join(map(str, pending))})",
+                    pending,
+                )
             cur = await conn.execute(
                 "SELECT embedding_model_id, embedding_dimension FROM apollo_store_meta"
             )
@@ -469,9 +499,10 @@ async def _check_embedder(conninfo: str, model_id: str, dimension: int) -> None:
         raise StoreUnavailable("the Apollo schema has no embedding model recorded")
     stored_model, stored_dimension = stored
     if (stored_model, stored_dimension) != (model_id, dimension):
-        raise ConfigurationError(
-            "embedder",
+        raise EmbedderMismatch(
             f"the store holds vectors of model {stored_model!r} (dimension"
             f" {stored_dimension}) but the configured embedder is {model_id!r} (dimension"
             f" {dimension}); configure the original embedder or use a new database",
+            stored_model,
+            stored_dimension,
         )

@@ -20,6 +20,7 @@ from .common import (
     ServiceMissing,
     load_settings,
     one_line,
+    open_apollo,
     principal_of,
     run_async,
 )
@@ -113,9 +114,7 @@ def cmd_query(args: argparse.Namespace) -> int:
     settings = load_settings(args)
 
     async def run() -> QueryResult:
-        from ..facade import Apollo
-
-        async with Apollo.open(settings) as apollo:
+        async with open_apollo(settings, migrate=False) as apollo:
             client = apollo.client(args.agent, principal_of(args))
             return await client.run(
                 c.QueryKnowledge(
@@ -192,9 +191,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
     settings = load_settings(args)
 
     async def run() -> StoreStats:
-        from ..facade import Apollo
-
-        async with Apollo.open(settings) as apollo:
+        async with open_apollo(settings, migrate=False) as apollo:
             return await apollo.stats(principal_of(args))
 
     stats = run_async(run())
@@ -237,9 +234,7 @@ def cmd_label(args: argparse.Namespace) -> int:
     settings = load_settings(args)
 
     async def run() -> Any:
-        from ..facade import Apollo
-
-        async with Apollo.open(settings) as apollo:
+        async with open_apollo(settings) as apollo:
             if args.remove:
                 return await apollo.run(c.UnlabelSource(target_agent_id=args.agent_id))
             if args.label:

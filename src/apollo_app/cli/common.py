@@ -5,14 +5,19 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-from collections.abc import Coroutine
+from collections.abc import AsyncIterator, Coroutine
+from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from apollo_domain.errors import ApolloError, ConfigurationError
 from apollo_domain.model import Principal
 
+from .. import bootstrap
 from ..settings import Settings, check_database_url
+
+if TYPE_CHECKING:
+    from ..facade import Apollo
 
 PROG = "apollo"
 EXIT_OK = 0
@@ -53,6 +58,38 @@ def load_settings(args: argparse.Namespace) -> Settings:
             raise ConfigurationError("--database-url", "must not be empty")
         changes["database_url"] = check_database_url("--database-url", database_url.strip())
     return settings.replace(**changes) if changes else settings
+
+
+#: The command-line flags that stand for a setting: an error about the setting names the
+#: flag when the user typed the flag.
+FLAGS = {"APOLLO_DATA_DIR": "data_dir", "APOLLO_DATABASE_URL": "database_url"}
+
+
+def as_typed(exc: ConfigurationError, args: argparse.Namespace) -> ConfigurationError:
+    """``exc`` naming ``--data-dir`` / ``--database-url`` instead of the variable when the
+    command line gave that setting."""
+    attribute = FLAGS.get(exc.variable)
+    if attribute is None or getattr(args, attribute, None) is None:
+        return exc
+    return ConfigurationError("--" + attribute.replace("_", "-"), exc.message)
+
+
+@asynccontextmanager
+async def open_apollo(settings: Settings, *, migrate: bool = True) -> AsyncIterator[Apollo]:
+    """Apollo over the configured store. A read command passes ``migrate=False``: it never
+    changes the schema of a server given by URL. When this creates a new, empty embedded
+    store, one line on stderr says so (an empty answer then is not lost data)."""
+    from ..facade import Apollo
+
+    new = settings.database_url is None and not bootstrap.embedded_store_exists(settings)
+    async with Apollo.open(settings, migrate=migrate) as apollo:
+        if new:
+            print(
+                f"{PROG}: note: no store in {settings.data_dir}: created a new, empty one"
+                " (--data-dir, APOLLO_DATA_DIR or APOLLO_DATABASE_URL choose another)",
+                file=sys.stderr,
+            )
+        yield apollo
 
 
 def principal_of(args: argparse.Namespace) -> Principal | None:

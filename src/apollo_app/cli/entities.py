@@ -17,16 +17,22 @@ from apollo_domain.results import (
 )
 
 from ..wire.codec import format_datetime, make_converter
-from .common import EXIT_OK, UsageError, load_settings, one_line, principal_of, run_async
+from .common import (
+    EXIT_OK,
+    UsageError,
+    load_settings,
+    one_line,
+    open_apollo,
+    principal_of,
+    run_async,
+)
 
 _json = make_converter(round_scores=True)
 
 
 async def _run(args: argparse.Namespace, command: c.Command[Any]) -> Any:
-    from ..facade import Apollo
-
     settings = load_settings(args)
-    async with Apollo.open(settings) as apollo:
+    async with open_apollo(settings, migrate=False) as apollo:
         return await apollo.client(args.agent, principal_of(args)).run(command)
 
 

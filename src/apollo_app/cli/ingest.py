@@ -27,6 +27,7 @@ from .common import (
     UsageError,
     error,
     load_settings,
+    open_apollo,
     principal_of,
     run_async,
 )
@@ -187,9 +188,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     report = IngestReport()
 
     async def run() -> None:
-        from ..facade import Apollo
-
-        async with Apollo.open(settings) as apollo:
+        async with open_apollo(settings) as apollo:
             await ingest_lines(
                 apollo,
                 lines,

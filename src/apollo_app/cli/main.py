@@ -39,6 +39,7 @@ from .common import (
     EXIT_USAGE,
     PROG,
     UsageError,
+    as_typed,
     error,
 )
 from .entities import cmd_entities, cmd_entity
@@ -370,7 +371,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         error(str(exc))
         return EXIT_USAGE
     except ConfigurationError as exc:
-        error(f"{exc.variable}: {exc.message}")
+        typed = as_typed(exc, args)
+        error(f"{typed.variable}: {typed.message}")
         return EXIT_USAGE
     except ValidationError as exc:
         error(f"{exc.field}: {exc.message}")

@@ -113,17 +113,23 @@ class Apollo:
         judge: ContradictionJudge | None = None,
         llm: GasLanguageModel | None = None,
         policy: ConfidencePolicy | None = None,
+        migrate: bool = True,
     ) -> _Opening:
         """The durable store from settings (embedded PostgreSQL + pgvector by default).
 
         ``async with Apollo.open(Settings()) as apollo: ...`` or ``await Apollo.open(...)``.
+        With ``migrate=False`` a server at ``APOLLO_DATABASE_URL`` is used as it is (a
+        :class:`ConfigurationError` says to run ``apollo migrate`` when its schema is not
+        current); the embedded server is always migrated.
         """
         from ..settings import Settings
 
         overrides = Overrides(embedder, clock, judge, llm, policy)
 
         async def opened() -> Apollo:
-            wired = await bootstrap.open_durable(settings or Settings.from_env(), overrides)
+            wired = await bootstrap.open_durable(
+                settings or Settings.from_env(), overrides, migrate=migrate
+            )
             return cls(wired.deps, closers=wired.closers)
 
         return _Opening(opened)

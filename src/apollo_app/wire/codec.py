@@ -24,18 +24,14 @@ import cattrs
 from cattrs.errors import IterableValidationError, IterableValidationNote
 
 from apollo_domain.errors import ValidationError
+from apollo_domain.results import SCORE_DIGITS, reported
 from apollo_domain.validation import MAX_JSON_DEPTH, shown
 
 StructureHook = Callable[[Any, Any], Any]
 
-#: Decimal places of the numbers Apollo computes (confidence, similarity, activation,
-#: proficiency, ...) in what its edges send: ``0.58``, not ``0.5800000000000001``.
-SCORE_DIGITS: Final = 6
-
-
-def rounded(value: float) -> float:
-    """``value`` to :data:`SCORE_DIGITS` decimal places, as the edges send it."""
-    return round(value, SCORE_DIGITS)
+#: The numbers Apollo computes are sent as its results report them (the rule's one home:
+#: :func:`apollo_domain.results.reported`): ``0.58``, not ``0.5800000000000001``.
+rounded = reported
 
 
 def make_converter(

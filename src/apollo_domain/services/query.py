@@ -69,7 +69,8 @@ async def query(
     min_similarity: object = 0.0,
     mode: object = DEFAULT_MODE,
 ) -> QueryResult:
-    """Search (or newest-first browse for queries under three characters).
+    """Search (or newest-first browse for queries under three characters). The result's
+    ``mode`` names what ran: the search mode asked for, or ``browse``.
 
     ``mode``: ``vector`` ranks by embedding similarity, ``lexical`` by the query's terms,
     ``hybrid`` (the default) fuses both with the entity-graph fill by reciprocal rank
@@ -93,7 +94,7 @@ async def query(
     that normalizes to nothing is refused rather than dropped.
     """
     text = query_text(query)
-    if mode not in QUERY_MODES:
+    if not isinstance(mode, str) or mode not in QUERY_MODES:
         raise ValidationError(
             "mode", f"unknown mode {shown(mode)}; expected {', '.join(QUERY_MODES)}"
         )
@@ -175,7 +176,7 @@ async def query(
             found.update(await uow.entries.get_many(unread))
             ranked = [r for r in ranked if r.entry_id in found]
         if not ranked:
-            return QueryResult("semantic", ())
+            return QueryResult(mode, ())
         now = deps.clock.now()
         live = [r for r in ranked if found[r.entry_id].status is not Status.ARCHIVED]
         boosted = await uow.entries.boost(
@@ -194,7 +195,7 @@ async def query(
                 ]
             )
         await uow.commit()
-        return QueryResult("semantic", tuple(_view(found[r.entry_id], r, boosted) for r in ranked))
+        return QueryResult(mode, tuple(_view(found[r.entry_id], r, boosted) for r in ranked))
 
     # Run whole again when the store broke it apart for a concurrent unit of work.
     return await in_unit_of_work(store, search_and_boost)

@@ -4,7 +4,14 @@ from .app import create_app
 from .errors import error_body, map_error
 from .openapi import openapi_document
 from .operations import OPERATIONS, PREFIX
-from .server import HttpServer, PortUnavailable, bind_host, listen, serve_http
+from .server import (
+    HttpServer,
+    PortUnavailable,
+    bind_host,
+    host_overridden,
+    listen,
+    serve_http,
+)
 
 __all__ = [
     "OPERATIONS",
@@ -14,6 +21,7 @@ __all__ = [
     "bind_host",
     "create_app",
     "error_body",
+    "host_overridden",
     "listen",
     "map_error",
     "openapi_document",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import socket
 from collections.abc import Generator, Mapping
 
@@ -20,6 +21,7 @@ from .app import create_app
 from .connections import guarded_protocol
 
 LOOPBACK = "127.0.0.1"
+logger = logging.getLogger("apollo.http")
 GRACEFUL_SHUTDOWN_SECONDS = 5
 #: Defaults of a server built without settings (``Settings`` has the same ones).
 HEADER_TIMEOUT_SECONDS = 10.0
@@ -29,8 +31,21 @@ MAX_CONNECTIONS = 512
 
 def bind_host(settings_host: str, tokens: Mapping[str, str] | None) -> str:
     """Where to listen: without tokens there is no authentication, so only loopback,
-    whatever the host setting says."""
+    whatever the host setting says (:func:`host_overridden` says so in words)."""
     return settings_host if tokens else LOOPBACK
+
+
+def host_overridden(settings_host: str, tokens: Mapping[str, str] | None) -> str | None:
+    """The warning to log when :func:`bind_host` does not listen where
+    ``APOLLO_HTTP_HOST`` says; None when it does."""
+    host = bind_host(settings_host, tokens)
+    if host == settings_host or settings_host == "localhost":
+        return None
+    return (
+        f"APOLLO_HTTP_HOST={settings_host} is overridden: without APOLLO_API_TOKENS the API"
+        f" is anonymous, so it listens on {host} only; set APOLLO_API_TOKENS to listen on"
+        f" {settings_host}"
+    )
 
 
 class PortUnavailable(ApolloError):
@@ -171,6 +186,9 @@ async def serve_http(
     # As many commands at once as the store has pooled connections: the rest queue.
     app = create_app(apollo, tokens=tokens, metrics=metrics, admission=Admission(settings.pool_max))
     host = bind_host(settings.http_host, tokens)
+    warning = host_overridden(settings.http_host, tokens)
+    if sock is None and warning is not None:  # with ``sock``, whoever bound it said so
+        logger.warning(warning)
     server = HttpServer(
         app,
         host,
@@ -194,4 +212,11 @@ async def serve_http(
         await server.stop()
 
 
-__all__ = ["HttpServer", "PortUnavailable", "bind_host", "listen", "serve_http"]
+__all__ = [
+    "HttpServer",
+    "PortUnavailable",
+    "bind_host",
+    "host_overridden",
+    "listen",
+    "serve_http",
+]

@@ -88,8 +88,11 @@ def _http_socket(settings: Settings) -> Iterator[socket.socket | None]:
     if not _serves_http(settings):
         yield None
         return
-    from ..http import bind_host, listen
+    from ..http import bind_host, host_overridden, listen
 
+    warning = host_overridden(settings.http_host, settings.api_tokens)
+    if warning is not None:
+        log.warning(warning)
     sock = listen(bind_host(settings.http_host, settings.api_tokens), settings.http_port)
     with sock:
         yield sock

@@ -4,6 +4,8 @@
 const TOKEN = "apollo.console.token";
 const REFUSED = "apollo.console.admin-refused";
 export const PREFIX = "/api/apollo";
+/** Dispatched on window when the API answers 401: it wants a token this tab lacks. */
+export const UNAUTHENTICATED = "apollo:unauthenticated";
 
 export class ApiError extends Error {
   constructor(status, type, message, field) {
@@ -82,6 +84,7 @@ export async function call(method, path, { body, query, admin = false } = {}) {
   if (!response.ok) {
     const error = await failure(response);
     if (admin && error.status === 403) sessionStorage.setItem(REFUSED, "1");
+    if (error.status === 401) window.dispatchEvent(new CustomEvent(UNAUTHENTICATED));
     throw error;
   }
   return response.json();

@@ -1,6 +1,6 @@
 // The Apollo console: a hash router over the views, the token form and the message line.
 
-import { setToken, token } from "./api.js";
+import { UNAUTHENTICATED, setToken, token } from "./api.js";
 import { fill } from "./dom.js";
 import { activityView, disputesView, entryView, expertiseView, onMessage, onRoute, searchView } from "./views.js";
 
@@ -51,6 +51,12 @@ function showToken() {
   fill(document.getElementById("token-state"), token() ? "token in use (this tab only)" : "no token");
 }
 
+/** The API answered 401: it has tokens, so the field asks for one (no loopback default). */
+function tokenRequired() {
+  document.getElementById("token").placeholder = "required: paste a bearer token";
+  fill(document.getElementById("token-state"), token() ? "token refused" : "a token is required");
+}
+
 function setUp() {
   const form = document.getElementById("token-form");
   const input = document.getElementById("token");
@@ -68,6 +74,7 @@ function setUp() {
     navigate();
   });
   showToken();
+  window.addEventListener(UNAUTHENTICATED, tokenRequired);
   onMessage(show);
   onRoute(render);
   window.addEventListener("hashchange", navigate);

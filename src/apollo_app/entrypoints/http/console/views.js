@@ -116,7 +116,7 @@ export async function searchView(view, params) {
   } catch (error) {
     failed(error);
     results.dataset.query = body.query;
-    fill(results, h("p", { class: "muted" }, "No results."));
+    fill(results, h("p", { class: "muted" }, "The search did not run (see the message above)."));
     return;
   }
   const count = found.entries.length;
