@@ -161,8 +161,7 @@ class _Proxy:
 
         async def call(*args: Any, **kwargs: Any) -> Any:
             self._faults.calls.append(key)
-            if key in self._faults.failing or self._faults.due(key):
-                raise PersistenceFailed(f"injected failure in {key}")
+            self._faults.raise_if_failing(key)
             return await attr(*args, **kwargs)
 
         return call
@@ -173,18 +172,22 @@ class FaultPlan:
         self.failing: set[str] = set()
         self.unavailable: set[str] = set()
         self.calls: list[str] = []
-        self._once: dict[str, int] = {}
+        self._once: dict[str, dict[int, type[Exception]]] = {}
 
-    def fail_once(self, key: str, *, call: int = 1) -> None:
-        """Make the ``call``-th call of ``key`` from now on fail, that call only."""
-        self._once[key] = self.calls.count(key) + call
+    def fail_once(
+        self, key: str, *, call: int = 1, error: type[Exception] = PersistenceFailed
+    ) -> None:
+        """Make the ``call``-th call of ``key`` from now on fail with ``error``, that call
+        only (each call named so fails)."""
+        self._once.setdefault(key, {})[self.calls.count(key) + call] = error
 
-    def due(self, key: str) -> bool:
-        """Whether this call of ``key`` (just recorded) is the one :meth:`fail_once` named."""
-        if self._once.get(key) != self.calls.count(key):
-            return False
-        del self._once[key]
-        return True
+    def raise_if_failing(self, key: str) -> None:
+        """Raise when this call of ``key`` (just recorded) is one that fails."""
+        error = self._once.get(key, {}).pop(self.calls.count(key), None)
+        if key in self.failing and error is None:
+            error = PersistenceFailed
+        if error is not None:
+            raise error(f"injected failure in {key}")
 
 
 class _FaultyUnitOfWork:
@@ -215,8 +218,7 @@ class _FaultyUnitOfWork:
 
     async def commit(self) -> None:
         self._faults.calls.append("commit")
-        if "commit" in self._faults.failing or self._faults.due("commit"):
-            raise PersistenceFailed("injected failure in commit")
+        self._faults.raise_if_failing("commit")
         await self._inner.commit()
 
     def savepoint(self) -> AbstractAsyncContextManager[None]:

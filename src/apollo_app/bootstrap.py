@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
+from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +35,7 @@ from apollo_domain.ports import (
 from apollo_domain.retrieval import RetrievalSettings
 from apollo_domain.retry import OutboxRetry
 from apollo_domain.services import Deps
+from apollo_domain.services.context import DEFAULT_BOOST_WINDOW
 from apollo_domain.topology import Topology
 
 from .settings import Settings
@@ -51,8 +53,8 @@ class Overrides:
     the cached hashing embedder (or the one the settings name), the system clock, the
     heuristic contradiction judge (or the configured LLM), no LLM, the default policy (or
     the settings'), the default retrieval settings, the heuristic entity extractor, the
-    default outbox backoff (or the settings'). The heuristics read long texts in a worker
-    thread, off the event loop."""
+    default outbox backoff and boost window (or the settings'). The heuristics read long
+    texts in a worker thread, off the event loop."""
 
     embedder: Embedder | None = None
     clock: Clock | None = None
@@ -62,6 +64,7 @@ class Overrides:
     retrieval: RetrievalSettings | None = None
     extractor: EntityExtractor | None = None
     outbox_retry: OutboxRetry | None = None
+    boost_window: timedelta | None = None
 
 
 @frozen
@@ -149,6 +152,9 @@ def wire(store: Store, overrides: Overrides = Overrides()) -> Deps:
         retrieval=retrieval,
         extractor=overrides.extractor or ThreadedEntityExtractor(),
         outbox_retry=overrides.outbox_retry or OutboxRetry(),
+        boost_window=(
+            DEFAULT_BOOST_WINDOW if overrides.boost_window is None else overrides.boost_window
+        ),
     )
 
 
@@ -360,6 +366,9 @@ async def open_durable(
             retrieval=overrides.retrieval or settings.retrieval,
             extractor=overrides.extractor,
             outbox_retry=overrides.outbox_retry or settings.outbox_retry,
+            boost_window=(
+                settings.boost_window if overrides.boost_window is None else overrides.boost_window
+            ),
         ),
     )
     return Wired(deps, tuple(closers))  # closed in reverse: the store first, the embedder last

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -114,6 +115,9 @@ class Settings:
     #: taken (as the one anonymous source) instead of dead-lettered ``unauthenticated``.
     allow_anonymous_publishers: bool = False
     decay_interval: float = 3600.0
+    #: Seconds in which a principal earns one retrieval boost per entry (``None``: the
+    #: decay interval).
+    boost_window_seconds: float | None = None
     expertise_interval: float = 1800.0
     corroboration_interval: float = 900.0
     #: The outbox drainer runs contradiction scans as soon as work is committed, with
@@ -198,6 +202,7 @@ class Settings:
         number("APOLLO_HTTP_BODY_TIMEOUT", "http_body_timeout", float, 0.01, 3_600)
         number("APOLLO_HTTP_MAX_CONNECTIONS", "http_max_connections", int, 1, 100_000)
         number("APOLLO_DECAY_INTERVAL", "decay_interval", float, 1, 7 * 86_400)
+        number("APOLLO_BOOST_WINDOW_SECONDS", "boost_window_seconds", float, 0, 365 * 86_400)
         number("APOLLO_EXPERTISE_INTERVAL", "expertise_interval", float, 1, 7 * 86_400)
         number("APOLLO_CORROBORATION_INTERVAL", "corroboration_interval", float, 1, 7 * 86_400)
         number("APOLLO_OUTBOX_INTERVAL", "outbox_interval", float, 0.05, 3_600)
@@ -290,6 +295,19 @@ class Settings:
         if self.gateway_users is None or user_id in self.gateway_users:
             return Principal(user_id, role=Role.GATEWAY)
         return Principal(user_id, role=Role.WRITER)
+
+    @property
+    def consumer_prefetch(self) -> int:
+        """The deliveries a consumer handling one message at a time keeps in flight:
+        ``prefetch``, at most one per pooled connection (each runs a unit of work; more
+        would only wait for a connection)."""
+        return min(self.prefetch, self.pool_max)
+
+    @property
+    def boost_window(self) -> timedelta:
+        """A principal's retrieval boost window, as the use cases take it."""
+        seconds = self.boost_window_seconds
+        return timedelta(seconds=self.decay_interval if seconds is None else seconds)
 
     @property
     def outbox_retry(self) -> OutboxRetry:

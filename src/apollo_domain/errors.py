@@ -56,6 +56,21 @@ class StoreUnavailable(ApolloError):
     """
 
 
+class StoreBusy(StoreUnavailable):
+    """Every connection of the store stayed taken for as long as a caller may wait for one:
+    back-pressure, not an outage. Nothing was written; the same call may pass after
+    ``retry_after`` seconds."""
+
+    def __init__(self, message: str, *, retry_after: float = 1.0) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class TransientConflict(StoreBusy):
+    """The store broke this unit of work apart for a concurrent one (a deadlock, a
+    serialization failure): all of it was rolled back, and running it again may pass."""
+
+
 class PersistenceFailed(ApolloError):
     """The store accepted the connection but failed to persist a change; nothing was written."""
 
@@ -98,7 +113,9 @@ __all__ = [
     "PersistenceFailed",
     "RequestTimeout",
     "RpcTimeout",
+    "StoreBusy",
     "StoreUnavailable",
+    "TransientConflict",
     "TransportError",
     "UnknownResolution",
     "ValidationError",

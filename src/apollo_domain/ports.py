@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Protocol, TypeVar, runtime_checkable
 from uuid import UUID
 
@@ -368,13 +368,38 @@ class EntryRepository(Protocol):
         source, owner, source_context, confirmed_at, updated_at). Raises NotFound."""
 
     async def boost(
-        self, entry_ids: Sequence[UUID], amount: float, now: datetime, *, count_access: bool
+        self,
+        entry_ids: Sequence[UUID],
+        amount: float,
+        now: datetime,
+        *,
+        count_access: bool,
+        earner: str | None = None,
+        window: timedelta = timedelta(0),
     ) -> dict[UUID, float]:
         """Atomically ``confidence = LEAST(confidence + amount, 1.0)`` (and
-        ``access_count += 1`` when ``count_access``) for each id; returns new confidences.
+        ``access_count += 1`` when ``count_access``) for each id; returns the confidences
+        after it.
+
+        With an ``earner`` (a retrieval boost: the principal whose query returned the
+        entries), an entry gains ``amount`` only when that earner earned none on it within
+        ``window`` before ``now``; the earning is recorded (entry, earner) → ``now`` in the
+        same atomic step. The others are counted, not boosted. The records go with their
+        entry, and :meth:`forget_earner` erases an earner's.
 
         Archived entries are never boosted: they are skipped and absent from the result,
-        like unknown ids. Concurrent boosts are never lost (no read-modify-write)."""
+        like unknown ids. Concurrent boosts are never lost (no read-modify-write), and the
+        rows are locked in id order, so boosts and other writers locking several entries
+        in id order never deadlock."""
+
+    async def forget_earner(self, earner: str) -> int:
+        """Erasure: forget when ``earner`` earned retrieval boosts (see :meth:`boost`);
+        returns how many records there were."""
+
+    async def forget_boosts_before(self, cutoff: datetime) -> int:
+        """Forget every record of a retrieval boost earned at or before ``cutoff`` (one a
+        window ending at or before now no longer holds back: see :meth:`boost`); returns
+        how many there were."""
 
     async def boost_each(self, boosts: Sequence[tuple[UUID, float, datetime]]) -> dict[UUID, float]:
         """:meth:`boost` (``count_access=False``) of each ``(entry_id, amount, now)``, in

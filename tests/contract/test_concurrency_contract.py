@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pytest
 
-from apollo_app import InvalidTransition, Outcome, Principal, Status
+from apollo_app import InvalidTransition, Outcome, Principal, Status, TransientConflict
 from apollo_domain.lifecycle import confirm, dispute
 from apollo_domain.model import EvidenceKind, Relation, RelationType
 from tests.support import KeyedEmbedder, at_cosine
@@ -431,3 +431,141 @@ async def test_accepting_both_sides_of_one_dispute_at_once_accepts_one(make_apol
         (validated.alpha, validated.beta),
         (refuted.alpha, refuted.beta),
     )
+
+
+QUERY = "row versions and vacuum"
+
+
+async def _boosting_and_corroborating(apollo, restatement: str, first: str) -> tuple:
+    """A reader's query returning the target and openai-b's corroboration of it, ``first``
+    held with the target's row locked (the query after its boost, before its access log;
+    the corroboration before its commit) while the other runs into the lock."""
+    points = apollo.deps.store
+    reader = apollo.client("reader", Principal("reader"))
+    actors = {
+        "query": lambda: reader.query_knowledge(query=QUERY, mode="vector"),
+        "ingest": lambda: apollo.client("openai-b").store_knowledge(content=restatement),
+    }
+    holding = {"query": "access_log.record", "ingest": "commit"}
+    second = next(actor for actor in actors if actor != first)
+    gate = points.hold(first, holding[first])
+    running = points.run(first, actors[first]())
+    await points.reached(first, holding[first])
+    racing = points.run(second, actors[second]())
+    blocked = await points.blocked_or_done(racing)
+    gate.set()
+    results = dict(zip((first, second), await points.finish(running, racing), strict=True))
+    return blocked, results["query"], results["ingest"]
+
+
+@pytest.mark.parametrize("first", ["query", "ingest"])
+async def test_a_retrieval_boost_and_a_corroboration_of_one_entry_both_count(make_apollo, first):
+    """A query's retrieval boost and an independent source's corroboration land on one
+    confirmed entry in either order: the second waits for the first's row lock, then adds
+    its boost to the first's (no lost update, no deadlock)."""
+    restatement = "Postgres keeps old row versions until a vacuum removes them"
+    embedder = _restating({restatement: 0.93, QUERY: 0.8})
+    apollo = await make_apollo(embedder=embedder, interleaved=True)
+    target = await _confirmed(apollo)
+
+    blocked, queried, corroborated = await _boosting_and_corroborating(apollo, restatement, first)
+
+    assert blocked, "the second ran while the first held the target"
+    assert [target] == [e.id for e in queried.entries if e.id == target]
+    assert (Outcome.CORROBORATED, target) == (corroborated.outcome, corroborated.entry_id)
+    entry = await apollo.get_entry(target)
+    assert pytest.approx(0.82) == entry.confidence  # 0.5 + 0.02 retrieval + 0.3 corroboration
+    assert 1 == entry.access_count
+
+
+async def test_two_readers_boosting_the_same_results_at_once_both_count(make_apollo):
+    """Two principals run the same query; the first is held after its boost, its rows
+    locked. The second waits, then boosts: each entry gains both readers' boosts."""
+    embedder = _restating({"vacuum reclaims dead tuples": 0.8, QUERY: 0.85})
+    apollo = await make_apollo(embedder=embedder, interleaved=True)
+    points = apollo.deps.store
+    target = await _confirmed(apollo)
+    other = (
+        await apollo.client("openai-b").store_knowledge(content="vacuum reclaims dead tuples")
+    ).entry_id
+
+    def reading(name: str):
+        return apollo.client(name, Principal(name)).query_knowledge(query=QUERY, mode="vector")
+
+    gate = points.hold("alice", "access_log.record")
+    first = points.run("alice", reading("alice"))
+    await points.reached("alice", "access_log.record")
+    second = points.run("bob", reading("bob"))
+    blocked = await points.blocked_or_done(second)
+    gate.set()
+    results = await points.finish(first, second)
+
+    assert blocked, "bob's boost ran while alice's held the rows"
+    assert all({target, other} <= {e.id for e in r.entries} for r in results)
+    assert [pytest.approx(0.54)] * 2 == [
+        (await apollo.get_entry(entry_id)).confidence for entry_id in (target, other)
+    ]
+
+
+# ------------------------------------------------------------ units of work broken apart
+
+
+async def _kafka(apollo, embedder):
+    embedder.set("query about kafka", embedder.basis(0))
+    ids = []
+    for i, text in enumerate(("kafka orders partitions", "kafka replicates logs")):
+        embedder.set(text, at_cosine(embedder.basis(0), 0.9 - i / 10, i + 1))
+        ids.append((await apollo.client(f"agent-{i}").store_knowledge(content=text)).entry_id)
+    return ids
+
+
+async def test_a_query_the_store_breaks_apart_runs_again_whole(make_apollo):
+    """The store aborts a query's transaction for a concurrent one (a deadlock) after its
+    boost: the query runs again whole and answers; each entry is boosted, counted and
+    logged once, as if the first attempt never happened."""
+    embedder = KeyedEmbedder(16)
+    apollo = await make_apollo(embedder=embedder, faulty=True)
+    ids = await _kafka(apollo, embedder)
+    apollo.deps.store.faults.fail_once("access_log.record", error=TransientConflict)
+
+    result = await apollo.client("reader").query_knowledge(query="query about kafka")
+
+    assert sorted(ids) == sorted(e.id for e in result.entries)
+    for entry_id in ids:
+        entry = await apollo.get_entry(entry_id)
+        assert (0.52, 1) == (round(entry.confidence, 6), entry.access_count)
+    async with apollo.store.unit_of_work() as uow:
+        assert 2 == await uow.access_log.count("query")
+
+
+async def test_a_query_broken_apart_three_times_fails_and_changes_nothing(make_apollo):
+    """Runs again are bounded: the third abort reaches the caller (a busy store, 503 with
+    Retry-After at the HTTP edge), and nothing of any attempt is kept."""
+    embedder = KeyedEmbedder(16)
+    apollo = await make_apollo(embedder=embedder, faulty=True)
+    ids = await _kafka(apollo, embedder)
+    for call in (1, 2, 3):
+        apollo.deps.store.faults.fail_once("entries.boost", call=call, error=TransientConflict)
+
+    with pytest.raises(TransientConflict):
+        await apollo.client("reader").query_knowledge(query="query about kafka")
+
+    assert 3 == apollo.deps.store.faults.calls.count("entries.boost")
+    for entry_id in ids:
+        entry = await apollo.get_entry(entry_id)
+        assert (0.5, 0) == (entry.confidence, entry.access_count)
+
+
+async def test_an_ingest_the_store_breaks_apart_runs_again_whole(make_apollo):
+    """The store aborts an ingest's transaction just before its commit: the ingest runs
+    again whole; one entry, one origin, one expertise count, one queued scan."""
+    apollo = await make_apollo(faulty=True)
+    apollo.deps.store.faults.fail_once("commit", error=TransientConflict)
+
+    result = await apollo.client("claude-a").store_knowledge(content=TARGET)
+
+    assert (Outcome.CREATED, Status.CANDIDATE) == (result.outcome, result.status)
+    assert [("claude-a", EvidenceKind.ORIGIN)] == await _kinds(apollo, result.entry_id)
+    async with apollo.store.unit_of_work() as uow:
+        assert [1] == [r.entry_count for r in await uow.expertise.for_agent("claude-a")]
+        assert 1 == await uow.outbox.pending()

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
+import attrs
 import pytest
 
-from apollo_app import NotFound, Principal, Status, StoreUnavailable, ValidationError
+from apollo_adapters.clock import ManualClock
+from apollo_app import Apollo, NotFound, Principal, Status, StoreUnavailable, ValidationError
+from tests.contract.stores import EPOCH
 from tests.support import KeyedEmbedder, at_cosine
 
 
@@ -204,3 +209,92 @@ async def test_unrelated_entries_are_not_matches(make_apollo):
     with pytest.raises(ValidationError) as err:
         await reader.query_knowledge(query="the probe", min_similarity=2)
     assert "min_similarity" == err.value.field
+
+
+# --------------------------------------------------------------------------- boost window
+
+
+async def _confidences(apollo, ids) -> list[float]:
+    return [round((await apollo.get_entry(entry_id)).confidence, 6) for entry_id in ids]
+
+
+async def test_a_principal_earns_a_retrieval_boost_once_per_window(make_apollo):
+    """The same reader querying 30 times raises each returned entry once (every query is
+    still counted); a second reader raises it once more; once the window has passed the
+    first reader raises it again."""
+    clock = ManualClock(EPOCH)
+    embedder = KeyedEmbedder(16)
+    apollo = await make_apollo(embedder=embedder, clock=clock)
+    ids = list((await _seed(apollo, embedder)).values())
+    alice = apollo.client("agent-a", principal=Principal("alice"))
+    for _ in range(30):
+        clock.advance(seconds=60)
+        result = await alice.query_knowledge(query="query about kafka")
+        assert [0.52] * 3 == [round(e.confidence, 6) for e in result.entries]
+    assert [0.52] * 3 == await _confidences(apollo, ids)
+    assert [30] * 3 == [(await apollo.get_entry(i)).access_count for i in ids]
+    bob = apollo.client("agent-b", principal=Principal("bob"))
+    await bob.query_knowledge(query="query about kafka")
+    await bob.query_knowledge(query="query about kafka")
+    assert [0.54] * 3 == await _confidences(apollo, ids)
+    clock.advance(seconds=3600 - 29 * 60)  # an hour after alice's first boost
+    await alice.query_knowledge(query="query about kafka")
+    assert [0.56] * 3 == await _confidences(apollo, ids)
+
+
+async def test_the_boost_window_is_the_one_the_use_cases_are_given(make_apollo):
+    """A five-minute window on every store: a second boost four minutes after the first
+    is not earned, one five minutes after it is."""
+    clock = ManualClock(EPOCH)
+    embedder = KeyedEmbedder(16)
+    wide = await make_apollo(embedder=embedder, clock=clock)
+    apollo = Apollo(attrs.evolve(wide.deps, boost_window=timedelta(minutes=5)))
+    ids = list((await _seed(apollo, embedder)).values())
+    reader = apollo.client("reader")  # no principal: the agent earns the boost
+    await reader.retrieve(query="query about kafka")
+    clock.advance(minutes=4)
+    await reader.retrieve(query="query about kafka")
+    assert [0.52] * 3 == await _confidences(apollo, ids)
+    clock.advance(minutes=1)
+    await reader.retrieve(query="query about kafka")
+    assert [0.54] * 3 == await _confidences(apollo, ids)
+
+
+async def test_deleting_or_erasing_forgets_the_boosts_earned(make_apollo):
+    """The record of a boost goes with its entry, and with the earner's erasure: an erased
+    agent that comes back earns boosts again."""
+    clock = ManualClock(EPOCH)
+    embedder = KeyedEmbedder(16)
+    apollo = await make_apollo(embedder=embedder, clock=clock)
+    ids = list((await _seed(apollo, embedder)).values())
+    reader = apollo.client("reader")
+    await reader.query_knowledge(query="query about kafka")
+    assert [0.52] * 3 == await _confidences(apollo, ids)
+    await apollo.erase_agent("reader")
+    await reader.query_knowledge(query="query about kafka")
+    assert [0.54] * 3 == await _confidences(apollo, ids)
+    await apollo.erase_agent("agent-0")  # deletes its candidate entry and what it earned
+    async with apollo.store.unit_of_work() as uow:
+        assert await uow.entries.get(ids[0]) is None
+        assert 2 == await uow.entries.forget_earner("reader")  # two entries are left
+
+
+async def test_the_decay_cycle_forgets_boosts_whose_window_has_passed(make_apollo):
+    """A record that no longer holds a boost back is dropped by the periodic decay; one
+    still inside its window is kept, and keeps holding the boost back."""
+    clock = ManualClock(EPOCH)
+    embedder = KeyedEmbedder(16)
+    apollo = await make_apollo(embedder=embedder, clock=clock)
+    ids = list((await _seed(apollo, embedder)).values())
+    await apollo.client("early").query_knowledge(query="query about kafka")
+    clock.advance(minutes=30)
+    await apollo.client("late").query_knowledge(query="query about kafka")
+    clock.advance(minutes=30)  # early's window has just passed; late's has not
+    await apollo.run_decay_cycle()
+    async with apollo.store.unit_of_work() as uow:
+        assert 0 == await uow.entries.forget_boosts_before(EPOCH)  # early's are gone
+    before = await _confidences(apollo, ids)
+    await apollo.client("late").query_knowledge(query="query about kafka")
+    assert before == await _confidences(apollo, ids)
+    async with apollo.store.unit_of_work() as uow:
+        assert 3 == await uow.entries.forget_earner("late")

@@ -17,6 +17,7 @@ from benchmarks import (
     content_identity_bench,
     hybrid_bench,
     ingest_recall_bench,
+    load_bench,
     memory_bench,
     model_ingest_bench,
     postgres_bench,
@@ -239,6 +240,20 @@ def test_model_ingest_bench_reports_both_rates(tmp_path: Path) -> None:
     assert positive(written["model_texts_per_s"]) and positive(written["store_many_texts_per_s"])
     assert 0 < written["entries_stored"] <= 24
     assert positive(written["ratio"])
+
+
+@pytest.mark.postgres
+def test_load_bench_quick_reports_every_level_without_errors() -> None:
+    """One request at a time, then 10, 50 and 200 clients: each level's rate and
+    percentiles are measured, and no request failed."""
+    result = load_bench.run_quick()
+
+    assert [10, 50, 200] == [level["concurrency"] for level in result["levels"]]
+    for level in (result["single"], *result["levels"]):
+        for figure in ("requests_per_second", "p50_ms", "p95_ms", "p99_ms"):
+            assert positive(level[figure]), figure
+        assert 0 == level["errors"], result["failures"]
+    assert positive(result["target"]["bound_ms"])
 
 
 def test_content_identity_bench_quick_reports_both_figures_for_every_input() -> None:

@@ -162,12 +162,13 @@ async def test_ingest_created_then_deduplicated(api: Api) -> None:
 
 
 async def test_scores_are_sent_rounded(api: Api) -> None:
-    """Four retrieval boosts (three queries, one retrieve) make 0.5 + 4 x 0.02 in floating
-    point: the API sends 0.58, with at most 6 decimals, in every body that shows it."""
+    """Four retrieval boosts (three principals' queries, a fourth's retrieve) make
+    0.5 + 4 x 0.02 in floating point: the API sends 0.58, with at most 6 decimals, in every
+    body that shows it."""
     created = await api.ingest(content="Redis keeps its dataset in memory", tags=["cache"])
     query = {"query": "redis dataset memory", "min_confidence": 0}
-    for _ in range(3):
-        await api.http.post(f"{API}/query", json=query)
+    for reader in (ALICE, BOB, CAROL):
+        await api.http.post(f"{API}/query", json=query, headers=reader)
     retrieved = await api.http.post(f"{API}/retrieve", json=query)
     entry = await api.http.get(f"{API}/entries/{created['entry_id']}")
     stats = await api.http.get(f"{API}/stats")

@@ -26,10 +26,12 @@ import pytest
 
 from apollo_adapters.postgres import EmbeddedPostgres, PostgresStore, migrate
 from apollo_adapters.postgres.schema import migrations
+from apollo_app.entrypoints.http.errors import map_error
 from apollo_domain.errors import (
     ConfigurationError,
     NotFound,
     PersistenceFailed,
+    StoreBusy,
     StoreUnavailable,
 )
 from apollo_domain.model import (
@@ -578,6 +580,25 @@ async def test_library_errors_are_translated(pg_store: DisposablePostgresStore) 
             await uow.entries.update(entry("missing"))
 
 
+async def test_a_translated_error_and_its_http_body_carry_nothing_of_the_server_s_text(
+    pg_store: DisposablePostgresStore,
+) -> None:
+    """PostgreSQL's message names the relation and its DETAIL the failing row; the error a
+    caller sees (and the 500 body made of it) names only the kind of failure and the
+    SQLSTATE, while the cause keeps the server's text for the log."""
+    with pytest.raises(PersistenceFailed) as failed:
+        async with pg_store.unit_of_work() as uow:
+            await uow.entries.add(entry("too sure", confidence=1.5))
+    server_text = str(failed.value.__cause__)
+    assert "entries" in server_text and "DETAIL" in server_text
+    response = map_error(failed.value)
+    body = bytes(response.body).decode()
+    assert 500 == response.status_code
+    assert "PostgreSQL failed (SQLSTATE 23514)" == str(failed.value)
+    for internal in ("entries", "DETAIL", "Failing row", "constraint"):
+        assert internal not in body
+
+
 async def test_an_unreachable_server_is_store_unavailable() -> None:
     with pytest.raises(StoreUnavailable):
         await PostgresStore.open(
@@ -678,6 +699,61 @@ async def test_the_store_works_again_after_the_server_restarts(server_folder: Pa
     finally:
         await store.close()
         await server.stop()
+
+
+async def test_a_busy_pool_is_back_pressure_and_is_never_closed_under_its_callers(
+    postgres_server: PostgresTestServer,
+) -> None:
+    """A pool of 2: two units of work hold their connections past the pool's timeout while
+    nine more wait for one, and nine others start waiting half a timeout later. Every
+    waiter is told the store is busy when its own wait ends: not that it is down, and not
+    that its pool was closed (a pool timeout taken for an outage replaced the pool and
+    closed it under the later nine, and let the first nine past the pool's bound). The
+    holders commit; then 20 units at once all pass."""
+    store = await fresh_store(
+        postgres_server, dimension=8, pool_min=1, pool_max=2, pool_timeout=1.0
+    )
+    release = asyncio.Event()
+    holding: list[str] = []
+    both_held = asyncio.Event()
+
+    async def hold(agent: str) -> None:
+        async with store.unit_of_work() as uow:
+            await uow.expertise.record_activity(agent, "physics", NOW)
+            await uow.entries.get(uuid.uuid4())  # sends the write: the connection is taken
+            holding.append(agent)
+            if len(holding) == 2:
+                both_held.set()
+            await release.wait()
+            await uow.commit()
+
+    async def wait_for_a_connection() -> None:
+        async with store.unit_of_work() as uow:
+            await uow.entries.get(uuid.uuid4())
+
+    async def until_waiting(count: int) -> None:
+        for _ in range(10_000):  # a guard, not a timing
+            if store._pool.get_stats().get("requests_waiting", 0) >= count:
+                return
+            await asyncio.sleep(0.001)
+        raise AssertionError(f"{count} callers never waited for a connection")
+
+    try:
+        holders = [asyncio.create_task(hold(agent)) for agent in ("agent-1", "agent-2")]
+        await asyncio.wait_for(both_held.wait(), timeout=30)  # a guard, not a timing
+        first = [asyncio.create_task(wait_for_a_connection()) for _ in range(9)]
+        await until_waiting(9)
+        await asyncio.sleep(0.5)  # staggers the waits; no outcome depends on how much
+        later = [asyncio.create_task(wait_for_a_connection()) for _ in range(9)]
+        waited = await asyncio.gather(*first, *later, return_exceptions=True)
+        assert [StoreBusy] * 18 == [type(outcome) for outcome in waited], waited
+        release.set()
+        await asyncio.gather(*holders)
+        assert [1] == await _activity(store)
+        await asyncio.gather(*(wait_for_a_connection() for _ in range(20)))
+    finally:
+        release.set()
+        await store.close()
 
 
 # --------------------------------------------------------------------------- concurrent reads

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
+import psycopg
 import pytest
 
 from apollo_adapters.embedders import HashingEmbedder
@@ -34,6 +35,51 @@ async def test_concurrent_queries_never_lose_a_boost(apollo, queries):
     entry = await apollo.get_entry(stored.entry_id)
     assert min(0.5 + queries * 0.02, 1.0) == pytest.approx(entry.confidence, abs=1e-12)
     assert queries == entry.access_count
+
+
+async def test_a_query_that_postgresql_breaks_for_a_deadlock_runs_again_whole(apollo):
+    """Another transaction locks the later of two entries; a query's boost locks the
+    earlier one and waits for it; that transaction then asks for the earlier one: a
+    deadlock, which PostgreSQL resolves by aborting the query's transaction (the other
+    waits far longer before it checks). The query runs again whole once the other has
+    committed: the caller gets its result, each entry is boosted and counted once."""
+    client = apollo.client("claude-a")
+    stored = [
+        await client.store_knowledge(content=text)
+        for text in ("Kafka keeps order per partition", "Kafka partitions keep their order")
+    ]
+    first, second = sorted(r.entry_id for r in stored)
+    conninfo = apollo.store.conninfo
+    async with await psycopg.AsyncConnection.connect(conninfo, autocommit=True) as other:
+        await other.execute("SET deadlock_timeout = '60s'")
+        await other.execute("BEGIN")
+        await other.execute("SELECT 1 FROM entries WHERE id = %s FOR UPDATE", (second,))
+        querying = asyncio.create_task(
+            apollo.client("reader").query_knowledge(query="kafka order partition")
+        )
+        await _until_waiting_for_a_lock(conninfo)
+        await other.execute("SELECT 1 FROM entries WHERE id = %s FOR UPDATE", (first,))
+        await other.execute("COMMIT")
+        result = await asyncio.wait_for(querying, timeout=60)
+    assert {first, second} <= {e.id for e in result.entries}
+    for entry_id in (first, second):
+        entry = await apollo.get_entry(entry_id)
+        assert (0.52, 1) == (round(entry.confidence, 6), entry.access_count)
+
+
+async def _until_waiting_for_a_lock(conninfo: str) -> None:
+    """Until some session of the database waits for a lock (a guard of 30 s)."""
+    async with await psycopg.AsyncConnection.connect(conninfo, autocommit=True) as conn:
+        for _ in range(6000):
+            cur = await conn.execute(
+                "SELECT count(*) FROM pg_stat_activity"
+                " WHERE datname = current_database() AND wait_event_type = 'Lock'"
+            )
+            row = await cur.fetchone()
+            if row is not None and row[0] > 0:
+                return
+            await asyncio.sleep(0.005)
+    raise AssertionError("no session ever waited for a lock")
 
 
 async def test_concurrent_identical_ingests_from_independent_agents(apollo):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -61,6 +62,22 @@ def test_outbox_backoff_is_read_and_reaches_the_use_cases():
         }
     )
     assert OutboxRetry(2.0, 120.0, 7, 60.0) == settings.outbox_retry
+
+
+def test_the_boost_window_is_read_and_defaults_to_the_decay_interval():
+    assert timedelta(hours=1) == Settings.from_env({}).boost_window
+    assert timedelta(hours=2) == Settings.from_env({"APOLLO_DECAY_INTERVAL": "7200"}).boost_window
+    settings = Settings.from_env({"APOLLO_BOOST_WINDOW_SECONDS": "90"})
+    assert timedelta(seconds=90) == settings.boost_window
+
+
+def test_a_consumer_keeps_at_most_one_delivery_per_pooled_connection_in_flight():
+    assert 10 == Settings.from_env({}).consumer_prefetch  # prefetch 16, pool of 10
+    assert 4 == Settings.from_env({"APOLLO_PREFETCH": "4"}).consumer_prefetch
+    assert (
+        30
+        == Settings.from_env({"APOLLO_PREFETCH": "64", "APOLLO_POOL_MAX": "30"}).consumer_prefetch
+    )
 
 
 def test_the_relevance_floor_overrides_the_embedders_and_reaches_the_use_cases():
@@ -128,6 +145,7 @@ def test_the_request_time_budget_is_read_with_a_default_of_30_seconds():
         ("APOLLO_OUTBOX_MAX_ATTEMPTS", "0"),
         ("APOLLO_OUTBOX_MAX_ATTEMPTS", "2.5"),
         ("APOLLO_OUTBOX_LEASE_SECONDS", "soon"),
+        ("APOLLO_BOOST_WINDOW_SECONDS", "-1"),
         ("APOLLO_DATABASE_URL", "mysql://root@localhost/apollo"),
         ("APOLLO_DATABASE_URL", "apollo-db"),
         ("APOLLO_RELEVANCE_FLOOR", "1.5"),

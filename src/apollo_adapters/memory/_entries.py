@@ -6,7 +6,7 @@ Every mutation pushes its inverse onto the unit of work's undo log.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import partial
 from uuid import UUID
 
@@ -26,6 +26,7 @@ from apollo_domain.ports import (
 )
 from apollo_domain.redaction import redact_context
 
+from ._boosts import BoostLedger
 from ._columns import (
     ARCHIVED,
     CANDIDATE,
@@ -61,6 +62,7 @@ class EntryTable(VectorSearch):
         self.relations = RelationTable(self)
         self.lexical = LexicalIndex()
         self.graph = GraphTable(self)
+        self.boosts = BoostLedger()
 
     # ------------------------------------------------------------------ writes
 
@@ -159,18 +161,26 @@ class EntryTable(VectorSearch):
         self._replace(row, new, undo)
 
     def boost(
-        self, ids: Sequence[UUID], amount: float, now: datetime, count_access: bool, undo: Undo
+        self,
+        ids: Sequence[UUID],
+        amount: float,
+        now: datetime,
+        count_access: bool,
+        undo: Undo,
+        earner: str | None = None,
+        window: timedelta = timedelta(0),
     ) -> dict[UUID, float]:
         micros(now, "now")
         result: dict[UUID, float] = {}
-        for entry_id in dict.fromkeys(ids):
+        for entry_id in sorted(dict.fromkeys(ids)):
             row = self.row_of.get(entry_id)
             if row is None:
                 continue
             old = self.entry(row)
             if old.status is Status.ARCHIVED:
                 continue
-            confidence = min(old.confidence + amount, 1.0)
+            earned = earner is None or self.boosts.earn(entry_id, earner, now, window, undo)
+            confidence = min(old.confidence + amount, 1.0) if earned else old.confidence
             new = attrs.evolve(
                 old,
                 confidence=confidence,
@@ -248,6 +258,7 @@ class EntryTable(VectorSearch):
             self.relations.drop(entry_id, undo)
             self.lexical.remove(row, undo)
             self.graph.drop(entry_id, undo)
+            self.boosts.drop(entry_id, undo)
             count += 1
         return count
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Protocol
 from uuid import UUID
 
@@ -173,10 +173,25 @@ class InMemoryEntryRepository(_Repository):
         self._store._entries.update(entry, self._uow._open("entries"))
 
     async def boost(
-        self, entry_ids: Sequence[UUID], amount: float, now: datetime, *, count_access: bool
+        self,
+        entry_ids: Sequence[UUID],
+        amount: float,
+        now: datetime,
+        *,
+        count_access: bool,
+        earner: str | None = None,
+        window: timedelta = timedelta(0),
     ) -> dict[UUID, float]:
         undo = self._uow._open("entries")
-        return self._store._entries.boost(entry_ids, amount, now, count_access, undo)
+        return self._store._entries.boost(
+            entry_ids, amount, now, count_access, undo, earner, window
+        )
+
+    async def forget_earner(self, earner: str) -> int:
+        return self._store._entries.boosts.forget(earner, self._uow._open("entries"))
+
+    async def forget_boosts_before(self, cutoff: datetime) -> int:
+        return self._store._entries.boosts.forget_before(cutoff, self._uow._open("entries"))
 
     async def boost_each(self, boosts: Sequence[tuple[UUID, float, datetime]]) -> dict[UUID, float]:
         undo = self._uow._open("entries")

@@ -89,7 +89,9 @@ def _decayed(factor: str, now: str) -> str:
 
 
 _DECAY = sql.SQL(
-    "WITH changed AS ("
+    "WITH locked AS ("
+    " SELECT id FROM entries WHERE status <> 'archived' ORDER BY id FOR UPDATE),"
+    " changed AS ("
     " UPDATE entries SET"
     "  confidence = {decayed},"
     "  decayed_at = %(now)s,"
@@ -98,12 +100,40 @@ _DECAY = sql.SQL(
     "  source_context = CASE WHEN {decayed} < %(below)s"
     "   THEN source_context || jsonb_build_object('archive_reason', 'decayed')"
     "   ELSE source_context END"
-    " WHERE status <> 'archived'"
+    " WHERE id IN (SELECT id FROM locked)"
     " RETURNING status)"
     " SELECT count(*) AS decayed, count(*) FILTER (WHERE status = 'archived') AS archived"
     " FROM changed"
 ).format(decayed=sql.SQL(_decayed("%(factor)s", "%(now)s")))
 
+
+# Every statement that locks several entries locks them in id order (two units of work
+# locking overlapping sets then wait for each other instead of deadlocking): the non-archived
+# entries of ``%(ids)s``, locked, as ``locked``.
+_LOCKED_IN_ID_ORDER = (
+    "WITH locked AS (SELECT id FROM entries WHERE id = ANY(%(ids)s) AND status <> 'archived'"
+    " ORDER BY id FOR UPDATE)"
+)
+_BOOST = (
+    _LOCKED_IN_ID_ORDER
+    + " UPDATE entries e SET confidence = LEAST(e.confidence + %(amount)s, 1.0),"
+    " access_count = e.access_count + %(count)s, updated_at = %(now)s"
+    " FROM locked WHERE e.id = locked.id RETURNING e.id, e.confidence"
+)
+# A retrieval boost: earned on an entry when the earner's last one there is at least the
+# window old (or there is none), recorded in the same statement (the earner's rows locked
+# in id order too, after the entries').
+_EARNED_BOOST = (
+    _LOCKED_IN_ID_ORDER
+    + ", earned AS (INSERT INTO retrieval_boosts AS r (entry_id, earner, boosted_at)"
+    " SELECT id, %(earner)s, %(now)s FROM locked ORDER BY id"
+    " ON CONFLICT (entry_id, earner) DO UPDATE SET boosted_at = excluded.boosted_at"
+    " WHERE r.boosted_at + %(window)s <= excluded.boosted_at RETURNING entry_id)"
+    " UPDATE entries e SET confidence = CASE WHEN e.id IN (SELECT entry_id FROM earned)"
+    " THEN LEAST(e.confidence + %(amount)s, 1.0) ELSE e.confidence END,"
+    " access_count = e.access_count + %(count)s, updated_at = %(now)s"
+    " FROM locked WHERE e.id = locked.id RETURNING e.id, e.confidence"
+)
 
 # The OR of the query's lexemes under the ``simple`` configuration, stop words dropped, each
 # lexeme quoted for the tsquery syntax (backslashes and quotes doubled); NULL when nothing is
@@ -506,17 +536,35 @@ class PostgresEntryRepository:
             raise NotFound(f"entry {entry.id} does not exist")
 
     async def boost(
-        self, entry_ids: Sequence[UUID], amount: float, now: datetime, *, count_access: bool
+        self,
+        entry_ids: Sequence[UUID],
+        amount: float,
+        now: datetime,
+        *,
+        count_access: bool,
+        earner: str | None = None,
+        window: timedelta = timedelta(0),
     ) -> dict[UUID, float]:
         if not entry_ids:
             return {}
-        rows = await self._s.rows(
-            "UPDATE entries SET confidence = LEAST(confidence + %s, 1.0),"
-            " access_count = access_count + %s, updated_at = %s"
-            " WHERE id = ANY(%s) AND status <> 'archived' RETURNING id, confidence",
-            (amount, 1 if count_access else 0, now, list(entry_ids)),
-        )
+        params = {
+            "ids": list(entry_ids),
+            "amount": amount,
+            "count": 1 if count_access else 0,
+            "now": now,
+            "earner": earner,
+            "window": window,
+        }
+        rows = await self._s.rows(_BOOST if earner is None else _EARNED_BOOST, params)
         return {row["id"]: row["confidence"] for row in rows}
+
+    async def forget_earner(self, earner: str) -> int:
+        return await self._s.execute("DELETE FROM retrieval_boosts WHERE earner = %s", (earner,))
+
+    async def forget_boosts_before(self, cutoff: datetime) -> int:
+        return await self._s.execute(
+            "DELETE FROM retrieval_boosts WHERE boosted_at <= %s", (cutoff,)
+        )
 
     async def boost_each(self, boosts: Sequence[tuple[UUID, float, datetime]]) -> dict[UUID, float]:
         rounds: list[dict[UUID, tuple[float, datetime]]] = []  # round k: each entry's k-th
@@ -528,15 +576,16 @@ class PostgresEntryRepository:
         final: dict[UUID, float] = {}
         for boosted in rounds:
             rows = await self._s.rows(
-                "UPDATE entries e SET confidence = LEAST(e.confidence + b.amount, 1.0),"
-                " updated_at = b.now FROM unnest(%s::uuid[], %s::float8[], %s::timestamptz[])"
-                " AS b(id, amount, now) WHERE e.id = b.id AND e.status <> 'archived'"
-                " RETURNING e.id, e.confidence",
-                (
-                    list(boosted),
-                    [amount for amount, _ in boosted.values()],
-                    [now for _, now in boosted.values()],
-                ),
+                _LOCKED_IN_ID_ORDER
+                + " UPDATE entries e SET confidence = LEAST(e.confidence + b.amount, 1.0),"
+                " updated_at = b.now FROM unnest(%(ids)s::uuid[], %(amounts)s::float8[],"
+                " %(nows)s::timestamptz[]) AS b(id, amount, now), locked"
+                " WHERE e.id = b.id AND e.id = locked.id RETURNING e.id, e.confidence",
+                {
+                    "ids": list(boosted),
+                    "amounts": [amount for amount, _ in boosted.values()],
+                    "nows": [now for _, now in boosted.values()],
+                },
             )
             final.update({row["id"]: row["confidence"] for row in rows})
         return final
@@ -552,26 +601,34 @@ class PostgresEntryRepository:
 
     async def scale_confidence(self, factor: float, now: datetime) -> int:
         return await self._s.execute(
-            "UPDATE entries SET confidence = confidence * %s WHERE status <> 'archived'",
+            "WITH locked AS (SELECT id FROM entries WHERE status <> 'archived'"
+            " ORDER BY id FOR UPDATE)"
+            " UPDATE entries SET confidence = confidence * %s WHERE id IN (SELECT id FROM locked)",
             (factor,),
         )
 
     async def archive_stale(self, cutoff: datetime, now: datetime) -> int:
         return await self._s.execute(
-            "UPDATE entries SET status = 'archived', updated_at = %s,"
+            "WITH locked AS (SELECT id FROM entries WHERE status <> 'archived'"
+            " AND COALESCE(updated_at, created_at) < %s ORDER BY id FOR UPDATE)"
+            " UPDATE entries SET status = 'archived', updated_at = %s,"
             " source_context = source_context || jsonb_build_object('archive_reason', 'stale')"
-            " WHERE status <> 'archived' AND COALESCE(updated_at, created_at) < %s",
-            (now, cutoff),
+            " WHERE id IN (SELECT id FROM locked)",
+            (cutoff, now),
         )
 
     async def candidates(self, limit: int, now: datetime) -> list[Entry]:
-        # The locked rows as they are now (FOR UPDATE waits, then re-checks the filter),
-        # stamped in the same statement, in the order they were picked.
+        # The chosen rows locked in id order, as they are now (FOR UPDATE waits, then
+        # re-checks the filter), stamped in the same statement, in the order they were
+        # chosen.
         rows = await self._s.rows(
             sql.SQL(
-                "WITH picked AS (SELECT {columns}, last_checked_at AS previous FROM entries"
+                "WITH chosen AS (SELECT id FROM entries"
                 "  WHERE status = 'candidate' AND embedding IS NOT NULL"
-                "  ORDER BY last_checked_at NULLS FIRST, created_at, id LIMIT %s FOR UPDATE),"
+                "  ORDER BY last_checked_at NULLS FIRST, created_at, id LIMIT %s),"
+                " picked AS (SELECT {columns}, last_checked_at AS previous FROM entries"
+                "  WHERE id IN (SELECT id FROM chosen) AND status = 'candidate'"
+                "  AND embedding IS NOT NULL ORDER BY id FOR UPDATE),"
                 " stamped AS (UPDATE entries SET last_checked_at = %s"
                 "  WHERE id IN (SELECT id FROM picked))"
                 " SELECT {columns} FROM picked ORDER BY previous NULLS FIRST, created_at, id"
@@ -699,7 +756,7 @@ class PostgresEntryRepository:
 
     async def redact_context(self, agent_id: str, replacement: str, now: datetime) -> int:
         rows = await self._s.rows(
-            "SELECT id, source_context FROM entries WHERE " + MENTIONS + " FOR UPDATE",
+            "SELECT id, source_context FROM entries WHERE " + MENTIONS + " ORDER BY id FOR UPDATE",
             (agent_id,),
         )
         changes = [

@@ -1,7 +1,13 @@
-"""psycopg exceptions translated to Apollo's errors, once, at the adapter's edge."""
+"""psycopg exceptions translated to Apollo's errors, once, at the adapter's edge.
+
+An Apollo error's message reaches callers (HTTP bodies, RPC replies), so it never carries
+what PostgreSQL said: statements, DETAIL lines, process ids or relation names. The error
+keeps the psycopg exception as its cause, which the edge that answers logs (HTTP: with
+every 5xx), so the full text stays on the server's side."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -14,7 +20,13 @@ from apollo_domain.errors import (
     Conflict,
     PersistenceFailed,
     StoreUnavailable,
+    TransientConflict,
 )
+
+logger = logging.getLogger("apollo.postgres")
+#: Concurrent transactions that PostgreSQL broke apart (a deadlock, a serialization
+#: failure): the same work may pass when run again.
+TRANSIENT_SQLSTATES = frozenset({"40P01", "40001"})
 
 
 class MissingPgvector(StoreUnavailable):
@@ -41,14 +53,19 @@ class SchemaNotCurrent(StoreUnavailable):
 
 
 def translate(exc: psycopg.Error) -> ApolloError:
-    """The Apollo error for a psycopg (or psycopg_pool) exception."""
+    """The Apollo error for a psycopg (or psycopg_pool) exception; its message names the
+    kind of failure and the SQLSTATE, never the server's text."""
     if isinstance(exc, pg_errors.UniqueViolation):
-        return Conflict(f"uniqueness rule broken: {exc.diag.constraint_name or exc}")
+        return Conflict("a concurrent writer stored the same thing first")
+    code = f" (SQLSTATE {exc.sqlstate})" if exc.sqlstate else ""
+    logger.debug("PostgreSQL error%s: %s", code, exc)
+    if exc.sqlstate in TRANSIENT_SQLSTATES:
+        return TransientConflict(f"concurrent writes conflicted; retry later{code}")
     if isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError):
-        return StoreUnavailable(f"PostgreSQL is unavailable: {exc}")
+        return StoreUnavailable(f"PostgreSQL is unavailable{code}")
     if isinstance(exc, pg_errors.UndefinedTable | pg_errors.UndefinedColumn):
-        return StoreUnavailable(f"PostgreSQL schema is missing a part: {exc}")
-    return PersistenceFailed(f"PostgreSQL failed: {exc}")
+        return StoreUnavailable(f"PostgreSQL schema is missing a part{code}")
+    return PersistenceFailed(f"PostgreSQL failed{code}")
 
 
 @contextmanager
@@ -58,4 +75,5 @@ def translated() -> Iterator[None]:
     except psycopg.Error as exc:
         raise translate(exc) from exc
     except OSError as exc:
-        raise StoreUnavailable(f"PostgreSQL is unreachable: {exc}") from exc
+        logger.debug("PostgreSQL is unreachable: %s", exc)
+        raise StoreUnavailable("PostgreSQL is unreachable") from exc

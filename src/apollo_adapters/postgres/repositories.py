@@ -108,7 +108,9 @@ class PostgresRelationRepository:
 
     async def redact_context(self, agent_id: str, replacement: str) -> int:
         rows = await self._s.rows(
-            "SELECT id, source_context FROM relations WHERE " + MENTIONS + " FOR UPDATE",
+            "SELECT id, source_context FROM relations WHERE "
+            + MENTIONS
+            + " ORDER BY id FOR UPDATE",
             (agent_id,),
         )
         changes = [

@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import select
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any, Self, TypeVar
 
 import psycopg
 from pgvector.psycopg import register_vector_async
-from psycopg_pool import AsyncConnectionPool, PoolTimeout
+from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
 
 from apollo_domain.errors import (
     PersistenceFailed,
+    StoreBusy,
     StoreUnavailable,
     ValidationError,
 )
@@ -47,6 +49,17 @@ PART_TABLES: Mapping[str, str] = {
     "graph": "entities",
 }
 T = TypeVar("T")
+#: What a caller refused by a busy store is told to wait before trying again.
+_RETRY_AFTER_SECONDS = 1.0
+
+
+class _Lending:
+    """A pool, how many of its connections are out, and when it last lent one."""
+
+    def __init__(self, pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]]) -> None:
+        self.pool = pool
+        self.lent = 0
+        self.last_lent = float("-inf")
 
 
 class _Reader:
@@ -180,8 +193,11 @@ class PostgresStore:
     to one since it was last used), so a restarted server costs nothing but a reconnect.
     A connection the server closes just after that check is traded for another by the
     unit of work, as long as its transaction has sent nothing (:class:`Session`).
-    When the pool has backed off from a server that was down and is up again, the pool is
-    replaced instead of making callers wait out the back-off.
+    Waiting for a connection past ``pool_timeout`` while the pool lends its connections
+    is back-pressure (:class:`StoreBusy`), never taken for an outage. When the pool has
+    lent nothing for that long and the server answers, it has backed off from a server
+    that was down and is up again: it is replaced instead of making callers wait out the
+    back-off, and closed once none of its connections is in use.
     """
 
     def __init__(
@@ -199,7 +215,9 @@ class PostgresStore:
         self._pool_min = pool_min
         self._pool_max = max(pool_max, pool_min)
         self._pool_timeout = pool_timeout
-        self._pool = self._new_pool()
+        self._lending = _Lending(self._new_pool())
+        #: replaced pools that still lent connections when replaced (closed with the store)
+        self._retired: list[_Lending] = []
         self._recovering = asyncio.Lock()
         self._in_use = 0  # connections taken or reserved through :meth:`connection`
         self.ef_search = ef_search
@@ -248,7 +266,7 @@ class PostgresStore:
             with translated():
                 await store._pool.open(wait=True, timeout=pool_timeout)
         except BaseException:
-            await store._pool.close()
+            await store.close()
             raise
         return store
 
@@ -300,12 +318,7 @@ class PostgresStore:
             self._in_use += 1
         try:
             with translated():
-                pool = self._pool
-                try:
-                    conn = await pool.getconn(timeout=self._pool_timeout)
-                except PoolTimeout:
-                    pool = await self._recover(pool)
-                    conn = await pool.getconn(timeout=self._pool_timeout)
+                lending, conn = await self._lend()
                 held: psycopg.AsyncConnection[Any] | None = conn
 
                 async def replace(
@@ -313,9 +326,11 @@ class PostgresStore:
                 ) -> psycopg.AsyncConnection[Any]:
                     nonlocal held
                     held = None
+                    lending.lent -= 1
                     with translated():
-                        await pool.putconn(closed)  # the pool discards it and connects anew
-                        held = await pool.getconn(timeout=self._pool_timeout)
+                        await lending.pool.putconn(closed)  # discarded; a new one connects
+                        held = await lending.pool.getconn(timeout=self._pool_timeout)
+                    lending.lent += 1
                     return held
 
                 session = Session(conn, replace=replace, attempts=self._pool_max + 1)
@@ -323,10 +338,48 @@ class PostgresStore:
                     yield session
                 finally:
                     if held is not None:
-                        await pool.putconn(held)
+                        lending.lent -= 1
+                        await lending.pool.putconn(held)
+                    if lending.lent == 0 and lending in self._retired:
+                        self._retired.remove(lending)
+                        await lending.pool.close()
         finally:
             if not reserved:
                 self._in_use -= 1
+
+    async def _lend(self) -> tuple[_Lending, psycopg.AsyncConnection[Any]]:
+        """A connection of the current pool, and that pool's :class:`_Lending`.
+
+        Waiting past the pool's timeout while the pool lends connections (some are out, or
+        one was handed to another caller during the wait) is back-pressure:
+        :class:`StoreBusy`. Only a pool that lends nothing at all for that long is taken for
+        one that lost its server; it is replaced when the server answers again
+        (:meth:`_recover`), and a caller waiting on the replaced pool moves to the new one.
+        """
+        recovered = False
+        while True:
+            lending = self._lending
+            started = time.monotonic()
+            try:
+                conn = await lending.pool.getconn(timeout=self._pool_timeout)
+            except PoolTimeout:
+                if lending.lent > 0 or lending.last_lent >= started:
+                    raise StoreBusy(
+                        "every connection to the store is in use; retry later",
+                        retry_after=_RETRY_AFTER_SECONDS,
+                    ) from None
+                if recovered:  # a new pool that lends nothing either: give up for now
+                    raise StoreUnavailable("PostgreSQL is unavailable") from None
+                await self._recover(lending)
+                recovered = True
+                continue
+            except PoolClosed:
+                if self._lending is lending:
+                    raise
+                continue  # replaced while this caller waited: wait on the new pool
+            lending.lent += 1
+            lending.last_lent = time.monotonic()
+            return lending, conn
 
     def _reserve(self, wanted: int) -> int:
         """Up to ``wanted`` connections the pool can give without waiting for one to be
@@ -352,22 +405,26 @@ class PostgresStore:
                 # A connection whose rollback fails is one the pool discards when it is back.
                 await session.end()
 
-    async def _recover(
-        self, stale: AsyncConnectionPool[psycopg.AsyncConnection[Any]]
-    ) -> AsyncConnectionPool[psycopg.AsyncConnection[Any]]:
-        """A working pool when the server answers again; raises when it still does not."""
+    async def _recover(self, stale: _Lending) -> None:
+        """Replace ``stale``'s pool by a new one when the server answers; raises
+        :class:`StoreUnavailable` when it does not. The old pool is closed once it lends
+        nothing: never under a caller using one of its connections (a caller waiting on it
+        moves to the new pool)."""
         async with self._recovering:
-            if self._pool is not stale:
-                return self._pool
-            probe = await psycopg.AsyncConnection.connect(
-                self._conninfo, connect_timeout=max(1, round(self._pool_timeout))
-            )
-            await probe.close()
-            fresh = self._new_pool()
-            await fresh.open(wait=True, timeout=self._pool_timeout)
-            self._pool = fresh
-        await stale.close()
-        return fresh
+            if self._lending is not stale:
+                return
+            with translated():
+                probe = await psycopg.AsyncConnection.connect(
+                    self._conninfo, connect_timeout=max(1, round(self._pool_timeout))
+                )
+                await probe.close()
+                fresh = self._new_pool()
+                await fresh.open(wait=True, timeout=self._pool_timeout)
+            self._lending = _Lending(fresh)
+        if stale.lent == 0:
+            await stale.pool.close()
+        else:
+            self._retired.append(stale)
 
     def unit_of_work(self) -> PostgresUnitOfWork:
         return PostgresUnitOfWork(self)
@@ -396,8 +453,19 @@ class PostgresStore:
                 f"store part(s) unavailable: {', '.join(names)} (missing or not writable)"
             )
 
+    @property
+    def _pool(self) -> AsyncConnectionPool[psycopg.AsyncConnection[Any]]:
+        return self._lending.pool
+
+    @property
+    def capacity(self) -> int:
+        """How many units of work the store serves at once: its pool's size."""
+        return self._pool_max
+
     async def close(self) -> None:
-        await self._pool.close()
+        for lending in (*self._retired, self._lending):
+            await lending.pool.close()
+        self._retired.clear()
 
 
 async def _check_schema(conninfo: str, model_id: str, dimension: int) -> None:

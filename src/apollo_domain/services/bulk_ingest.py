@@ -23,6 +23,7 @@ from attrs import define, evolve, field
 
 from .. import admission
 from ..entities import Extraction
+from ..errors import TransientConflict
 from ..model import AccessScope, Entry, Evidence, EvidenceKind, Outcome, Viewer
 from ..ports import AccessLogRecord, ScoredEntry, SearchFilter, UnitOfWork
 from ..results import IngestResult
@@ -102,7 +103,7 @@ async def _ingest_chunk(
             await chunk.write(uow, extractions)
             await uow.commit()
             return results
-    except _Interrupted:
+    except (_Interrupted, TransientConflict):  # redone in order, each request alone
         return await ingest_chunk_in_order(
             deps, caller, requests, embeddings, extractions, idempotency_key
         )

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
-from datetime import datetime
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from datetime import datetime, timedelta
+from typing import TypeVar
 
 from attrs import field, frozen
 
 from ..bounds import AGENT_ID
 from ..confusables import reading
-from ..errors import ValidationError
+from ..errors import TransientConflict, ValidationError
 from ..extraction import HeuristicEntityExtractor
 from ..model import ACTIVE_STATUSES, Principal, Status, Viewer
 from ..normalize import bounded_text
@@ -30,6 +31,12 @@ from ..retry import OutboxRetry
 from ..validation import bounded_float, shown
 
 UNKNOWN_AGENT = "unknown"
+#: How many times in all a unit of work runs that the store keeps breaking apart for
+#: concurrent ones (:func:`in_unit_of_work`).
+UNIT_OF_WORK_ATTEMPTS = 3
+T = TypeVar("T")
+#: The boost window's default: the decay interval's.
+DEFAULT_BOOST_WINDOW = timedelta(hours=1)
 INGEST_PARTS = ("entries", "evidence", "expertise", "access_log", "outbox", "graph")
 
 
@@ -46,6 +53,8 @@ class Deps:
     retrieval: RetrievalSettings = field(factory=RetrievalSettings)
     extractor: EntityExtractor = field(factory=HeuristicEntityExtractor)
     outbox_retry: OutboxRetry = field(factory=OutboxRetry)
+    #: A principal earns a retrieval boost on an entry once per window (DESIGN §2).
+    boost_window: timedelta = DEFAULT_BOOST_WINDOW
 
 
 @frozen
@@ -91,6 +100,21 @@ async def embed_readings(deps: Deps, texts: Sequence[str]) -> list[Sequence[floa
     look-alike letters that disguise Latin ones folded), one per text, in order. Every
     text Apollo embeds to place or to search goes through here."""
     return await deps.embedder.embed([reading(text) for text in texts])
+
+
+async def in_unit_of_work(store: Store, work: Callable[[UnitOfWork], Awaitable[T]]) -> T:
+    """``work``'s result, run in a unit of work of ``store``; run whole again, at most
+    :data:`UNIT_OF_WORK_ATTEMPTS` times in all, when the store broke it apart for a
+    concurrent one (:class:`TransientConflict`). Its rollback undid all of it, so running
+    it again is safe when ``work`` acts only through the unit of work."""
+    for attempt in range(1, UNIT_OF_WORK_ATTEMPTS + 1):
+        try:
+            async with store.unit_of_work() as uow:
+                return await work(uow)
+        except TransientConflict:
+            if attempt == UNIT_OF_WORK_ATTEMPTS:
+                raise
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 async def resolve_viewer(directory: IdentityDirectory, principal: Principal) -> Viewer:

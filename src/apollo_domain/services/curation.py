@@ -235,14 +235,17 @@ async def archive_stale(
 
 
 async def run_decay_cycle(deps: Deps, *, idempotency_key: str | None = None) -> MaintenanceResult:
-    """c · 0.998^hours since each entry's last decay, then archive active entries below 0.1.
-    A redelivery of ``idempotency_key`` changes nothing and reports 0."""
+    """c · 0.998^hours since each entry's last decay, then archive active entries below 0.1;
+    the records of retrieval boosts whose window has passed are forgotten. A redelivery of
+    ``idempotency_key`` changes nothing and reports 0."""
     async with deps.store.unit_of_work() as uow:
-        if not await first_application(uow, "decay", idempotency_key, deps.clock.now()):
+        now = deps.clock.now()
+        if not await first_application(uow, "decay", idempotency_key, now):
             return MaintenanceResult("decay", 0)
         outcome = await uow.entries.decay(
-            deps.clock.now(), deps.policy.decay_factor_per_hour, deps.policy.archive_below
+            now, deps.policy.decay_factor_per_hour, deps.policy.archive_below
         )
+        await uow.entries.forget_boosts_before(now - deps.boost_window)
         await uow.commit()
     return MaintenanceResult("decay", outcome.decayed, archived=outcome.archived)
 

@@ -25,7 +25,8 @@ async def erase_agent(
       private entry stays its owner's, and two redacted entries never collide in one
       deduplication partition;
     - the evidence it gave on other entries is deleted, its origin evidence redacted;
-    - its credibility record and expertise rows are deleted;
+    - its credibility record and expertise rows are deleted, and when it earned retrieval
+      boosts;
     - its access-log rows are rewritten to ``redacted``;
     - the entity mentions and graph edges only its deleted entries supported go;
     - its id is replaced by ``redacted`` wherever a ``source_context`` of an entry or a
@@ -54,6 +55,7 @@ async def erase_agent(
         evidence = await uow.evidence.forget_agent(agent, SourceRef(REDACTED))
         credibility = int(await uow.credibility.forget(agent))
         expertise = await uow.expertise.forget_agent(agent)
+        await uow.entries.forget_earner(agent)
         access_log = await uow.access_log.redact_agent(agent, REDACTED)
         await uow.graph.prune()  # edges and entities only the deleted entries supported
         await uow.commit()

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from attrs import frozen
 
 from ..entities import Extraction
+from ..errors import TransientConflict
 from ..model import Entry, Outcome, Principal, Viewer
 from ..ports import UnitOfWork
 from ..results import IngestResult
@@ -48,9 +49,10 @@ async def ingest_each(deps: Deps, items: Sequence[IngestItem]) -> list[IngestRes
 
     An item rejected by admission writes nothing and keeps no key, as alone (a redelivery
     is decided again); a repeat of it in the group gets the same rejection. When a
-    concurrent writer gets in the way of the set-based reads, the items are ingested one by
-    one instead, each in its own unit of work with its own key (what the group had written
-    is rolled back)."""
+    concurrent writer gets in the way of the set-based reads, or the store breaks the group's
+    transaction apart for a concurrent one (:class:`TransientConflict`), the items are
+    ingested one by one instead, each in its own unit of work with its own key (what the
+    group had written is rolled back)."""
     if not items:
         return []
     store = deps.store
@@ -68,7 +70,7 @@ async def ingest_each(deps: Deps, items: Sequence[IngestItem]) -> list[IngestRes
             if applied:  # a group of replays recorded nothing: nothing to commit
                 await uow.commit()
             return results
-    except _Interrupted:
+    except (_Interrupted, TransientConflict):  # the store broke the group apart: alone
         return [
             await ingest(deps, item.caller, item.request, idempotency_key=item.idempotency_key)
             for item in items

@@ -46,6 +46,7 @@ from .context import (
     Deps,
     embed_readings,
     first_application,
+    in_unit_of_work,
     resolve_viewer,
     unit_float,
 )
@@ -171,24 +172,29 @@ async def ingest(
     if duplicate is None:  # step 5, outside the transaction: embedding may be slow
         embedding, extraction = await _embed(deps, request)
 
-    async with store.unit_of_work() as uow:
+    async def write(uow: UnitOfWork) -> IngestResult:
         now = deps.clock.now()
         if not await first_application(uow, "ingest", idempotency_key, now):
             return _replayed(await _find_duplicate(uow, request))
-        if duplicate is not None:  # still live? (under its row lock)
-            duplicate = await _find_duplicate(uow, request, lock=True)
-        if duplicate is not None:  # step 4
-            result = await _record_duplicate(deps, uow, viewer, request, duplicate, cred, now)
+        live = duplicate
+        if live is not None:  # still live? (under its row lock)
+            live = await _find_duplicate(uow, request, lock=True)
+        if live is not None:  # step 4
+            result = await _record_duplicate(deps, uow, viewer, request, live, cred, now)
         else:
-            if embedding is None:  # the duplicate of the first look was archived since
-                embedding, extraction = await _embed(deps, request)
-            result = await _place(deps, uow, viewer, request, embedding, cred, now)
+            vector, entities = embedding, extraction
+            if vector is None:  # the duplicate of the first look was archived since
+                vector, entities = await _embed(deps, request)
+            result = await _place(deps, uow, viewer, request, vector, cred, now)
             if result.outcome is Outcome.CREATED and result.entry_id is not None:
-                await index_entry(uow, result.entry_id, extraction, now)
+                await index_entry(uow, result.entry_id, entities, now)
         if result.outcome is not Outcome.REJECTED:
             await _bookkeep(uow, request, result, now)
             await uow.commit()
         return result
+
+    # Run whole again when the store broke it apart for a concurrent unit of work.
+    return await in_unit_of_work(store, write)
 
 
 async def _embed(deps: Deps, request: IngestRequest) -> tuple[tuple[float, ...], Extraction]:
@@ -242,14 +248,6 @@ async def _find_duplicate(
     return await uow.entries.find_by_hash(
         request.content_hash, request.access_scope, request.owner_id, lock=lock
     )
-
-
-async def _locked(uow: UnitOfWork, entry_id: uuid.UUID) -> tuple[Entry, list[Evidence]] | None:
-    """The entry under its row lock, and its evidence as of then; None when it is gone."""
-    entry = await uow.entries.lock(entry_id)
-    if entry is None:
-        return None
-    return entry, await uow.evidence.for_entry(entry_id)
 
 
 def supports(
@@ -385,25 +383,41 @@ async def _place(
 
     # step 6: corroborate the best confirmed neighbour the rules allow; failing that,
     # record agreement on the best candidate this text restates (DESIGN §2 "Agreement").
-    # A target is decided again under its row lock, on its evidence as of then.
-    for kind in (EvidenceKind.CORROBORATION, EvidenceKind.AGREEMENT):
-        for scored in neighbours:
-            target_id = scored.entry.id
-            recorded = evidence.get(target_id, [])
-            if not supports(
-                policy, viewer, request, scored.entry, scored.similarity, recorded, kind
-            ):
-                continue
-            locked = await _locked(uow, target_id)
-            if locked is None:  # erased meanwhile
-                continue
-            target, evidence[target_id] = locked
-            if supports(
-                policy, viewer, request, target, scored.similarity, evidence[target_id], kind
-            ):
-                return await _support(
-                    deps, uow, request, target, scored.similarity, kind, credibility, now
-                )
+    # The possible targets are locked together, in id order (locking them one by one in
+    # similarity order could deadlock with a writer locking in id order), and each is
+    # decided again on its state and evidence as of then.
+    kinds = (EvidenceKind.CORROBORATION, EvidenceKind.AGREEMENT)
+    possible = [
+        scored
+        for scored in neighbours
+        if any(
+            supports(
+                policy,
+                viewer,
+                request,
+                scored.entry,
+                scored.similarity,
+                evidence.get(scored.entry.id, []),
+                kind,
+            )
+            for kind in kinds
+        )
+    ]
+    if possible:
+        locked = await uow.entries.lock_many([scored.entry.id for scored in possible])
+        recorded = await uow.evidence.for_entries(list(locked))
+        for kind in kinds:
+            for scored in possible:
+                target = locked.get(scored.entry.id)
+                if target is None:  # erased meanwhile
+                    continue
+                evidence[target.id] = recorded.get(target.id, [])
+                if supports(
+                    policy, viewer, request, target, scored.similarity, evidence[target.id], kind
+                ):
+                    return await _support(
+                        deps, uow, request, target, scored.similarity, kind, credibility, now
+                    )
 
     decision = admit_new(policy, request, credibility, neighbours, evidence)
     if not decision.admitted:
@@ -546,8 +560,9 @@ async def ingest_chunk_in_order(
     a concurrent writer gets in its way."""
     store = deps.store
     viewer = await resolve_viewer(store.directory, caller.principal)
-    results: list[IngestResult] = []
-    async with store.unit_of_work() as uow:
+
+    async def in_order(uow: UnitOfWork) -> list[IngestResult]:
+        results: list[IngestResult] = []
         if not await first_application(uow, "store_many", idempotency_key, deps.clock.now()):
             return [_replayed(await _find_duplicate(uow, r)) for r in requests]
         credibility: dict[str, float] = {}
@@ -574,7 +589,10 @@ async def ingest_chunk_in_order(
                 await _bookkeep(uow, request, result, now)
             results.append(result)
         await uow.commit()
-    return results
+        return results
+
+    # Run whole again when the store broke it apart for a concurrent unit of work.
+    return await in_unit_of_work(store, in_order)
 
 
 def replayed(entries: Sequence[Entry | None]) -> list[IngestResult]:

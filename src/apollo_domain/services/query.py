@@ -13,7 +13,7 @@ from ..errors import ValidationError
 from ..lexical import STOPWORDS
 from ..model import Entry, Status
 from ..normalize import normalize_domain_filter, normalize_tag_filter
-from ..ports import AccessLogRecord, Reads, SearchFilter
+from ..ports import AccessLogRecord, Reads, SearchFilter, UnitOfWork
 from ..results import EntryView, QueryResult
 from ..retrieval import GRAPH, LEXICAL, VECTOR, Fused, RetrievalSettings, fuse
 from ..validation import bounded_float, shown
@@ -22,6 +22,7 @@ from .context import (
     Deps,
     bounded_int,
     embed_readings,
+    in_unit_of_work,
     parse_statuses,
     resolve_viewer,
     unit_float,
@@ -79,7 +80,8 @@ async def query(
     relevant by itself); an entry no signal found is never returned, so unrelated and
     opposite texts are neither returned nor boosted.
 
-    A search boosts each returned entry's confidence atomically in the store and, when
+    A search boosts each returned entry's confidence atomically in the store, once per
+    boost window for each principal (the agent, for a caller without one), and, when
     ``count_access``, adds to its access count and writes one ``query`` access-log row per
     returned entry — all in one transaction. The access log must be writable before
     anything is embedded or looked up.
@@ -157,7 +159,8 @@ async def query(
     # The signals are independent reads: the store may run them at once. The graph fill,
     # a chain of statements, goes first: on the unit of work's own connection, already open.
     order = sorted(reads, key=lambda signal: signal != GRAPH)
-    async with store.unit_of_work() as uow:
+
+    async def search_and_boost(uow: UnitOfWork) -> QueryResult:
         candidates = dict(
             zip(order, await uow.read_concurrently([reads[s] for s in order]), strict=True)
         )
@@ -177,7 +180,12 @@ async def query(
         now = deps.clock.now()
         live = [r for r in ranked if found[r.entry_id].status is not Status.ARCHIVED]
         boosted = await uow.entries.boost(
-            [r.entry_id for r in live], deps.policy.retrieval_boost, now, count_access=count_access
+            [r.entry_id for r in live],
+            deps.policy.retrieval_boost,
+            now,
+            count_access=count_access,
+            earner=caller.principal.id or caller.agent_id,
+            window=deps.boost_window,
         )
         if count_access:
             await uow.access_log.record(
@@ -187,7 +195,10 @@ async def query(
                 ]
             )
         await uow.commit()
-    return QueryResult(mode, tuple(_view(found[r.entry_id], r, boosted) for r in ranked))
+        return QueryResult(mode, tuple(_view(found[r.entry_id], r, boosted) for r in ranked))
+
+    # Run whole again when the store broke it apart for a concurrent unit of work.
+    return await in_unit_of_work(store, search_and_boost)
 
 
 def _view(entry: Entry, ranked: Fused, boosted: Mapping[UUID, float]) -> EntryView:

@@ -26,6 +26,7 @@ from ...facade import Apollo
 from ...metrics import Metrics
 from ...wire.codec import decode_json, encode_json, json_type, make_converter
 from ...wire.envelope import structure
+from .admission import Admission
 from .auth import UNAUTHORIZED_HEADERS, Authenticator, Unauthorized
 from .console_app import console_routes
 from .errors import JSON, error_response, http_error, map_error, server_error
@@ -36,6 +37,8 @@ from .operations import HTTP_AGENT, OPERATIONS, Call, Operation
 logger = logging.getLogger("apollo.http")
 #: The ``MESSAGE`` bound: a larger body is refused (413) before it is parsed.
 MAX_BODY_BYTES = MESSAGE.limit
+#: Commands served at once when no admission is given: the default connection pool's size.
+DEFAULT_CAPACITY = 10
 
 
 class _TooLarge(Exception):
@@ -137,6 +140,7 @@ def _endpoint(
     auth: Authenticator,
     metrics: Metrics | None,
     converter: Any,
+    admission: Admission,
 ) -> Callable[[Request], Awaitable[Response]]:
     async def endpoint(request: Request) -> Response:
         try:
@@ -153,7 +157,8 @@ def _endpoint(
                     principal.agent or principal.id or HTTP_AGENT, principal, edge=HTTP_AGENT
                 )
                 started = time.perf_counter()
-                result = await handle(apollo.deps, caller, command)
+                async with admission.admitted():
+                    result = await handle(apollo.deps, caller, command)
                 if metrics is not None:
                     metrics.observe_command(command, result, time.perf_counter() - started)
                 status, payload = op.present(call, result)
@@ -198,16 +203,24 @@ def create_app(
     tokens: Mapping[str, str] | None = None,
     metrics: Metrics | None = None,
     request_timeout: float | None = None,
+    admission: Admission | None = None,
 ) -> Starlette:
     """The Starlette application of Apollo's HTTP API (``/api/apollo/...``, ``/metrics``,
     ``/openapi.json``) and of the console (``/`` and ``/console/...``, static files outside
     the API document). ``tokens`` maps bearer tokens to principal ids; a request not carried
-    out within ``request_timeout`` seconds (None: no budget) is answered with 503."""
+    out within ``request_timeout`` seconds (None: no budget) is answered with 503. Every
+    command waits for ``admission`` (default: :data:`DEFAULT_CAPACITY` at once); health
+    does not."""
     converter = make_converter(round_scores=True)
+    admission = admission or Admission(DEFAULT_CAPACITY)
     auth = Authenticator(tokens)
     document = encode_json(openapi_document())
     routes: list[BaseRoute] = [
-        Route(op.full_path, _endpoint(op, apollo, auth, metrics, converter), methods=[op.method])
+        Route(
+            op.full_path,
+            _endpoint(op, apollo, auth, metrics, converter, admission),
+            methods=[op.method],
+        )
         for op in OPERATIONS
     ]
 

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Mapping
 from typing import Any
 
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
+
+from apollo_domain.errors import StoreBusy
 
 from ...error_policy import INTERNAL, field_of, message_of, rule_for
 from ...wire.codec import encode_json
@@ -37,11 +40,20 @@ def error_response(
 
 
 def map_error(exc: BaseException) -> Response:
-    """Any error as its policy's status and name (a server fault without its text)."""
+    """Any error as its policy's status and name (a server fault without its text; a busy
+    store with ``Retry-After``). A server-side failure is logged with its cause, which the
+    caller is never shown."""
     rule = rule_for(exc)
     if rule is INTERNAL:
         logger.error("unexpected error", exc_info=exc)
-    return error_response(rule.http_status, rule.name, message_of(exc), field_of(exc))
+    elif rule.http_status >= 500:
+        logger.warning("%s: %s", rule.name, exc, exc_info=exc.__cause__ is not None)
+    headers = None
+    if isinstance(exc, StoreBusy):
+        headers = {"Retry-After": str(max(1, math.ceil(exc.retry_after)))}
+    return error_response(
+        rule.http_status, rule.name, message_of(exc), field_of(exc), headers=headers
+    )
 
 
 async def http_error(request: Request, exc: Exception) -> Response:

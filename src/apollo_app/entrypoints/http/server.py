@@ -16,6 +16,7 @@ from apollo_domain.errors import ApolloError
 from ...facade import Apollo
 from ...metrics import Metrics
 from ...settings import Settings
+from .admission import Admission
 from .app import create_app
 from .connections import guarded_protocol
 
@@ -182,8 +183,13 @@ async def serve_http(
     ``settings.http_port`` (or on ``sock``, bound there beforehand with :func:`listen`)
     until cancelled, then shut down gracefully and re-raise."""
     tokens = settings.api_tokens
+    # As many commands at once as the store has pooled connections: the rest queue.
     app = create_app(
-        apollo, tokens=tokens, metrics=metrics, request_timeout=settings.request_timeout
+        apollo,
+        tokens=tokens,
+        metrics=metrics,
+        request_timeout=settings.request_timeout,
+        admission=Admission(settings.pool_max),
     )
     host = bind_host(settings.http_host, tokens)
     warning = host_overridden(settings.http_host, tokens)

@@ -1,6 +1,7 @@
 """Service mode: the actors that consume Apollo's queues, the periodic work, ``apollo serve``.
 
-Consumers (one per queue, ``settings.prefetch`` deliveries in flight each):
+Consumers (one per queue, ``settings.consumer_prefetch`` deliveries in flight each: the
+prefetch, at most the store's pool size):
 
 - ingest queue: ``ingest`` and the other mutations. The principal is the broker-verified
   ``user_id`` of the message (none when absent); the body's ``agent_id`` is attribution
@@ -138,7 +139,7 @@ class ApolloService:
             return
         self._started = True
         topology = self.topology
-        prefetch = self.settings.prefetch
+        prefetch = self.settings.consumer_prefetch
         ingest = self._single
         ingest_prefetch = prefetch
         if self.settings.ingest_batch > 1:
