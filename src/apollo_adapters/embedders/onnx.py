@@ -71,7 +71,7 @@ class OnnxEmbedder:
         cache_dir: str | Path,
         quantize: str | None = None,
         threads: int | None = None,
-        batch_size: int = 32,
+        batch_size: int = 16,
         model_id: str | None = None,
     ) -> None:
         if quantize is not None and quantize not in QUANTIZATIONS:
