@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from apollo_adapters.embedders import OnnxEmbedder
-from apollo_adapters.embedders.onnx import default_threads
+from apollo_adapters.embedders.onnx import _fingerprint, default_threads
 from apollo_adapters.embedders.sentence import default_model_path
 from apollo_app.bootstrap import build_embedder
 from apollo_app.settings import Settings
@@ -109,3 +109,14 @@ def test_a_model_pooling_otherwise_than_by_the_mean_is_refused_before_any_export
     with pytest.raises(ConfigurationError, match="pooling_mode_cls_token"):
         OnnxEmbedder(model, cache_dir=tmp_path / "cache")
     assert not (tmp_path / "cache").exists()
+
+
+def test_a_changed_model_folder_gets_a_graph_of_its_own(tmp_path: Path) -> None:
+    """The cached graph's name carries the folder's fingerprint: a file that changes (new
+    weights, another tokenizer) names another graph, so a stale one is never loaded."""
+    model = tmp_path / "model-copy"
+    shutil.copytree(default_model_path(), model, ignore=shutil.ignore_patterns("*.safetensors"))
+    before = _fingerprint(model)
+    assert before == _fingerprint(model)
+    (model / "tokenizer_config.json").write_text("{}")
+    assert before != _fingerprint(model)
