@@ -158,6 +158,15 @@ def in_memory(overrides: Overrides = Overrides()) -> Wired:
     return Wired(wire(store, overrides), (store.close,))
 
 
+#: The ONNX embedder's options → the settings that give them.
+_ONNX_VARIABLES = {
+    "cache_dir": "APOLLO_ONNX_CACHE_DIR",
+    "quantize": "APOLLO_ONNX_QUANTIZE",
+    "threads": "APOLLO_ONNX_THREADS",
+    "model": "APOLLO_EMBEDDING_MODEL",
+}
+
+
 def build_embedder(settings: Settings) -> Embedder:
     """The embedder named by ``APOLLO_EMBEDDER`` (hashing unless configured otherwise)."""
     if settings.embedder == "hashing":
@@ -169,12 +178,18 @@ def build_embedder(settings: Settings) -> Embedder:
     if settings.embedder == "onnx":
         from apollo_adapters.embedders import OnnxEmbedder
 
-        return OnnxEmbedder(
-            settings.embedding_model,
-            cache_dir=settings.onnx_cache,
-            quantize=None if settings.onnx_quantize == "none" else settings.onnx_quantize,
-            threads=settings.onnx_threads,
-        )
+        try:
+            return OnnxEmbedder(
+                settings.embedding_model,
+                cache_dir=settings.onnx_cache,
+                quantize=None if settings.onnx_quantize == "none" else settings.onnx_quantize,
+                threads=settings.onnx_threads,
+            )
+        except ConfigurationError as exc:  # name the setting, not the option
+            variable = _ONNX_VARIABLES.get(exc.variable)
+            if variable is None:
+                raise
+            raise ConfigurationError(variable, exc.message) from exc
     if settings.embedder == "openai":
         from apollo_adapters.embedders import OpenAIEmbedder
 

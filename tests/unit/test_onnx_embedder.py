@@ -120,3 +120,13 @@ def test_a_changed_model_folder_gets_a_graph_of_its_own(tmp_path: Path) -> None:
     assert before == _fingerprint(model)
     (model / "tokenizer_config.json").write_text("{}")
     assert before != _fingerprint(model)
+
+
+def test_a_cache_folder_that_cannot_be_made_names_its_setting(tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    settings = Settings(embedder="onnx", onnx_cache_dir=blocker / "onnx")
+    with pytest.raises(ConfigurationError) as err:
+        build_embedder(settings)
+    assert "APOLLO_ONNX_CACHE_DIR" == err.value.variable
+    assert "cannot create the ONNX cache folder" in err.value.message
