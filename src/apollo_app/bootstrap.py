@@ -163,7 +163,6 @@ _ONNX_VARIABLES = {
     "cache_dir": "APOLLO_ONNX_CACHE_DIR",
     "quantize": "APOLLO_ONNX_QUANTIZE",
     "threads": "APOLLO_ONNX_THREADS",
-    "model": "APOLLO_EMBEDDING_MODEL",
 }
 
 
