@@ -12,9 +12,10 @@ note and names the note(s) that answer it. Three kinds of question:
   organisation, so only the entity graph (person → organisation) connects them.
 
 Runs every mode against the in-memory store (and PostgreSQL with ``--postgres``) with the
-hashing embedder and, unless ``--no-model``, the bundled all-MiniLM-L6-v2 model::
+hashing embedder and, unless ``--no-model``, the bundled all-MiniLM-L6-v2 model (with
+``--onnx DIR`` also that model under ONNX Runtime, fp32 and int8)::
 
-    PYTHONPATH=src python benchmarks/retrieval_bench.py [--people 60] [--postgres]
+    PYTHONPATH=src python benchmarks/retrieval_bench.py [--people 60] [--postgres] [--onnx DIR]
 
 Each embedder's relevance floor applies (``--no-floor``: none, to compare). Entry ids come
 from a generator seeded with ``--seed``, so ties among equal scores rank the same way on
@@ -410,13 +411,18 @@ async def run_postgres(
             await store.close()
 
 
-def embedders(use_model: bool) -> list[tuple[str, Embedder]]:
+def embedders(use_model: bool, onnx_cache: Path | None = None) -> list[tuple[str, Embedder]]:
     found: list[tuple[str, Embedder]] = [("hashing-384", HashingEmbedder(384))]
     if use_model:
         from apollo_adapters.embedders import SentenceTransformerEmbedder
         from apollo_adapters.embedders.sentence import default_model_path
 
         found.append(("all-MiniLM-L6-v2", SentenceTransformerEmbedder(default_model_path())))
+    if use_model and onnx_cache is not None:
+        from apollo_adapters.embedders import OnnxEmbedder
+
+        found.append(("MiniLM onnx fp32", OnnxEmbedder(cache_dir=onnx_cache)))
+        found.append(("MiniLM onnx int8", OnnxEmbedder(cache_dir=onnx_cache, quantize="int8")))
     return found
 
 
@@ -427,6 +433,12 @@ async def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--postgres", action="store_true", help="also run on PostgreSQL")
     parser.add_argument("--no-model", action="store_true", help="hashing embedder only")
     parser.add_argument("--no-floor", action="store_true", help="no relevance floor")
+    parser.add_argument(
+        "--onnx",
+        type=Path,
+        metavar="DIR",
+        help="also the model under ONNX Runtime, fp32 and int8 (graphs kept in DIR)",
+    )
     parser.add_argument("--output", type=Path, help="folder for the JSON (benchmarks/results)")
     args = parser.parse_args(argv)
     notes, questions = corpus(args.people, args.seed)
@@ -439,7 +451,7 @@ async def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "runs": {},
     }
     stores = ["memory", *(["postgres"] if args.postgres else [])]
-    for label, embedder in embedders(not args.no_model):
+    for label, embedder in embedders(not args.no_model, args.onnx):
         for store in stores:
             run = run_memory if store == "memory" else run_postgres
             with mock.patch("uuid.uuid4", seeded_uuid4(args.seed)):

@@ -30,4 +30,11 @@ def server_folder() -> Iterator[Path]:
     shutil.rmtree(folder, ignore_errors=True)
 
 
-__all__ = ["postgres_server", "server_folder"]
+@pytest.fixture(scope="session")
+def onnx_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One folder for the ONNX embedder's graphs for the whole session: the packaged model
+    is exported (and quantized) once, by the first test that builds an ONNX embedder."""
+    return tmp_path_factory.mktemp("onnx")
+
+
+__all__ = ["onnx_cache", "postgres_server", "server_folder"]

@@ -164,6 +164,14 @@ def in_memory(overrides: Overrides = Overrides()) -> Wired:
     return Wired(wire(store, overrides), (store.close,))
 
 
+#: The ONNX embedder's options → the settings that give them.
+_ONNX_VARIABLES = {
+    "cache_dir": "APOLLO_ONNX_CACHE_DIR",
+    "quantize": "APOLLO_ONNX_QUANTIZE",
+    "threads": "APOLLO_ONNX_THREADS",
+}
+
+
 def build_embedder(settings: Settings) -> Embedder:
     """The embedder named by ``APOLLO_EMBEDDER`` (hashing unless configured otherwise)."""
     if settings.embedder == "hashing":
@@ -172,6 +180,21 @@ def build_embedder(settings: Settings) -> Embedder:
         from apollo_adapters.embedders import SentenceTransformerEmbedder
 
         return SentenceTransformerEmbedder(settings.embedding_model)
+    if settings.embedder == "onnx":
+        from apollo_adapters.embedders import OnnxEmbedder
+
+        try:
+            return OnnxEmbedder(
+                settings.embedding_model,
+                cache_dir=settings.onnx_cache,
+                quantize=None if settings.onnx_quantize == "none" else settings.onnx_quantize,
+                threads=settings.onnx_threads,
+            )
+        except ConfigurationError as exc:  # name the setting, not the option
+            variable = _ONNX_VARIABLES.get(exc.variable)
+            if variable is None:
+                raise
+            raise ConfigurationError(variable, exc.message) from exc
     if settings.embedder == "openai":
         from apollo_adapters.embedders import OpenAIEmbedder
 
@@ -260,6 +283,8 @@ def _embedder_hint(settings: Settings) -> Iterator[None]:
             chosen += f", APOLLO_EMBEDDING_DIMENSION={settings.embedding_dimension}"
         elif settings.embedding_model:
             chosen += f", APOLLO_EMBEDDING_MODEL={settings.embedding_model}"
+        if settings.embedder == "onnx":
+            chosen += f", APOLLO_ONNX_QUANTIZE={settings.onnx_quantize}"
         made_by = (
             f"APOLLO_EMBEDDER=hashing and APOLLO_EMBEDDING_DIMENSION={exc.stored_dimension}"
             if exc.stored_model.startswith(HASHING_MODEL_PREFIX)
@@ -275,15 +300,17 @@ def _embedder_hint(settings: Settings) -> Iterator[None]:
 
 
 async def _check_model_before_loading(settings: Settings, conninfo: str) -> None:
-    """A sentence-transformers model takes seconds to load: a store made with another
-    model is refused (naming the settings) before it is loaded, from the model id alone."""
-    if settings.embedder != "sentence-transformers":
+    """A local model takes seconds to load (or export): a store made with another model is
+    refused (naming the settings) before it is loaded, from the model id alone."""
+    if settings.embedder not in ("sentence-transformers", "onnx"):
         return
     from apollo_adapters.embedders.sentence import model_id_of
     from apollo_adapters.postgres import PostgresStore
     from apollo_adapters.postgres.errors import EmbedderMismatch
 
     configured = model_id_of(settings.embedding_model)
+    if settings.embedder == "onnx" and settings.onnx_quantize != "none":
+        configured += f"+{settings.onnx_quantize}"
     with _embedder_hint(settings):
         stored = await PostgresStore.stored_embedder(conninfo)
         if stored is not None and stored[0] != configured:

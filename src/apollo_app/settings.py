@@ -18,7 +18,9 @@ from apollo_domain.retry import OutboxRetry
 from apollo_domain.rules import check_agent_id
 from apollo_domain.secrets import MASK, redact
 
-EMBEDDERS = ("hashing", "sentence-transformers", "openai")
+EMBEDDERS = ("hashing", "sentence-transformers", "onnx", "openai")
+#: ``APOLLO_ONNX_QUANTIZE`` values: the fp32 graph, or its int8 dynamic quantization.
+ONNX_QUANTIZATIONS = ("none", "int8")
 _BOOLEANS = {
     "1": True,
     "true": True,
@@ -29,6 +31,10 @@ _BOOLEANS = {
     "no": False,
     "off": False,
 }
+
+
+def _optional_path(value: str | Path | None) -> Path | None:
+    return None if value is None else Path(value)
 
 
 def _tokens(value: Mapping[str, str] | None) -> Mapping[str, str]:
@@ -92,6 +98,11 @@ class Settings:
     embedding_model: str | None = None
     embedding_dimension: int = 384
     embedding_url: str | None = field(default=None, repr=_url_repr)
+    #: The ONNX embedder: where its exported graphs are kept (``None``: ``data_dir/onnx``),
+    #: whether it runs the int8 graph, and its intra-op threads (``None``: every core but one).
+    onnx_cache_dir: Path | None = field(default=None, converter=_optional_path)
+    onnx_quantize: str = "none"
+    onnx_threads: int | None = None
     llm_url: str | None = field(default=None, repr=_url_repr)
     llm_model: str | None = None
     llm_api_key: str | None = field(default=None, repr=_secret_repr)
@@ -192,11 +203,14 @@ class Settings:
         text("APOLLO_EMBEDDER", "embedder")
         text("APOLLO_EMBEDDING_MODEL", "embedding_model")
         text("APOLLO_EMBEDDING_URL", "embedding_url")
+        text("APOLLO_ONNX_CACHE_DIR", "onnx_cache_dir")
+        text("APOLLO_ONNX_QUANTIZE", "onnx_quantize")
         text("APOLLO_LLM_URL", "llm_url")
         text("APOLLO_LLM_MODEL", "llm_model")
         text("APOLLO_LLM_API_KEY", "llm_api_key")
         text("APOLLO_HTTP_HOST", "http_host")
         number("APOLLO_EMBEDDING_DIMENSION", "embedding_dimension", int, 1, 16_000)
+        number("APOLLO_ONNX_THREADS", "onnx_threads", int, 1, 1_024)
         number("APOLLO_HTTP_PORT", "http_port", int, 1, 65_535)
         number("APOLLO_HTTP_HEADER_TIMEOUT", "http_header_timeout", float, 0.01, 3_600)
         number("APOLLO_HTTP_BODY_TIMEOUT", "http_body_timeout", float, 0.01, 3_600)
@@ -231,6 +245,14 @@ class Settings:
                 "APOLLO_EMBEDDER",
                 f"must be one of {', '.join(EMBEDDERS)}, got {kwargs['embedder']!r}",
             )
+        if "onnx_quantize" in kwargs:
+            kwargs["onnx_quantize"] = kwargs["onnx_quantize"].lower()
+            if kwargs["onnx_quantize"] not in ONNX_QUANTIZATIONS:
+                raise ConfigurationError(
+                    "APOLLO_ONNX_QUANTIZE",
+                    f"must be one of {', '.join(ONNX_QUANTIZATIONS)},"
+                    f" got {env['APOLLO_ONNX_QUANTIZE']!r}",
+                )
         for name, key in (
             ("APOLLO_HTTP_ENABLED", "http_enabled"),
             ("APOLLO_ALLOW_ANONYMOUS_PUBLISHERS", "allow_anonymous_publishers"),
@@ -308,6 +330,11 @@ class Settings:
         """A principal's retrieval boost window, as the use cases take it."""
         seconds = self.boost_window_seconds
         return timedelta(seconds=self.decay_interval if seconds is None else seconds)
+
+    @property
+    def onnx_cache(self) -> Path:
+        """The folder of the ONNX embedder's exported graphs."""
+        return self.onnx_cache_dir if self.onnx_cache_dir is not None else self.data_dir / "onnx"
 
     @property
     def outbox_retry(self) -> OutboxRetry:

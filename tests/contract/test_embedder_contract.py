@@ -1,5 +1,6 @@
 """The Embedder port on every local embedder: the hashing embedder, the caching wrapper
-(over the hashing embedder) and the sentence-transformers model loaded from disk.
+(over the hashing embedder), the sentence-transformers model loaded from disk, and the
+same model run by ONNX Runtime (fp32 and int8, exported once per session).
 
 The port promises one vector per text, in order, each of length ``dimension``, and that
 every vector of a ``model_id`` is comparable with every other: equal texts embed equally
@@ -14,7 +15,12 @@ from collections.abc import Callable, Sequence
 
 import pytest
 
-from apollo_adapters.embedders import CachingEmbedder, HashingEmbedder, SentenceTransformerEmbedder
+from apollo_adapters.embedders import (
+    CachingEmbedder,
+    HashingEmbedder,
+    OnnxEmbedder,
+    SentenceTransformerEmbedder,
+)
 from apollo_domain.ports import Embedder
 
 EmbedderFactory = Callable[[], Embedder]
@@ -32,13 +38,18 @@ TEXTS = [
 TOLERANCE = 1e-5  # float32 rounding of one text batched with others
 
 
-@pytest.fixture(params=["hashing", "caching", "sentence"])
+@pytest.fixture(params=["hashing", "caching", "sentence", "onnx", "onnx-int8"])
 def make_embedder(request: pytest.FixtureRequest) -> EmbedderFactory:
     """Builds fresh, independent embedders of one adapter, all of one model."""
     if request.param == "hashing":
         return lambda: HashingEmbedder(64)
     if request.param == "caching":
         return lambda: CachingEmbedder(HashingEmbedder(64), max_entries=3)
+    if request.param.startswith("onnx"):
+        cache = request.getfixturevalue("onnx_cache")
+        quantize = "int8" if request.param == "onnx-int8" else None
+        # Batches of 3: the contract's texts span several batches of mixed lengths.
+        return lambda: OnnxEmbedder(cache_dir=cache, quantize=quantize, batch_size=3)
     return SentenceTransformerEmbedder  # the packaged model, from disk
 
 

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from benchmarks import (
     content_identity_bench,
+    embedder_bench,
     hybrid_bench,
     ingest_recall_bench,
     load_bench,
@@ -254,6 +255,26 @@ def test_load_bench_quick_reports_every_level_without_errors() -> None:
             assert positive(level[figure]), figure
         assert 0 == level["errors"], result["failures"]
     assert positive(result["target"]["bound_ms"])
+
+
+def test_embedder_bench_quick_reports_every_runtime(tmp_path: Path, onnx_cache: Path) -> None:
+    """PyTorch, ONNX fp32 and ONNX int8 are each timed on queries and in bulk, and compared
+    with PyTorch's vectors; the targets get a verdict."""
+    result = embedder_bench.main(
+        ["--quick", "--threads", "1", "--cache", str(onnx_cache), "--output", str(tmp_path)]
+    )
+
+    written = json.loads((tmp_path / "embedder_bench_quick.json").read_text())
+    assert written["runtimes"] == result["runtimes"]
+    assert 1 == written["threads"]
+    assert set(embedder_bench.RUNTIMES) == set(written["runtimes"])
+    for name, figures in written["runtimes"].items():
+        assert positive(figures["bulk_texts_per_s"]), name
+        assert positive(figures["bulk_over_pytorch"]), name
+        for stat in ("p50_ms", "p95_ms"):
+            assert positive(figures["query"][stat]), (name, stat)
+        assert 0.95 <= figures["cosine_min"] <= figures["cosine_mean"] <= 1.0 + 1e-6, name
+    assert {"onnx_fp32_query_met", "onnx_fp32_bulk_met"} <= set(written["targets"])
 
 
 def test_content_identity_bench_quick_reports_both_figures_for_every_input() -> None:
