@@ -267,3 +267,24 @@ class TopicalTextGenerator(TextGenerator):
 
     def text(self, low: int = 80, high: int = 150) -> str:
         return self.topic_text(self._random.randrange(len(self.topics)), low, high)
+
+
+#: Named adversarial units, one of each kind: repeated to a length, each makes a
+#: backtracking pattern re-read its run from every character (the linear-text tests and
+#: ``text_bench`` use them).
+ADVERSARIAL_UNITS = {
+    "commas": "1,",
+    "dashes": "-",
+    "dots": ".",
+    "apostrophes": "'",
+    "quotes": '"a',
+    "letter-dash": "a-",
+    "digit-dot": "1.",
+    "capitalized words": "Alpha ",
+    "stop words": "The ",
+    "scheme characters": "k-",
+    "local-part characters": "a.",
+    "underscores": "a_",
+    "sentence openers": "Soup. ",
+    "openers after colons": "a:Foo ",
+}

@@ -43,25 +43,17 @@ from apollo_domain.gas_rules import extract_entities as gas_entity_names
 from apollo_domain.lexical import occurrences
 from apollo_domain.normalize import MAX_CONTENT_CHARS, content_hash
 from apollo_domain.secrets import redact
-from benchmarks._common import TextGenerator, fmt, machine, median, table, write_json
+from benchmarks._common import (
+    ADVERSARIAL_UNITS,
+    TextGenerator,
+    fmt,
+    machine,
+    median,
+    table,
+    write_json,
+)
 
-#: The adversarial units (the same kinds as the unit tests' ``ADVERSARIAL_UNITS``).
-UNITS = {
-    "commas": "1,",
-    "dashes": "-",
-    "dots": ".",
-    "apostrophes": "'",
-    "quotes": '"a',
-    "letter-dash": "a-",
-    "digit-dot": "1.",
-    "capitalized words": "Alpha ",
-    "stop words": "The ",
-    "scheme characters": "k-",
-    "local-part characters": "a.",
-    "underscores": "a_",
-    "sentence openers": "Soup. ",
-    "openers after colons": "a:Foo ",
-}
+UNITS = ADVERSARIAL_UNITS
 EXTRACTION_TARGET_MS = 100.0
 _TOKENS = re.compile(r"\w+|[^\w\s]+")
 _EMBEDDER = HashingEmbedder()

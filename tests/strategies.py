@@ -12,6 +12,7 @@ from typing import Any
 from uuid import UUID, uuid4
 
 from attrs import evolve, frozen
+from benchmarks._common import ADVERSARIAL_UNITS
 from hypothesis import strategies as st
 
 from apollo_domain.confusables import CONFUSABLES
@@ -102,24 +103,6 @@ whitespace_runs = st.text(alphabet=" \t\n\r", min_size=1, max_size=4)
 #
 # Texts built to make a backtracking pattern re-read a run from each of its characters: one
 # short unit repeated to the wanted length, then a tail that makes a match fail at the end.
-
-#: Named adversarial units, one of each kind (the plain tests and the benchmark use them).
-ADVERSARIAL_UNITS = {
-    "commas": "1,",
-    "dashes": "-",
-    "dots": ".",
-    "apostrophes": "'",
-    "quotes": '"a',
-    "letter-dash": "a-",
-    "digit-dot": "1.",
-    "capitalized words": "Alpha ",
-    "stop words": "The ",
-    "scheme characters": "k-",
-    "local-part characters": "a.",
-    "underscores": "a_",
-    "sentence openers": "Soup. ",
-    "openers after colons": "a:Foo ",
-}
 
 
 def repeated(unit: str, length: int, tail: str = "") -> str:
