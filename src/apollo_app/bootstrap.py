@@ -479,6 +479,7 @@ async def open_bus(
             topology=topology,
             max_redeliveries=settings.max_redeliveries,
             gateway_users=settings.gateway_users,
+            queue_type=settings.queue_type,
         )
     from apollo_adapters.inprocess import InProcessBus
 
@@ -486,14 +487,22 @@ async def open_bus(
 
 
 async def connect_broker(
-    amqp_url: str, topology: Topology | None = None, *, declare_topology: bool = True
+    amqp_url: str,
+    topology: Topology | None = None,
+    *,
+    declare_topology: bool = True,
+    queue_type: str = "quorum",
 ) -> MessageBus:
     """A RabbitMQ bus at ``amqp_url`` declaring ``topology`` (the production names by
-    default; not declared when ``declare_topology`` is false): client mode's transport."""
+    default; not declared when ``declare_topology`` is false) with ``queue_type`` queues:
+    client mode's transport."""
     from apollo_adapters.rabbitmq import AiormqBus
 
     return await AiormqBus.connect(
-        amqp_url, topology=topology or Topology(), declare_topology=declare_topology
+        amqp_url,
+        topology=topology or Topology(),
+        declare_topology=declare_topology,
+        queue_type=queue_type,
     )
 
 

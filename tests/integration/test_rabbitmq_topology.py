@@ -11,12 +11,14 @@ import pytest
 from yarl import URL
 
 from apollo_adapters.rabbitmq import AiormqBus, declare_topology
+from apollo_adapters.rabbitmq import topology as rabbitmq_topology
 from apollo_domain.errors import TransportError
 from apollo_domain.messaging import Delivery, Message
 from apollo_domain.topology import Topology
 from tests.rabbitmq_support import (
     close_connection_named,
     list_bindings,
+    list_queue_types,
     start_test_broker,
 )
 
@@ -118,6 +120,82 @@ async def test_a_conflicting_existing_queue_is_a_transport_error(
         await channel.queue_declare(topology.ingest_queue, durable=True)
         with pytest.raises(TransportError, match="PRECONDITION_FAILED"):
             await declare_topology(await connection.channel(), topology)
+
+
+@pytest.mark.parametrize("queue_type", ["quorum", "classic"])
+async def test_every_durable_queue_is_declared_with_the_queue_type(
+    rabbitmq_url: str, topology: Topology, queue_type: str
+) -> None:
+    """Each of Apollo's queues is of the type asked for (quorum unless told otherwise);
+    the bus's reply queue stays an exclusive classic one."""
+    vhost = start_test_broker().vhost
+    assert vhost is not None, "the test broker has no vhost of its own to list"
+    bus = await AiormqBus.connect(
+        rabbitmq_url,
+        topology=topology,
+        **({} if queue_type == "quorum" else {"queue_type": queue_type}),
+    )
+    try:
+        listed = list_queue_types(vhost)
+    finally:
+        await bus.close()
+
+    assert listed is not None
+    assert {queue.name: queue_type for queue in topology.queues} == {
+        name: kind for name, kind in listed.items() if not name.startswith("amq.gen-")
+    }
+    assert {"classic"} == {kind for name, kind in listed.items() if name.startswith("amq.gen-")}
+
+
+@pytest.mark.parametrize(("existing", "asked"), [("classic", "quorum"), ("quorum", "classic")])
+async def test_a_queue_of_the_other_type_is_refused_in_one_line_naming_the_settings(
+    rabbitmq_url: str, topology: Topology, existing: str, asked: str
+) -> None:
+    """A topology declared with one queue type cannot be taken over with the other: a
+    TransportError of one line saying which settings to change, not a broker stack."""
+    first = await AiormqBus.connect(rabbitmq_url, topology=topology, queue_type=existing)
+    await first.close()
+
+    with pytest.raises(TransportError) as refused:
+        await AiormqBus.connect(rabbitmq_url, topology=topology, queue_type=asked)
+
+    text = str(refused.value)
+    assert "\n" not in text
+    assert "APOLLO_QUEUE_TYPE" in text
+    assert "APOLLO_QUEUE_PREFIX" in text
+    assert repr(topology.ingest_queue) in text
+    assert refused.value.__cause__ is None
+
+
+async def test_a_quorum_queue_dead_letters_a_message_its_consumers_keep_losing(
+    rabbitmq_url: str, topology: Topology, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The broker's delivery limit: a message handed out and returned by lost consumers
+    once more than the limit is dead-lettered (at least once) with reason delivery_limit,
+    and the bus reads it from the dead-letter queue like its own dead letters."""
+    monkeypatch.setattr(rabbitmq_topology, "QUORUM_DELIVERY_LIMIT", 1)
+    bus = await AiormqBus.connect(rabbitmq_url, topology=topology)
+    try:
+        await bus.publish(Message(topology.ingest_queue, b"poison", message_id="poison"))
+        handed_out = 0
+        async with aiormq.connect(rabbitmq_url) as connection:
+            for _ in range(3):
+                channel = await connection.channel()
+                got = await channel.basic_get(topology.ingest_queue, no_ack=False)
+                if isinstance(got.delivery, aiormq.spec.Basic.GetOk):
+                    handed_out += 1
+                await channel.close()  # the consumer is lost: the message goes back
+        async with asyncio.timeout(PATIENCE):
+            letters = await bus.drain_dead_letters()
+            while not letters:
+                letters = await bus.drain_dead_letters()
+    finally:
+        await bus.close()
+
+    assert 2 == handed_out
+    assert [("poison", "delivery_limit", topology.ingest_queue)] == [
+        (letter.message.message_id, letter.reason, letter.queue) for letter in letters
+    ]
 
 
 async def test_an_unreachable_broker_is_a_transport_error() -> None:

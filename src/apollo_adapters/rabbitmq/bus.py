@@ -40,7 +40,7 @@ from apollo_domain.messaging import (
     Message,
     MessageHandler,
 )
-from apollo_domain.topology import Topology
+from apollo_domain.topology import Topology, check_queue_type
 
 from .topology import declare_topology, translate_amqp_errors
 
@@ -82,9 +82,11 @@ class AiormqBus:
         gateway_users: frozenset[str] | None = None,
         publish_window: int = 256,
         declare_topology: bool = True,
+        queue_type: str = "quorum",
     ) -> None:
         if publish_window < 1:
             raise ValidationError("publish_window", "must be at least 1")
+        self._queue_type = check_queue_type(queue_type)
         self._url = url
         self._declare = declare_topology
         self._gateway_users = gateway_users
@@ -125,10 +127,12 @@ class AiormqBus:
         gateway_users: frozenset[str] | None = None,
         publish_window: int = 256,
         declare_topology: bool = True,
+        queue_type: str = "quorum",
     ) -> AiormqBus:
         """Connect, declare ``topology`` (unless ``declare_topology`` is false: a login
         without the ``configure`` permission on Apollo's names, such as an agent's, relies
-        on the service having declared it) and return the bus.
+        on the service having declared it) and return the bus. Its durable queues are
+        declared as ``queue_type`` queues (``"quorum"`` or ``"classic"``).
 
         ``max_redeliveries`` bounds retries (a message is delivered at most
         ``1 + max_redeliveries`` times); ``retry_backoff(n)`` is the delay in seconds after
@@ -153,6 +157,7 @@ class AiormqBus:
             close_timeout=close_timeout,
             publish_window=publish_window,
             declare_topology=declare_topology,
+            queue_type=queue_type,
         )
         await bus._open()
         bus._supervisor = asyncio.get_running_loop().create_task(bus._supervise())
@@ -168,7 +173,7 @@ class AiormqBus:
             with translate_amqp_errors("opening channels"):
                 channel = await connection.channel()
                 if self._declare:
-                    await declare_topology(channel, self.topology)
+                    await declare_topology(channel, self.topology, queue_type=self._queue_type)
                 replies = await connection.channel(publisher_confirms=False)
                 declared = await replies.queue_declare("", exclusive=True, auto_delete=True)
                 await replies.basic_consume(declared.queue or "", self._on_reply, no_ack=True)
