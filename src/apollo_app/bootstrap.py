@@ -21,7 +21,7 @@ from apollo_adapters.embedders import CachingEmbedder, HashingEmbedder
 from apollo_adapters.embedders.hashing import MODEL_ID_PREFIX as HASHING_MODEL_PREFIX
 from apollo_adapters.memory import InMemoryStore
 from apollo_adapters.threads import ThreadedContradictionJudge, ThreadedEntityExtractor
-from apollo_domain.errors import ConfigurationError
+from apollo_domain.errors import ConfigurationError, ValidationError
 from apollo_domain.messaging import MessageBus
 from apollo_domain.policy import ConfidencePolicy
 from apollo_domain.ports import (
@@ -474,13 +474,18 @@ async def open_bus(
     if url:
         from apollo_adapters.rabbitmq import AiormqBus
 
-        return await AiormqBus.connect(
-            url,
-            topology=topology,
-            max_redeliveries=settings.max_redeliveries,
-            gateway_users=settings.gateway_users,
-            queue_type=settings.queue_type,
-        )
+        try:
+            return await AiormqBus.connect(
+                url,
+                topology=topology,
+                max_redeliveries=settings.max_redeliveries,
+                gateway_users=settings.gateway_users,
+                queue_type=settings.queue_type,
+            )
+        except ValidationError as exc:
+            if exc.field != "url":
+                raise
+            raise ConfigurationError("APOLLO_AMQP_URL", exc.message) from None
     from apollo_adapters.inprocess import InProcessBus
 
     return InProcessBus(topology, max_redeliveries=settings.max_redeliveries)
