@@ -757,8 +757,14 @@ class _Delivery:
         return first
 
     async def _ack(self) -> None:
-        with translate_amqp_errors(f"acknowledging a message from {self._queue!r}"):
-            await self._channel.basic_ack(self._tag)
+        action = f"acknowledging a message from {self._queue!r}"
+        if _connection_gone(self._channel):
+            # The broker hands the message out again: acking on a dead connection could
+            # wait for a write that never drains.
+            raise TransportError(f"{action}: the connection it came on is gone")
+        with translate_amqp_errors(action):
+            async with asyncio.timeout(self._bus._publish_timeout):
+                await self._channel.basic_ack(self._tag)
 
     async def _dead_letter(self, reason: str) -> None:
         try:
