@@ -20,6 +20,25 @@ settings.register_profile("dev", print_blob=True)
 settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--cluster",
+        action="store_true",
+        help="also run the drills on a three-node RabbitMQ cluster (marker 'cluster'; "
+        "they start three extra broker nodes, about a minute)",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The cluster drills run with ``--cluster`` only: listed as deselected otherwise."""
+    if config.getoption("--cluster"):
+        return
+    drills = [item for item in items if item.get_closest_marker("cluster") is not None]
+    if drills:
+        config.hook.pytest_deselected(items=drills)
+        items[:] = [item for item in items if item.get_closest_marker("cluster") is None]
+
+
 @pytest.fixture
 def server_folder() -> Iterator[Path]:
     """A new folder to hold an embedded server's data. Not pytest's ``tmp_path``: that one
