@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
 from typing import Any
 from uuid import uuid4
 
@@ -15,8 +18,10 @@ from apollo_adapters.rabbitmq import topology as rabbitmq_topology
 from apollo_domain.errors import TransportError
 from apollo_domain.messaging import Delivery, Message
 from apollo_domain.topology import Topology
+from tests.postgres_support import PostgresTestServer
 from tests.rabbitmq_support import (
     close_connection_named,
+    delete_topology,
     list_bindings,
     list_queue_types,
     start_test_broker,
@@ -294,3 +299,45 @@ async def test_publish_many_publishes_the_unconfirmed_again_after_a_lost_connect
 
     assert started > len(sent), "the drop interrupted nothing"
     assert [m.message_id for m in sent] == list(dict.fromkeys(arrived))
+
+
+@pytest.mark.postgres
+async def test_apollo_serve_stops_in_one_line_on_queues_of_the_other_type(
+    rabbitmq_url: str, postgres_server: PostgresTestServer
+) -> None:
+    """``apollo serve`` (quorum by default) on a topology declared with classic queues:
+    exit code 1 and one line on stderr naming both settings, no traceback."""
+    prefix = f"apollo-test-{uuid4().hex[:8]}."
+    topology = Topology().with_prefix(prefix)
+    first = await AiormqBus.connect(rabbitmq_url, topology=topology, queue_type="classic")
+    await first.close()
+    database = await postgres_server.create_database(dimension=384)
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("APOLLO_")}
+    environ.update(
+        APOLLO_AMQP_URL=rabbitmq_url,
+        APOLLO_DATABASE_URL=postgres_server.conninfo(database),
+        APOLLO_EXCHANGE=topology.exchange,
+        APOLLO_QUEUE_PREFIX=prefix + "legion.apollo",
+        APOLLO_AUDIT_EXCHANGE=topology.audit_exchange,
+        APOLLO_HTTP_ENABLED="false",
+    )
+    try:
+        done = await asyncio.to_thread(
+            subprocess.run,
+            [sys.executable, "-m", "apollo_app.cli", "serve"],
+            capture_output=True,
+            text=True,
+            env=environ,
+            timeout=120,
+            check=False,
+        )
+    finally:
+        await delete_topology(rabbitmq_url, topology)
+        await postgres_server.drop_database(database)
+
+    lines = done.stderr.strip().splitlines()
+    assert 1 == done.returncode, done.stderr
+    assert "Traceback" not in done.stderr
+    assert 1 == len([line for line in lines if "APOLLO_QUEUE_TYPE" in line]), done.stderr
+    assert "APOLLO_QUEUE_PREFIX" in lines[-1]
+    assert "guest" not in done.stderr
