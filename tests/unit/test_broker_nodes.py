@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from apollo_adapters.rabbitmq.nodes import address, node_urls
-from apollo_app import Settings
+from apollo_app import Apollo, ConfigurationError, Settings
 from apollo_domain.errors import ValidationError
 
 LIST = "amqp://apollo:first-secret@10.0.0.1:5672/mesh, amqps://apollo:second-secret@10.0.0.2/mesh"
@@ -47,3 +47,14 @@ def test_settings_mask_every_url_of_a_list() -> None:
     assert LIST == settings.amqp_url
     assert "secret" not in repr(settings)
     assert "10.0.0.2" in repr(settings)
+
+
+async def test_client_mode_reads_the_queue_type_and_refuses_a_bad_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Refused before anything connects (the URL's port answers nothing)."""
+    monkeypatch.setenv("APOLLO_QUEUE_TYPE", "stream")
+    with pytest.raises(ConfigurationError) as refused:
+        async with Apollo.client_mode("amqp://guest:guest@127.0.0.1:1/"):
+            pass
+    assert "APOLLO_QUEUE_TYPE" == refused.value.variable
