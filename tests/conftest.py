@@ -22,21 +22,23 @@ settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
-        "--cluster",
+        "--rabbitmq-cluster",
         action="store_true",
-        help="also run the drills on a three-node RabbitMQ cluster (marker 'cluster'; "
-        "they start three extra broker nodes, about a minute)",
+        help="also run the drills on a three-node RabbitMQ cluster (marker "
+        "'rabbitmq_cluster'; they start three extra broker nodes, about half a minute)",
     )
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The cluster drills run with ``--cluster`` only: listed as deselected otherwise."""
-    if config.getoption("--cluster"):
+    """The RabbitMQ cluster drills run with ``--rabbitmq-cluster`` only: listed as
+    deselected otherwise."""
+    if config.getoption("--rabbitmq-cluster"):
         return
-    drills = [item for item in items if item.get_closest_marker("cluster") is not None]
+    marker = "rabbitmq_cluster"
+    drills = [item for item in items if item.get_closest_marker(marker) is not None]
     if drills:
         config.hook.pytest_deselected(items=drills)
-        items[:] = [item for item in items if item.get_closest_marker("cluster") is None]
+        items[:] = [item for item in items if item.get_closest_marker(marker) is None]
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""A three-node RabbitMQ cluster on this machine, for the drills (marker ``cluster``).
+"""A three-node RabbitMQ cluster on this machine, for the drills (marker ``rabbitmq_cluster``).
 
 Each node is the installed ``rabbitmq-server`` run in the foreground as a child of the test
 process, with a node name, AMQP and distribution ports, data and log folders of its own

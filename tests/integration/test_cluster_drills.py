@@ -1,5 +1,5 @@
 """Drills on a three-node RabbitMQ cluster (``tests/rabbitmq_cluster.py``) with quorum
-queues: run with ``pytest -m cluster --cluster``.
+queues: run with ``pytest -m rabbitmq_cluster --rabbitmq-cluster``.
 
 The service runs in this process on a fresh PostgreSQL database, connected through a node
 list; a client-mode publisher is connected through another node. Midway through the
@@ -27,7 +27,7 @@ from tests.postgres_support import PostgresTestServer, fresh_store
 from tests.rabbitmq_cluster import Cluster, running_cluster
 from tests.support import eventually_within, fast_retry
 
-pytestmark = [pytest.mark.cluster, pytest.mark.rabbitmq, pytest.mark.postgres]
+pytestmark = [pytest.mark.rabbitmq_cluster, pytest.mark.rabbitmq, pytest.mark.postgres]
 
 TOTAL = 1_000
 BATCH = 100
