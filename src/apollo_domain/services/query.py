@@ -21,7 +21,7 @@ from .context import (
     Caller,
     Deps,
     bounded_int,
-    embed_readings,
+    embed_query,
     in_unit_of_work,
     parse_statuses,
     resolve_viewer,
@@ -119,7 +119,7 @@ async def query(
 
     vector = None
     if mode != LEXICAL:
-        (vector,) = await embed_readings(deps, [text])
+        vector = await embed_query(deps, text)
     fused = mode == "hybrid"
     depth = max(count, deps.retrieval.candidates) if fused else count
     reads: dict[str, Callable[[Reads], Awaitable[Candidates]]] = {}
