@@ -23,6 +23,7 @@ from ..ports import (
     EntityExtractor,
     GasLanguageModel,
     IdentityDirectory,
+    QueryProfile,
     Store,
     UnitOfWork,
 )
@@ -59,6 +60,8 @@ class Deps:
     #: ``embedder`` behind a cache of its own, so that a bulk ingest does not push the
     #: repeated queries out of it; None: ``embedder``.
     query_embedder: Embedder | None = None
+    #: Told how long each stage of a query took; None: nobody asks.
+    query_profile: QueryProfile | None = None
 
 
 @frozen
