@@ -281,38 +281,3 @@ async def test_a_query_tells_its_profile_each_stage_once(make_apollo, mode, stag
     assert profiled.entries
     assert sorted(stages) == sorted(name for name, _ in profile.stages)
     assert all(seconds >= 0 for _, seconds in profile.stages)
-
-
-async def test_a_hybrid_query_reads_the_graph_while_its_text_is_embedded(make_apollo):
-    """The graph fill needs only the names in the query text: it runs while the model
-    embeds the text (here the model finishes only once the graph fill has), and the answer
-    is the one an unhindered query gets."""
-    import asyncio
-
-    probe = "where is the zeppelin hangar"
-    graph_read = asyncio.Event()
-
-    class AfterTheGraph(KeyedEmbedder):
-        async def embed(self, texts):
-            if probe in texts:
-                await asyncio.wait_for(graph_read.wait(), timeout=20)
-            return await super().embed(texts)
-
-    class Profile(_Profile):
-        def stage(self, name: str, seconds: float) -> None:
-            super().stage(name, seconds)
-            if name == "graph":
-                graph_read.set()
-
-    embedder = AfterTheGraph(16)
-    apollo = await make_apollo(embedder=embedder)
-    ids = await _seed(apollo, embedder)
-    profile = Profile()
-    apollo.deps = attrs.evolve(apollo.deps, query_profile=profile)
-    result = await apollo.client("reader").query_knowledge(query=probe)
-    assert {
-        ids["the airship shed sits by the lake"],
-        ids["zeppelin maintenance happens on tuesdays"],
-    } == {view.id for view in result.entries}
-    stages = [name for name, _ in profile.stages]
-    assert stages.index("graph") < stages.index("embed") < stages.index("vector")

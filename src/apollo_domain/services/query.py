@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime
 from math import fsum
 from typing import Any, Final
@@ -118,37 +118,28 @@ async def query(
             entries = await uow.entries.browse(flt, count)
         return QueryResult("browse", tuple(EntryView.of(e) for e in entries))
 
-    fused = mode == "hybrid"
-    depth = max(count, deps.retrieval.candidates) if fused else count
-    reads: dict[str, Callable[[Reads], Awaitable[Candidates]]] = {}
-
-    async def embedded() -> Sequence[float]:
+    vector = None
+    if mode != LEXICAL:
         started = _started(deps)
         vector = await embed_query(deps, text)
         _lap(deps, "embed", started)
-        return vector
-
-    # A vector query is embedded before its unit of work opens. A hybrid one is embedded
-    # in its vector read, while the other signals' reads run (the graph fill needs only
-    # the names the query text holds): the model and the store work at the same time.
-    ahead = await embedded() if mode == VECTOR else None
+    fused = mode == "hybrid"
+    depth = max(count, deps.retrieval.candidates) if fused else count
+    reads: dict[str, Callable[[Reads], Awaitable[Candidates]]] = {}
     # Fusing reads only ids and scores for the candidates (``depth`` of each signal) and
     # the at most ``count`` winners whole afterwards: decoding every candidate row costs
     # more than the one read of the winners. A single signal returns all it reads.
-    if mode != LEXICAL:
+    if vector is not None:
+        embedding = vector
 
         def relevant(similarity: float) -> bool:
             return similarity > similarity_floor and deps.retrieval.relevant(similarity)
 
         async def nearest(reads: Reads) -> Candidates:
-            embedding = ahead if ahead is not None else await embedded()
-            started = _started(deps)
             if fused:
                 ids = await reads.entries.nearest_ids(embedding, flt, depth)
-                _lap(deps, VECTOR, started)
                 return [(i, s) for i, s in ids if relevant(s)], []
             found = await reads.entries.nearest(embedding, flt, depth)
-            _lap(deps, VECTOR, started)
             hits = [h for h in found if relevant(h.similarity)]
             return [(h.entry.id, h.similarity) for h in hits], [h.entry for h in hits]
 
@@ -171,8 +162,7 @@ async def query(
     # The signals are independent reads: the store may run them at once. The graph fill,
     # a chain of statements, goes first: on the unit of work's own connection, already open.
     order = sorted(reads, key=lambda signal: signal != GRAPH)
-    # (the vector read times its search itself, its embedding apart)
-    timed = [reads[s] if s == VECTOR else _timed(deps, s, reads[s]) for s in order]
+    timed = [_timed(deps, signal, reads[signal]) for signal in order]
 
     async def search_and_boost(uow: UnitOfWork) -> QueryResult:
         candidates = dict(zip(order, await uow.read_concurrently(timed), strict=True))
