@@ -44,6 +44,9 @@ if TYPE_CHECKING:
     from apollo_adapters.postgres import EmbeddedPostgres
 
 EMBEDDING_CACHE_SIZE = 10_000
+#: The query texts whose embeddings are kept (a cache apart from the stored texts': a
+#: bulk ingest does not push the repeated queries out).
+QUERY_CACHE_SIZE = 4_096
 Closer = Callable[[], Awaitable[None]]
 
 
@@ -132,19 +135,23 @@ def relevance_floor_of(embedder: Embedder) -> float | None:
 
 
 def wire(store: Store, overrides: Overrides = Overrides()) -> Deps:
-    """The use cases' ports over ``store``. The retrieval settings' relevance floor, unless
-    set, is the embedder's (:func:`relevance_floor_of`)."""
+    """The use cases' ports over ``store``. The embedder is cached twice over: the texts
+    it stores and searches with (``EMBEDDING_CACHE_SIZE``) and, apart, the query texts
+    (``QUERY_CACHE_SIZE``, keyed by model id and the query as embedded). The retrieval
+    settings' relevance floor, unless set, is the embedder's (:func:`relevance_floor_of`)."""
     embedder = overrides.embedder
     if embedder is None:
         embedder = default_embedder()
     elif not isinstance(embedder, CachingEmbedder):
         embedder = CachingEmbedder(embedder, max_entries=EMBEDDING_CACHE_SIZE)
+    model = embedder.inner if isinstance(embedder, CachingEmbedder) else embedder
     retrieval = overrides.retrieval or RetrievalSettings()
     if retrieval.relevance_floor is None:  # the floor belongs to the embedder
         retrieval = evolve(retrieval, relevance_floor=relevance_floor_of(embedder))
     return Deps(
         store=store,
         embedder=embedder,
+        query_embedder=CachingEmbedder(model, max_entries=QUERY_CACHE_SIZE),
         judge=overrides.judge or ThreadedContradictionJudge(),
         clock=overrides.clock or SystemClock(),
         policy=overrides.policy or ConfidencePolicy(),

@@ -79,6 +79,16 @@ class Clock(Protocol):
     def now(self) -> datetime: ...
 
 
+class QueryProfile(Protocol):
+    """Told how long each stage of a query took (a benchmark's or an operator's probe):
+    ``embed`` (the query text), ``vector``, ``lexical`` and ``graph`` (each signal's read;
+    they may run at the same time), ``fuse``, ``read winners`` (the fused winners read
+    whole) and ``boost`` (the boost, the access log and the commit). A stage that did not
+    run is not reported. Seconds are measured on the use cases' :class:`Clock`."""
+
+    def stage(self, name: str, seconds: float) -> None: ...
+
+
 @runtime_checkable
 class GasLanguageModel(Protocol):
     """The language model behind GAS (knowledge from LLM audit events).
@@ -840,6 +850,7 @@ __all__ = [
     "Outbox",
     "OutboxItem",
     "ProcessedKeys",
+    "QueryProfile",
     "Reads",
     "RelationRepository",
     "ScoredEntry",
