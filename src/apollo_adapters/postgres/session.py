@@ -207,6 +207,15 @@ class Session:
         rows = await self.rows(query, params)
         return rows[0] if rows else None
 
+    async def one(self, query: Query, params: Params = None) -> Row:
+        """The row of a statement that always returns one (an aggregate, ``RETURNING`` of
+        a write that cannot skip its row); :class:`PersistenceFailed` when none came back,
+        never a silent ``None`` (nor an ``assert``, which ``python -O`` removes)."""
+        row = await self.row(query, params)
+        if row is None:
+            raise PersistenceFailed("the store returned no row where one was due")
+        return row
+
     async def value(self, query: Query, params: Params = None) -> Any:
         row = await self.row(query, params)
         return None if row is None else next(iter(row.values()))

@@ -111,7 +111,8 @@ class PostgresUnitOfWork:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        assert self._stack is not None
+        if self._stack is None:
+            raise PersistenceFailed("a unit of work left before it was entered")
         try:
             if self._session is not None:
                 await self._session.end()  # rolls back unless committed
@@ -181,6 +182,21 @@ async def _check(conn: psycopg.AsyncConnection[Any]) -> None:
         await AsyncConnectionPool.check_connection(conn)
 
 
+def connection_options(transaction_pooler: bool) -> dict[str, Any]:
+    """The keyword arguments of the store's connections. Behind a transaction-mode pooler
+    no server-side prepared statement is made (``prepare_threshold=None``): the next
+    transaction may run on a server connection that never saw it. The store's other
+    per-connection state is safe there: its search settings are ``set_config(..., true)``
+    and ``SET LOCAL`` (they end with their transaction), its advisory locks are
+    ``pg_advisory_xact_lock``, it never LISTENs, and the time zone set by
+    :func:`_configure` is one of the parameters PgBouncer itself carries to every server
+    connection a client uses."""
+    options: dict[str, Any] = {"autocommit": True}
+    if transaction_pooler:
+        options["prepare_threshold"] = None
+    return options
+
+
 async def _configure(conn: psycopg.AsyncConnection[Any]) -> None:
     await register_vector_async(conn)
     await conn.execute("SET TIME ZONE 'UTC'")
@@ -210,8 +226,13 @@ class PostgresStore:
         max_scan_tuples: int,
         pool_timeout: float,
         ingest_ef_search: int | None = None,
+        transaction_pooler: bool = False,
     ) -> None:
         self._conninfo = conninfo
+        #: Whether ``conninfo`` leads to a transaction-mode pooler (PgBouncer's
+        #: ``pool_mode = transaction``), which hands each transaction the server connection
+        #: it likes: nothing may then outlive a transaction (see :func:`connection_options`).
+        self.transaction_pooler = transaction_pooler
         self._pool_min = pool_min
         self._pool_max = max(pool_max, pool_min)
         self._pool_timeout = pool_timeout
@@ -241,8 +262,14 @@ class PostgresStore:
         max_scan_tuples: int = 1_000_000,
         pool_timeout: float = 10.0,
         migrate: bool = True,
+        transaction_pooler: bool = False,
+        migration_conninfo: str | None = None,
     ) -> Self:
         """Connect, migrate (unless ``migrate=False``) and check the embedder matches.
+
+        ``migration_conninfo`` (default: ``conninfo``) is where migrations and the schema
+        check run: the primary itself, when ``conninfo`` leads to a pooler.
+        ``transaction_pooler``: ``conninfo`` leads to a transaction-mode pooler.
 
         Raises :class:`ConfigurationError` when the database was created for another
         embedding model or dimension, :class:`StoreUnavailable` when it cannot be reached,
@@ -250,9 +277,10 @@ class PostgresStore:
         or has migrations pending.
         """
         schema.check_dimension(dimension)
+        direct = migration_conninfo or conninfo
         if migrate:
-            await schema.migrate(conninfo, dimension=dimension, model_id=embedder_model_id)
-        await _check_schema(conninfo, embedder_model_id, dimension)
+            await schema.migrate(direct, dimension=dimension, model_id=embedder_model_id)
+        await _check_schema(direct, embedder_model_id, dimension)
         store = cls(
             conninfo,
             pool_min=pool_min,
@@ -261,6 +289,7 @@ class PostgresStore:
             max_scan_tuples=max_scan_tuples,
             pool_timeout=pool_timeout,
             ingest_ef_search=ingest_ef_search,
+            transaction_pooler=transaction_pooler,
         )
         try:
             with translated():
@@ -292,7 +321,7 @@ class PostgresStore:
             self._conninfo,
             min_size=self._pool_min,
             max_size=self._pool_max,
-            kwargs={"autocommit": True},
+            kwargs=connection_options(self.transaction_pooler),
             configure=_configure,
             check=_check,
             timeout=self._pool_timeout,
@@ -434,21 +463,19 @@ class PostgresStore:
         if unknown:
             raise ValidationError("parts", f"unknown store parts: {', '.join(unknown)}")
         tables = [PART_TABLES[p] for p in parts]
-        async with self.connection() as conn:
-            with translated():
-                cur = await conn.execute(
-                    "SELECT current_setting('transaction_read_only') = 'on',"
-                    " ARRAY(SELECT t FROM unnest(%s::text[]) AS t WHERE to_regclass(t) IS NULL"
-                    " OR NOT has_table_privilege(to_regclass(t), 'INSERT'))",
-                    (tables,),
-                )
-                row = await cur.fetchone()
-        assert row is not None
-        read_only, missing = row
-        if read_only:
+        # One statement, one answer: it holds nothing past its own transaction, so it
+        # means the same through a transaction-mode pooler as on a connection of its own.
+        async with self._session() as session:
+            row = await session.one(
+                "SELECT current_setting('transaction_read_only') = 'on' AS read_only,"
+                " ARRAY(SELECT t FROM unnest(%s::text[]) AS t WHERE to_regclass(t) IS NULL"
+                " OR NOT has_table_privilege(to_regclass(t), 'INSERT')) AS missing",
+                (tables,),
+            )
+        if row["read_only"]:
             raise StoreUnavailable(f"store is read-only; cannot write {', '.join(parts)}")
-        if missing:
-            names = sorted(p for p in parts if PART_TABLES[p] in missing)
+        if row["missing"]:
+            names = sorted(p for p in parts if PART_TABLES[p] in row["missing"])
             raise StoreUnavailable(
                 f"store part(s) unavailable: {', '.join(names)} (missing or not writable)"
             )
