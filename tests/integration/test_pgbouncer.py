@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from apollo_app import Apollo, Settings, bootstrap
 from apollo_domain.model import Viewer
 from tests.pgbouncer_support import POOL_SIZE, PgBouncer, fresh_pooled_store
 
@@ -48,3 +49,36 @@ async def test_repeated_statements_from_more_callers_than_server_connections_all
     finally:
         await store.close()
     assert [ROUNDS] * CALLERS == finished
+
+
+async def test_apollo_migrates_past_the_pooler_and_serves_through_it(
+    pgbouncer: PgBouncer,
+) -> None:
+    server = pgbouncer.server
+    database = await server.create_database()  # empty: no Apollo schema yet
+    settings = Settings(
+        database_url=pgbouncer.conninfo(database),
+        database_pooler="transaction",
+        migration_database_url=server.conninfo(database),
+        embedder="hashing",
+        http_enabled=False,
+    )
+    try:
+        applied, current, _ = await bootstrap.migrate_database(settings)
+        assert current == applied[-1]
+        async with Apollo.open(settings, migrate=False) as apollo:
+            writer = apollo.client("claude-a")
+            stored = [
+                await writer.store_knowledge(content=f"Router r{i} peers over BGP on TCP 179")
+                for i in range(8)
+            ]
+            answers = await asyncio.gather(
+                *(
+                    apollo.client(f"claude-{i}").query_knowledge(query="BGP TCP 179 peers")
+                    for i in range(CALLERS)
+                )
+            )
+        found = {s.entry_id for s in stored}
+        assert all(found & {e.id for e in answer.entries} for answer in answers)
+    finally:
+        await server.drop_database(database)

@@ -413,7 +413,12 @@ class PostgresStore:
     def _reserve(self, wanted: int) -> int:
         """Up to ``wanted`` connections the pool can give without waiting for one to be
         returned, counted as taken until :meth:`_release`; each is taken with
-        ``connection(reserved=True)``."""
+        ``connection(reserved=True)``. None behind a transaction-mode pooler."""
+        if self.transaction_pooler:
+            # The pooler's server connections are a second, hidden pool: a unit of work
+            # holding one while its readers wait for more can deadlock with others doing
+            # the same. Behind it, a unit of work's reads run in turn on its connection.
+            return 0
         spare = max(0, min(wanted, self._pool_max - self._in_use))
         self._in_use += spare
         return spare
