@@ -67,17 +67,24 @@ class Session:
         sent."""
         self.defer(_BEGIN_READ_ONLY if read_only else _BEGIN)
 
-    async def commit(self) -> None:
+    async def commit(self, *, position: bool = False) -> str | None:
         """The deferred writes and ``COMMIT`` in one round trip; nothing when nothing was
-        sent or deferred. The session is closed from then on."""
+        sent or deferred. The session is closed from then on. With ``position``: the
+        server's WAL position just after the commit (``pg_lsn`` text), read in the same
+        round trip; None when nothing was committed."""
         if self._deferred in _BEGUN:
             self._deferred.clear()
         if not self._deferred and not self.in_transaction:
             self.open = False
-            return
-        async with self.sending():
+            return None
+        async with self.sending(pipelined=position):
             self.open = False
             await self.conn.execute("COMMIT", prepare=False)
+            if not position:
+                return None
+            cur = await self.conn.execute("SELECT pg_current_wal_insert_lsn()::text", prepare=False)
+            row = await cur.fetchone()
+        return None if row is None else str(row[0])
 
     async def end(self) -> None:
         """Close the session: the deferred writes are dropped and an open transaction is

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import select
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping, Sequence
@@ -49,6 +50,9 @@ PART_TABLES: Mapping[str, str] = {
     "graph": "entities",
 }
 T = TypeVar("T")
+log = logging.getLogger("apollo.postgres")
+#: How long a replica that failed is left alone before it is tried again.
+REPLICA_RETRY_SECONDS = 1.0
 #: What a caller refused by a busy store is told to wait before trying again.
 _RETRY_AFTER_SECONDS = 1.0
 
@@ -66,6 +70,7 @@ class _Reader:
     """The read repositories over a connection of their own (:meth:`read_concurrently`)."""
 
     def __init__(self, store: PostgresStore, session: Session) -> None:
+        self.session = session
         self.entries = PostgresEntryRepository(
             session, store.ef_search, store.max_scan_tuples, store.ingest_ef_search
         )
@@ -122,7 +127,11 @@ class PostgresUnitOfWork:
     async def commit(self) -> None:
         if self._session is None or not self._session.open:
             raise PersistenceFailed("commit outside an open unit of work")
-        await self._session.commit()  # the deferred writes and COMMIT: one round trip
+        # the deferred writes and COMMIT: one round trip (with the WAL position reached,
+        # when reads may go to a replica: a later read there waits until it replays it)
+        written = await self._session.commit(position=self._store._replica is not None)
+        if written is not None:
+            self._store._wrote(written)
 
     async def read_concurrently(self, reads: Sequence[Callable[[Reads], Awaitable[T]]]) -> list[T]:
         if self._session is None or not self._session.open:
@@ -130,6 +139,9 @@ class PostgresUnitOfWork:
         self._session.check_open()
         if not reads:
             return []
+        on_replica = await self._store._replica_reads(reads)
+        if on_replica is not None:
+            return on_replica
         # The first read runs on this unit of work's connection; each other one on a spare
         # connection of the pool when there is one (reserved now, so this never waits for
         # a connection another unit of work holds), else after the first, in turn.
@@ -247,6 +259,15 @@ class PostgresStore:
         self.ingest_ef_search = ef_search if ingest_ef_search is None else ingest_ef_search
         self.max_scan_tuples = max_scan_tuples
         self.directory = PostgresIdentityDirectory(self)
+        #: the store of a read replica (:meth:`with_replica`), and when it may be tried again
+        self._replica: PostgresStore | None = None
+        self._replica_wait = 0.0
+        self._replica_skipped_until = float("-inf")
+        #: the WAL position this store's last commit reached (``pg_lsn`` text)
+        self._written: str | None = None
+        #: reads run on the replica, and reads it could not take (for the metrics)
+        self.replica_reads = 0
+        self.replica_fallbacks = 0
 
     @classmethod
     async def open(
@@ -463,6 +484,81 @@ class PostgresStore:
     def unit_of_work(self) -> PostgresUnitOfWork:
         return PostgresUnitOfWork(self)
 
+    async def with_replica(self, conninfo: str, *, wait: float = 1.0) -> None:
+        """Run the reads of :meth:`PostgresUnitOfWork.read_concurrently` (a query's
+        searches) on the hot standby at ``conninfo``; every write, and every other read,
+        stays on this store's server.
+
+        A caller reads what this store committed: a read on the replica first waits (at
+        most ``wait`` seconds) until the replica has replayed the WAL position of this
+        store's last commit. A replica that is down, or behind past ``wait``, is skipped
+        for :data:`REPLICA_RETRY_SECONDS` with a log line, and the reads run here: a
+        replica never turns a read into an error. Its pool is opened without waiting: a
+        replica down at start is just skipped."""
+        replica = PostgresStore(
+            conninfo,
+            pool_min=0,
+            pool_max=self._pool_max,
+            ef_search=self.ef_search,
+            max_scan_tuples=self.max_scan_tuples,
+            pool_timeout=wait,
+            ingest_ef_search=self.ingest_ef_search,
+        )
+        with translated():
+            await replica._pool.open(wait=False)
+        self._replica = replica
+        self._replica_wait = wait
+
+    def _wrote(self, position: str) -> None:
+        self._written = position  # commits end in WAL order on one server
+
+    async def _replica_reads(
+        self, reads: Sequence[Callable[[Reads], Awaitable[T]]]
+    ) -> list[T] | None:
+        """``reads`` run at once on the replica, each on a connection of its own; None
+        when there is no replica, or it is skipped, down, or cannot catch up in time."""
+        replica = self._replica
+        if replica is None or time.monotonic() < self._replica_skipped_until:
+            return None
+
+        async def apart(read: Callable[[Reads], Awaitable[T]]) -> T:
+            async with replica._reader() as reader:
+                await self._catch_up(reader.session)  # the BEGIN goes with its first check
+                return await read(reader)
+
+        outcomes = await asyncio.gather(*(apart(read) for read in reads), return_exceptions=True)
+        failed = [o for o in outcomes if isinstance(o, BaseException)]
+        down = next((o for o in failed if isinstance(o, StoreUnavailable)), None)
+        if down is not None:
+            self._replica_skipped_until = time.monotonic() + REPLICA_RETRY_SECONDS
+            self.replica_fallbacks += 1
+            log.warning("read replica skipped for %g s: %s", REPLICA_RETRY_SECONDS, down)
+            return None
+        if failed:
+            raise failed[0]
+        self.replica_reads += 1
+        return [o for o in outcomes if not isinstance(o, BaseException)]
+
+    async def _catch_up(self, session: Session) -> None:
+        """Wait until the replica has replayed this store's last commit (at most the
+        replica wait); :class:`StoreUnavailable` when it has not by then."""
+        written = self._written
+        if written is None:
+            return
+        deadline = time.monotonic() + self._replica_wait
+        while True:
+            replayed = await session.value(
+                "SELECT coalesce(pg_last_wal_replay_lsn() >= %s::pg_lsn, false)", (written,)
+            )
+            if replayed:
+                return
+            if time.monotonic() >= deadline:
+                raise StoreUnavailable(
+                    f"the replica has not replayed this process's last write ({written})"
+                    f" within {self._replica_wait:g} s"
+                )
+            await asyncio.sleep(0.005)
+
     async def preflight(self, parts: Collection[str]) -> None:
         unknown = sorted(set(parts) - PART_TABLES.keys())
         if unknown:
@@ -495,6 +591,8 @@ class PostgresStore:
         return self._pool_max
 
     async def close(self) -> None:
+        if self._replica is not None:
+            await self._replica.close()
         for lending in (*self._retired, self._lending):
             await lending.pool.close()
         self._retired.clear()
