@@ -397,6 +397,8 @@ async def open_durable(
                 migration_conninfo=_migration_conninfo(settings, conninfo),
             )
         closers.append(store.close)
+        if settings.read_database_url is not None and settings.database_url is not None:
+            await store.with_replica(settings.read_database_url, wait=settings.replica_wait)
     except BaseException:
         await _close_all(closers)
         raise

@@ -109,6 +109,12 @@ class Settings:
     migration_database_url: str | None = field(
         default=None, validator=_database_url, repr=_url_repr
     )
+    #: A hot standby of ``database_url``'s server where a query's searches run (``None``:
+    #: they run on the primary); a read there first waits, at most ``replica_wait``
+    #: seconds, for the replica to replay this process's last commit, else runs on the
+    #: primary.
+    read_database_url: str | None = field(default=None, validator=_database_url, repr=_url_repr)
+    replica_wait: float = 1.0
     data_dir: Path = field(default=Path(".apollo"), converter=Path)
     amqp_url: str | None = field(default=None, repr=_url_repr)
     exchange: str = "legion.apollo"
@@ -217,6 +223,8 @@ class Settings:
         text("APOLLO_DATABASE_URL", "database_url")
         text("APOLLO_DATABASE_POOLER", "database_pooler")
         text("APOLLO_MIGRATION_DATABASE_URL", "migration_database_url")
+        text("APOLLO_READ_DATABASE_URL", "read_database_url")
+        number("APOLLO_REPLICA_WAIT_SECONDS", "replica_wait", float, 0, 60)
         text("APOLLO_DATA_DIR", "data_dir")
         text("APOLLO_AMQP_URL", "amqp_url")
         text("APOLLO_EXCHANGE", "exchange")
@@ -263,6 +271,7 @@ class Settings:
         for name, attr in (
             ("APOLLO_DATABASE_URL", "database_url"),
             ("APOLLO_MIGRATION_DATABASE_URL", "migration_database_url"),
+            ("APOLLO_READ_DATABASE_URL", "read_database_url"),
         ):
             if attr in kwargs:
                 check_database_url(name, kwargs[attr])
@@ -444,6 +453,8 @@ _KNOWN = frozenset(
         "APOLLO_MAX_REDELIVERIES",
         "APOLLO_MIGRATION_DATABASE_URL",
         "APOLLO_ONNX_CACHE_DIR",
+        "APOLLO_READ_DATABASE_URL",
+        "APOLLO_REPLICA_WAIT_SECONDS",
         "APOLLO_ONNX_QUANTIZE",
         "APOLLO_ONNX_THREADS",
         "APOLLO_OUTBOX_INTERVAL",
