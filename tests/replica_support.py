@@ -58,6 +58,11 @@ class Replica:
             str(source.get("user") or "postgres"),
             timeout=START_SECONDS,
         )
+        self.restart()
+
+    def restart(self) -> None:
+        """Start the replica's server (again, after :meth:`stop`)."""
+        binaries = _binaries()
         options = f"-p {self.port} -k {self.folder} -c listen_addresses='' -c hot_standby=on"
         binaries.run(
             "pg_ctl",

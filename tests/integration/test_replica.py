@@ -7,7 +7,6 @@ deterministic: a replica that has not replayed a commit shows where a read ran.
 from __future__ import annotations
 
 import logging
-import uuid
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime
 from uuid import UUID
@@ -16,6 +15,7 @@ import psycopg
 import pytest
 
 from apollo_adapters.postgres import PostgresStore
+from apollo_app import Apollo, Settings
 from apollo_domain.model import Entry
 from apollo_domain.ports import Reads
 from tests.postgres_support import (
@@ -146,7 +146,7 @@ async def test_a_replica_that_is_down_never_fails_a_read(
     nowhere = psycopg.conninfo.make_conninfo(
         primary_store.conninfo, host=str(server_folder), port=str(_free_port())
     )
-    await primary_store.with_replica(nowhere, wait=0.5)
+    await primary_store.with_replica(nowhere, wait=0.5, retry=3600)
     entry = _entry("readable with the replica down")
     await _write(primary_store, entry)
     with caplog.at_level(logging.WARNING, logger="apollo.postgres"):
@@ -154,4 +154,51 @@ async def test_a_replica_that_is_down_never_fails_a_read(
         assert await _seen(primary_store, entry.id)  # skipped for a while: no wait at all
     assert (0, 1) == (primary_store.replica_reads, primary_store.replica_fallbacks)
     assert any("read replica skipped" in r.getMessage() for r in caplog.records)
-    assert uuid.UUID(str(entry.id)) == entry.id
+
+
+async def test_reads_leave_a_stopped_replica_and_return_once_it_is_back(
+    primary_store: DisposablePostgresStore, replica: Replica
+) -> None:
+    await primary_store.with_replica(
+        replica.conninfo(primary_store.database), wait=CATCH_UP, retry=0
+    )
+    entry = _entry("read across a replica restart")
+    await _write(primary_store, entry)
+    assert await _seen(primary_store, entry.id)
+    replica.stop()
+    try:
+        assert await _seen(primary_store, entry.id)  # on the primary
+        assert (1, 1) == (primary_store.replica_reads, primary_store.replica_fallbacks)
+    finally:
+        replica.restart()
+    replica.wait_for(primary_store.database, _lsn(primary_store.conninfo))
+    assert await _seen(primary_store, entry.id)
+    assert (2, 1) == (primary_store.replica_reads, primary_store.replica_fallbacks)
+
+
+async def test_apollo_queries_on_the_replica_of_its_settings(
+    postgres_server: PostgresTestServer, replica: Replica
+) -> None:
+    database = await postgres_server.create_database()
+    replica.wait_for(database, _lsn(postgres_server.conninfo(database)))  # it exists there
+    settings = Settings(
+        database_url=postgres_server.conninfo(database),
+        read_database_url=replica.conninfo(database),
+        replica_wait=CATCH_UP,
+        embedder="hashing",
+        http_enabled=False,
+    )
+    try:
+        async with Apollo.open(settings) as apollo:
+            stored = await apollo.client("claude-a").store_knowledge(
+                content="OSPF elects a designated router on broadcast segments"
+            )
+            answer = await apollo.client("claude-a").query_knowledge(
+                query="OSPF designated router election"
+            )
+            store = apollo.deps.store
+            assert isinstance(store, PostgresStore)
+            assert (1, 0) == (store.replica_reads, store.replica_fallbacks)
+        assert stored.entry_id in [e.id for e in answer.entries]
+    finally:
+        await postgres_server.drop_database(database)

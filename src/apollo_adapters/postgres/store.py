@@ -53,6 +53,8 @@ T = TypeVar("T")
 log = logging.getLogger("apollo.postgres")
 #: How long a replica that failed is left alone before it is tried again.
 REPLICA_RETRY_SECONDS = 1.0
+#: How long a read waits for a connection to the replica before it runs on the primary.
+REPLICA_CONNECT_SECONDS = 1.0
 #: What a caller refused by a busy store is told to wait before trying again.
 _RETRY_AFTER_SECONDS = 1.0
 
@@ -262,6 +264,7 @@ class PostgresStore:
         #: the store of a read replica (:meth:`with_replica`), and when it may be tried again
         self._replica: PostgresStore | None = None
         self._replica_wait = 0.0
+        self._replica_retry = REPLICA_RETRY_SECONDS
         self._replica_skipped_until = float("-inf")
         #: the WAL position this store's last commit reached (``pg_lsn`` text)
         self._written: str | None = None
@@ -484,30 +487,34 @@ class PostgresStore:
     def unit_of_work(self) -> PostgresUnitOfWork:
         return PostgresUnitOfWork(self)
 
-    async def with_replica(self, conninfo: str, *, wait: float = 1.0) -> None:
+    async def with_replica(
+        self, conninfo: str, *, wait: float = 1.0, retry: float = REPLICA_RETRY_SECONDS
+    ) -> None:
         """Run the reads of :meth:`PostgresUnitOfWork.read_concurrently` (a query's
         searches) on the hot standby at ``conninfo``; every write, and every other read,
         stays on this store's server.
 
         A caller reads what this store committed: a read on the replica first waits (at
         most ``wait`` seconds) until the replica has replayed the WAL position of this
-        store's last commit. A replica that is down, or behind past ``wait``, is skipped
-        for :data:`REPLICA_RETRY_SECONDS` with a log line, and the reads run here: a
-        replica never turns a read into an error. Its pool is opened without waiting: a
-        replica down at start is just skipped."""
+        store's last commit. A replica that is down (no connection within
+        :data:`REPLICA_CONNECT_SECONDS`), or behind past ``wait``, is skipped for ``retry``
+        seconds with a log line, and the reads run here: a replica never turns a read into
+        an error. Its pool is opened without waiting: a replica down at start is just
+        skipped; one that comes back is used again."""
         replica = PostgresStore(
             conninfo,
             pool_min=0,
             pool_max=self._pool_max,
             ef_search=self.ef_search,
             max_scan_tuples=self.max_scan_tuples,
-            pool_timeout=wait,
+            pool_timeout=REPLICA_CONNECT_SECONDS,
             ingest_ef_search=self.ingest_ef_search,
         )
         with translated():
             await replica._pool.open(wait=False)
         self._replica = replica
         self._replica_wait = wait
+        self._replica_retry = retry
 
     def _wrote(self, position: str) -> None:
         self._written = position  # commits end in WAL order on one server
@@ -530,9 +537,9 @@ class PostgresStore:
         failed = [o for o in outcomes if isinstance(o, BaseException)]
         down = next((o for o in failed if isinstance(o, StoreUnavailable)), None)
         if down is not None:
-            self._replica_skipped_until = time.monotonic() + REPLICA_RETRY_SECONDS
+            self._replica_skipped_until = time.monotonic() + self._replica_retry
             self.replica_fallbacks += 1
-            log.warning("read replica skipped for %g s: %s", REPLICA_RETRY_SECONDS, down)
+            log.warning("read replica skipped for %g s: %s", self._replica_retry, down)
             return None
         if failed:
             raise failed[0]
