@@ -327,6 +327,15 @@ class Settings:
                 kwargs["policy"] = ConfidencePolicy.from_overrides(**overrides)
             except ValidationError as exc:
                 raise ConfigurationError(prefix + exc.field.upper(), exc.message) from None
+        if "database_url" not in kwargs:
+            for name, attr in (
+                ("APOLLO_READ_DATABASE_URL", "read_database_url"),
+                ("APOLLO_MIGRATION_DATABASE_URL", "migration_database_url"),
+            ):
+                if attr in kwargs:
+                    raise ConfigurationError(
+                        name, "needs APOLLO_DATABASE_URL: the embedded server is used alone"
+                    )
         for name in unknown_variables(env):
             log.warning("%s", _unknown_note(name))
         settings = cls(**kwargs)
@@ -366,11 +375,6 @@ class Settings:
     def transaction_pooler(self) -> bool:
         """Whether ``database_url`` leads to a transaction-mode pooler."""
         return self.database_pooler == "transaction"
-
-    @property
-    def migration_url(self) -> str | None:
-        """Where migrations run: ``migration_database_url``, else ``database_url``."""
-        return self.migration_database_url or self.database_url
 
     @property
     def consumer_prefetch(self) -> int:

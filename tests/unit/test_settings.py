@@ -218,10 +218,21 @@ def test_a_transaction_mode_pooler_and_a_direct_migration_url_are_read():
         }
     )
     assert settings.transaction_pooler
-    assert settings.migration_url == "postgresql://primary:5432/apollo"
+    assert settings.migration_database_url == "postgresql://primary:5432/apollo"
+    replicated = Settings.from_env(
+        {
+            "APOLLO_DATABASE_URL": "postgresql://primary/apollo",
+            "APOLLO_READ_DATABASE_URL": "postgresql://replica/apollo",
+            "APOLLO_REPLICA_WAIT_SECONDS": "0.5",
+        }
+    )
+    assert ("postgresql://replica/apollo", 0.5) == (
+        replicated.read_database_url,
+        replicated.replica_wait,
+    )
     plain = Settings.from_env({"APOLLO_DATABASE_URL": "postgresql://primary/apollo"})
     assert not plain.transaction_pooler
-    assert plain.migration_url == "postgresql://primary/apollo"
+    assert plain.migration_database_url is None
 
 
 @pytest.mark.parametrize(
@@ -229,9 +240,13 @@ def test_a_transaction_mode_pooler_and_a_direct_migration_url_are_read():
     [
         ("APOLLO_DATABASE_POOLER", "statement"),
         ("APOLLO_MIGRATION_DATABASE_URL", "mysql://primary/apollo"),
+        ("APOLLO_MIGRATION_DATABASE_URL", "postgresql://primary/apollo"),
+        ("APOLLO_READ_DATABASE_URL", "postgresql://replica/apollo"),
+        ("APOLLO_REPLICA_WAIT_SECONDS", "-1"),
     ],
 )
-def test_bad_pooler_settings_name_their_variable(variable: str, value: str) -> None:
+def test_bad_fleet_settings_name_their_variable(variable: str, value: str) -> None:
+    """Bad values, and the primary's companions set without the primary."""
     with pytest.raises(ConfigurationError) as caught:
         Settings.from_env({variable: value})
     assert caught.value.variable == variable
