@@ -202,3 +202,23 @@ async def test_apollo_queries_on_the_replica_of_its_settings(
         assert stored.entry_id in [e.id for e in answer.entries]
     finally:
         await postgres_server.drop_database(database)
+
+
+async def test_a_reading_unit_of_work_runs_on_the_replica_and_falls_back_when_it_is_behind(
+    primary_store: DisposablePostgresStore, paused: Replica
+) -> None:
+    await primary_store.with_replica(paused.conninfo(primary_store.database), wait=0.2)
+    other = await _another_process(primary_store)
+    try:
+        elsewhere = _entry("written elsewhere while the replica is paused")
+        await _write(other, elsewhere)
+        async with primary_store.reading() as uow:  # nothing written here: the replica
+            assert await uow.entries.get(elsewhere.id) is None
+        assert (1, 0) == (primary_store.replica_reads, primary_store.replica_fallbacks)
+        mine = _entry("written here while the replica is paused")
+        await _write(primary_store, mine)
+        async with primary_store.reading() as uow:  # the replica cannot catch up: primary
+            assert await uow.entries.get(mine.id) is not None
+        assert (1, 1) == (primary_store.replica_reads, primary_store.replica_fallbacks)
+    finally:
+        await other.close()

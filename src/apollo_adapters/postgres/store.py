@@ -92,8 +92,9 @@ class PostgresUnitOfWork:
     processed: PostgresProcessedKeys
     graph: PostgresEntityGraph
 
-    def __init__(self, store: PostgresStore) -> None:
+    def __init__(self, store: PostgresStore, *, reading: bool = False) -> None:
         self._store = store
+        self._reading = reading
         self._stack: AsyncExitStack | None = None
         self._session: Session | None = None
 
@@ -101,8 +102,10 @@ class PostgresUnitOfWork:
         if self._stack is not None:
             raise PersistenceFailed("a unit of work can be entered only once")
         self._stack = AsyncExitStack()
-        session = self._session = await self._stack.enter_async_context(self._store._session())
-        session.begin()  # sent with the first statement
+        opening = self._store._reading_session() if self._reading else self._store._session()
+        session = self._session = await self._stack.enter_async_context(opening)
+        if not self._reading:
+            session.begin()  # sent with the first statement
         store = self._store
         self.entries = PostgresEntryRepository(
             session, store.ef_search, store.max_scan_tuples, store.ingest_ef_search
@@ -487,6 +490,48 @@ class PostgresStore:
     def unit_of_work(self) -> PostgresUnitOfWork:
         return PostgresUnitOfWork(self)
 
+    def reading(self) -> PostgresUnitOfWork:
+        """A unit of work in a read-only transaction, on the replica when there is one
+        that can serve (see :meth:`with_replica`), else on the primary."""
+        return PostgresUnitOfWork(self, reading=True)
+
+    @asynccontextmanager
+    async def _reading_session(self) -> AsyncIterator[Session]:
+        """A session in a read-only transaction: on the replica once it has replayed this
+        store's last commit, else (no replica, or one that is skipped, down or behind) on
+        the primary. Only getting there falls back: an error after is the reader's."""
+        replica = self._replica
+        if replica is not None and time.monotonic() >= self._replica_skipped_until:
+            stack = AsyncExitStack()
+            session: Session | None = None
+            try:
+                session = await stack.enter_async_context(replica._session())
+                session.begin(read_only=True)
+                await self._catch_up(session)
+            except BaseException as exc:
+                if session is not None:
+                    await session.end()
+                await stack.aclose()
+                if not isinstance(exc, StoreUnavailable):
+                    raise
+                self._skip_replica(exc)
+            else:
+                async with stack:
+                    self.replica_reads += 1
+                    try:
+                        yield session
+                    finally:
+                        await session.end()
+                return
+        async with self._session() as session:
+            session.begin(read_only=True)
+            yield session
+
+    def _skip_replica(self, cause: StoreUnavailable) -> None:
+        self._replica_skipped_until = time.monotonic() + self._replica_retry
+        self.replica_fallbacks += 1
+        log.warning("read replica skipped for %g s: %s", self._replica_retry, cause)
+
     async def with_replica(
         self, conninfo: str, *, wait: float = 1.0, retry: float = REPLICA_RETRY_SECONDS
     ) -> None:
@@ -537,9 +582,7 @@ class PostgresStore:
         failed = [o for o in outcomes if isinstance(o, BaseException)]
         down = next((o for o in failed if isinstance(o, StoreUnavailable)), None)
         if down is not None:
-            self._replica_skipped_until = time.monotonic() + self._replica_retry
-            self.replica_fallbacks += 1
-            log.warning("read replica skipped for %g s: %s", self._replica_retry, down)
+            self._skip_replica(down)
             return None
         if failed:
             raise failed[0]
