@@ -16,6 +16,7 @@ import pytest
 
 from apollo_adapters.postgres import PostgresStore
 from apollo_app import Apollo, Settings
+from apollo_app.metrics import Metrics
 from apollo_domain.model import Entry
 from apollo_domain.ports import Reads
 from tests.postgres_support import (
@@ -199,6 +200,11 @@ async def test_apollo_queries_on_the_replica_of_its_settings(
             store = apollo.deps.store
             assert isinstance(store, PostgresStore)
             assert (1, 0) == (store.replica_reads, store.replica_fallbacks)
+            metrics = Metrics()
+            metrics.watch_replica(store)
+            exposed = metrics.render()[0].decode()
+            assert 'apollo_replica_reads_total{served_by="replica"} 1.0' in exposed
+            assert 'apollo_replica_reads_total{served_by="primary"} 0.0' in exposed
         assert stored.entry_id in [e.id for e in answer.entries]
     finally:
         await postgres_server.drop_database(database)
