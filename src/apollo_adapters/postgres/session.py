@@ -24,6 +24,14 @@ _BEGIN_READ_ONLY = "BEGIN READ ONLY"
 _BEGUN = ([(_BEGIN, None)], [(_BEGIN_READ_ONLY, None)])
 #: what the server sends when it ends a session: shut down, terminated, or in recovery
 _SESSION_ENDED = ("57P01", "57P02", "57P03")
+#: The WAL position a commit reached. With ``synchronous_commit`` on (the default) the
+#: commit is flushed when it returns: the flush position covers it and ends where a
+#: replica's replay can end. Off, only the insert position covers it (one that ends just
+#: past a page header is reached by a replica only with the next WAL written).
+_WAL_POSITION = (
+    "SELECT (CASE WHEN current_setting('synchronous_commit') = 'off'"
+    " THEN pg_current_wal_insert_lsn() ELSE pg_current_wal_flush_lsn() END)::text"
+)
 T = TypeVar("T")
 Connection = psycopg.AsyncConnection[Any]
 
@@ -82,7 +90,7 @@ class Session:
             await self.conn.execute("COMMIT", prepare=False)
             if not position:
                 return None
-            cur = await self.conn.execute("SELECT pg_current_wal_insert_lsn()::text", prepare=False)
+            cur = await self.conn.execute(_WAL_POSITION, prepare=False)
             row = await cur.fetchone()
         return None if row is None else str(row[0])
 
