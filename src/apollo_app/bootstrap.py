@@ -258,6 +258,15 @@ async def _database(settings: Settings) -> tuple[str, list[Closer]]:
         raise ConfigurationError("APOLLO_DATA_DIR", str(exc)) from exc
 
 
+def _migration_conninfo(settings: Settings, conninfo: str) -> str:
+    """Where migrations and the schema check run: ``APOLLO_MIGRATION_DATABASE_URL`` (the
+    primary itself, past any pooler) when set with ``APOLLO_DATABASE_URL``, else
+    ``conninfo``."""
+    if settings.database_url is not None and settings.migration_database_url is not None:
+        return settings.migration_database_url
+    return conninfo
+
+
 @contextmanager
 def _pgvector_hint(settings: Settings) -> Iterator[None]:
     """A server at ``APOLLO_DATABASE_URL`` without pgvector is a setting to fix: the error
@@ -384,8 +393,12 @@ async def open_durable(
                 ef_search=settings.ef_search,
                 ingest_ef_search=settings.ingest_ef_search,
                 migrate=migrate or settings.database_url is None,
+                transaction_pooler=settings.transaction_pooler,
+                migration_conninfo=_migration_conninfo(settings, conninfo),
             )
         closers.append(store.close)
+        if settings.read_database_url is not None and settings.database_url is not None:
+            await store.with_replica(settings.read_database_url, wait=settings.replica_wait)
     except BaseException:
         await _close_all(closers)
         raise
@@ -428,9 +441,10 @@ async def migrate_database(settings: Settings) -> tuple[list[int], int, dict[int
         await _check_model_before_loading(settings, conninfo)
         embedder = build_embedder(settings)
         _closer_of(embedder, closers)
+        direct = _migration_conninfo(settings, conninfo)
         with _pgvector_hint(settings):
             applied = await migrate(
-                conninfo, dimension=embedder.dimension, model_id=embedder.model_id
+                direct, dimension=embedder.dimension, model_id=embedder.model_id
             )
         with _embedder_hint(settings):
             store = await PostgresStore.open(
@@ -439,6 +453,8 @@ async def migrate_database(settings: Settings) -> tuple[list[int], int, dict[int
                 dimension=embedder.dimension,
                 pool_max=1,
                 migrate=False,
+                transaction_pooler=settings.transaction_pooler,
+                migration_conninfo=direct,
             )
         await store.close()
     finally:

@@ -819,6 +819,14 @@ class Store(Protocol):
 
     def unit_of_work(self) -> UnitOfWork: ...
 
+    def reading(self) -> UnitOfWork:
+        """A unit of work that only reads and never commits (entity reads, expertise
+        views, a source's standing). The store may run it on a read replica that has
+        replayed every commit of this store (the PostgreSQL store with a replica; it
+        falls back to its primary when the replica is down or behind); otherwise it is
+        :meth:`unit_of_work`."""
+        ...
+
     async def preflight(self, parts: Collection[str]) -> None:
         """Raise :class:`StoreUnavailable` unless every named part (see
         :data:`STORE_PARTS`) can be written right now; an unknown name is a
