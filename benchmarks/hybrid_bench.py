@@ -10,6 +10,11 @@ quantity amid topic words. Then, from the same run on the same server:
 - ``query_knowledge`` p50 in ``vector``, ``lexical`` and ``hybrid`` mode, embedding excluded
   (query vectors are computed beforehand), beside a raw ``ts_rank`` SQL query built the
   way the adapter builds its own (the same OR of the query's non-stop-word terms);
+- the time of each stage of the hybrid (and vector) queries, p50/p95, as the query
+  path's profile hook (``Deps.query_profile``) reports them: the embedding (here a lookup
+  of the precomputed vector, behind the query cache), each signal's read (they run at the
+  same time, each on its own pooled connection while the pool has them to spare), fusion,
+  reading the winners whole, and the boost with its commit;
 - ``store_many`` throughput of ``--ingest`` new entries with the heuristic extractor and
   with an extractor that finds nothing, alternating chunks so both see the same table.
 
@@ -73,6 +78,29 @@ EXTRACTION_INGEST_TARGET = 0.8
 #: The raw baseline, the three modes of query_knowledge (which also commits the retrieval
 #: boost and access-log rows), and lexical ``retrieve`` (the same read, no writes).
 PATHS = ("raw_ts_rank", "vector", "lexical", "hybrid", "lexical_retrieve")
+#: The stages of a query its profile hook reports, in the order they run.
+STAGES = ("embed", "vector", "lexical", "graph", "fuse", "read winners", "boost")
+PROFILED = ("vector", "hybrid")
+
+
+class StageProfile:
+    """The query profile hook: each stage's seconds, for the mode being measured."""
+
+    def __init__(self) -> None:
+        self.mode: str | None = None
+        self.seconds: dict[str, dict[str, list[float]]] = {m: {} for m in PROFILED}
+
+    def stage(self, name: str, seconds: float) -> None:
+        if self.mode in self.seconds:
+            self.seconds[self.mode].setdefault(name, []).append(seconds)
+
+    def summary(self) -> dict[str, dict[str, dict[str, float]]]:
+        return {
+            mode: {name: summary_ms(stages[name]) for name in STAGES if name in stages}
+            for mode, stages in self.seconds.items()
+        }
+
+
 RAW_TS_RANK = (
     "WITH q AS (SELECT string_agg(DISTINCT '''' || replace(replace(lexeme, '\\', '\\\\'),"
     " '''', '''''') || '''', ' | ')::tsquery AS terms"
@@ -187,6 +215,8 @@ async def measure_queries(
 ) -> dict[str, Any]:
     vectors = {q: list(v) for q, v in zip(queries, embedder.embed_sync(queries), strict=True)}
     apollo = Apollo.with_store(store, embedder=PrecomputedEmbedder(embedder, vectors))
+    profile = StageProfile()
+    apollo.deps = attrs.evolve(apollo.deps, query_profile=profile)
     client = apollo.client(agent_id="bench-reader")
     stop = sorted(STOPWORDS)
     seconds: dict[str, list[float]] = {m: [] for m in PATHS}
@@ -199,9 +229,11 @@ async def measure_queries(
         returned["raw_ts_rank"] += len(await cur.fetchall())
         seconds["raw_ts_rank"].append(time.perf_counter() - t0)
         for mode in ("vector", "lexical", "hybrid"):
+            profile.mode = mode
             t0 = time.perf_counter()
             result = await client.query_knowledge(text, mode=mode, min_confidence=0.0)
             seconds[mode].append(time.perf_counter() - t0)
+            profile.mode = None
             returned[mode] += len(result.entries)
         t0 = time.perf_counter()
         read = await client.retrieve(text, mode="lexical", limit=10, min_confidence=0.0)
@@ -212,6 +244,7 @@ async def measure_queries(
         "queries": len(queries),
         "latency": latency,
         "results_returned": returned,
+        "stages": profile.summary(),
         "hybrid_over_vector_p50": latency["hybrid"]["p50_ms"] / latency["vector"]["p50_ms"],
         "lexical_over_raw_ts_rank_p50": latency["lexical"]["p50_ms"]
         / latency["raw_ts_rank"]["p50_ms"],
@@ -373,6 +406,19 @@ def report(result: dict[str, Any]) -> str:
         f" (target ≤ {HYBRID_OVER_VECTOR_TARGET})",
         f"lexical / raw ts_rank p50: {query['lexical_over_raw_ts_rank_p50']:.2f}"
         f" (target ≤ {LEXICAL_OVER_RAW_TARGET})",
+        "query stages (the profile hook), ms:",
+        table(
+            [
+                [stage]
+                + [
+                    query["stages"][mode][stage][q] if stage in query["stages"][mode] else "-"
+                    for mode in PROFILED
+                    for q in ("p50_ms", "p95_ms")
+                ]
+                for stage in STAGES
+            ],
+            ["stage"] + [f"{mode} {q}" for mode in PROFILED for q in ("p50", "p95")],
+        ),
     ]
     if ingest is not None:
         lines.append(

@@ -13,7 +13,9 @@ import pytest
 from hypothesis import settings
 
 from apollo_adapters.postgres.embedded import temporary_folder
+from tests.pgbouncer_support import pgbouncer
 from tests.postgres_support import postgres_server
+from tests.replica_support import replica
 
 settings.register_profile("ci", derandomize=True, print_blob=True)
 settings.register_profile("dev", print_blob=True)
@@ -58,4 +60,4 @@ def onnx_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("onnx")
 
 
-__all__ = ["onnx_cache", "postgres_server", "server_folder"]
+__all__ = ["onnx_cache", "pgbouncer", "postgres_server", "replica", "server_folder"]

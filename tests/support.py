@@ -239,6 +239,9 @@ class FaultInjectingStore:
         self.faults = FaultPlan()
         self.directory = inner.directory
 
+    def reading(self) -> _FaultyUnitOfWork:
+        return self.unit_of_work()
+
     def unit_of_work(self) -> _FaultyUnitOfWork:
         return _FaultyUnitOfWork(self.inner.unit_of_work(), self.faults)
 
@@ -442,6 +445,9 @@ class Interleaving:
         gate = self._gates.pop((actor, point), None)
         if gate is not None:
             await gate.wait()
+
+    def reading(self) -> _InterleavedUnitOfWork:
+        return self.unit_of_work()
 
     def unit_of_work(self) -> _InterleavedUnitOfWork:
         return _InterleavedUnitOfWork(self.inner.unit_of_work(), self)

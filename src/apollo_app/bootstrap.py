@@ -44,6 +44,9 @@ if TYPE_CHECKING:
     from apollo_adapters.postgres import EmbeddedPostgres
 
 EMBEDDING_CACHE_SIZE = 10_000
+#: The query texts whose embeddings are kept (a cache apart from the stored texts': a
+#: bulk ingest does not push the repeated queries out).
+QUERY_CACHE_SIZE = 4_096
 Closer = Callable[[], Awaitable[None]]
 
 
@@ -132,19 +135,23 @@ def relevance_floor_of(embedder: Embedder) -> float | None:
 
 
 def wire(store: Store, overrides: Overrides = Overrides()) -> Deps:
-    """The use cases' ports over ``store``. The retrieval settings' relevance floor, unless
-    set, is the embedder's (:func:`relevance_floor_of`)."""
+    """The use cases' ports over ``store``. The embedder is cached twice over: the texts
+    it stores and searches with (``EMBEDDING_CACHE_SIZE``) and, apart, the query texts
+    (``QUERY_CACHE_SIZE``, keyed by model id and the query as embedded). The retrieval
+    settings' relevance floor, unless set, is the embedder's (:func:`relevance_floor_of`)."""
     embedder = overrides.embedder
     if embedder is None:
         embedder = default_embedder()
     elif not isinstance(embedder, CachingEmbedder):
         embedder = CachingEmbedder(embedder, max_entries=EMBEDDING_CACHE_SIZE)
+    model = embedder.inner if isinstance(embedder, CachingEmbedder) else embedder
     retrieval = overrides.retrieval or RetrievalSettings()
     if retrieval.relevance_floor is None:  # the floor belongs to the embedder
         retrieval = evolve(retrieval, relevance_floor=relevance_floor_of(embedder))
     return Deps(
         store=store,
         embedder=embedder,
+        query_embedder=CachingEmbedder(model, max_entries=QUERY_CACHE_SIZE),
         judge=overrides.judge or ThreadedContradictionJudge(),
         clock=overrides.clock or SystemClock(),
         policy=overrides.policy or ConfidencePolicy(),
@@ -249,6 +256,15 @@ async def _database(settings: Settings) -> tuple[str, list[Closer]]:
         if exc.target != server.data_dir:
             raise
         raise ConfigurationError("APOLLO_DATA_DIR", str(exc)) from exc
+
+
+def _migration_conninfo(settings: Settings, conninfo: str) -> str:
+    """Where migrations and the schema check run: ``APOLLO_MIGRATION_DATABASE_URL`` (the
+    primary itself, past any pooler) when set with ``APOLLO_DATABASE_URL``, else
+    ``conninfo``."""
+    if settings.database_url is not None and settings.migration_database_url is not None:
+        return settings.migration_database_url
+    return conninfo
 
 
 @contextmanager
@@ -377,8 +393,12 @@ async def open_durable(
                 ef_search=settings.ef_search,
                 ingest_ef_search=settings.ingest_ef_search,
                 migrate=migrate or settings.database_url is None,
+                transaction_pooler=settings.transaction_pooler,
+                migration_conninfo=_migration_conninfo(settings, conninfo),
             )
         closers.append(store.close)
+        if settings.read_database_url is not None and settings.database_url is not None:
+            await store.with_replica(settings.read_database_url, wait=settings.replica_wait)
     except BaseException:
         await _close_all(closers)
         raise
@@ -421,9 +441,10 @@ async def migrate_database(settings: Settings) -> tuple[list[int], int, dict[int
         await _check_model_before_loading(settings, conninfo)
         embedder = build_embedder(settings)
         _closer_of(embedder, closers)
+        direct = _migration_conninfo(settings, conninfo)
         with _pgvector_hint(settings):
             applied = await migrate(
-                conninfo, dimension=embedder.dimension, model_id=embedder.model_id
+                direct, dimension=embedder.dimension, model_id=embedder.model_id
             )
         with _embedder_hint(settings):
             store = await PostgresStore.open(
@@ -432,6 +453,8 @@ async def migrate_database(settings: Settings) -> tuple[list[int], int, dict[int
                 dimension=embedder.dimension,
                 pool_max=1,
                 migrate=False,
+                transaction_pooler=settings.transaction_pooler,
+                migration_conninfo=direct,
             )
         await store.close()
     finally:

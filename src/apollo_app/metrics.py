@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterator
+from typing import Any, Protocol
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -12,12 +13,40 @@ from prometheus_client import (
     Histogram,
     generate_latest,
 )
+from prometheus_client.core import CounterMetricFamily, Metric
 
 from apollo_domain.commands import Command, QueryKnowledge
 from apollo_domain.model import Outcome
 from apollo_domain.results import IngestResult, MaintenanceResult
 
 QUERY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+
+class ReplicaCounts(Protocol):
+    """A store that reads on a replica: how many reads ran there, and how many it could
+    not take (they ran on the primary)."""
+
+    @property
+    def replica_reads(self) -> int: ...
+
+    @property
+    def replica_fallbacks(self) -> int: ...
+
+
+class _ReplicaCollector:
+    def __init__(self, store: ReplicaCounts) -> None:
+        self._store = store
+
+    def collect(self) -> Iterator[Metric]:
+        family = CounterMetricFamily(
+            "apollo_replica_reads",
+            "Reads meant for the read replica, by where they ran (primary: the replica was"
+            " down or behind).",
+            labels=["served_by"],
+        )
+        family.add_metric(["replica"], self._store.replica_reads)
+        family.add_metric(["primary"], self._store.replica_fallbacks)
+        yield family
 
 
 class Metrics:
@@ -122,6 +151,12 @@ class Metrics:
     def observe_http(self, method: str, route: str, status: int, seconds: float) -> None:
         self.http_requests.labels(method=method, route=route, status=str(status)).inc()
         self.http_seconds.labels(route=route).observe(max(0.0, seconds))
+
+    def watch_replica(self, store: object) -> None:
+        """Export ``store``'s replica counts (``apollo_replica_reads_total``) when it reads
+        on a replica (the PostgreSQL store opened with ``APOLLO_READ_DATABASE_URL``)."""
+        if hasattr(store, "replica_reads") and hasattr(store, "replica_fallbacks"):
+            self.registry.register(_ReplicaCollector(store))
 
     def render(self) -> tuple[bytes, str]:
         """The Prometheus text exposition and its content type, without the ``*_created``

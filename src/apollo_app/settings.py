@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import difflib
+import logging
 import os
 from collections.abc import Mapping
 from datetime import timedelta
@@ -19,6 +21,15 @@ from apollo_domain.rules import check_agent_id
 from apollo_domain.secrets import MASK, redact
 from apollo_domain.topology import check_queue_type
 
+log = logging.getLogger(__name__)
+
+#: ``APOLLO_DATABASE_POOLER`` values: what ``APOLLO_DATABASE_URL`` leads to. ``none``: the
+#: server itself, or a session-mode pooler; ``transaction``: a transaction-mode pooler.
+POOLERS = ("none", "session", "transaction")
+#: ``APOLLO_*`` variables read by other parts of Apollo than the service's settings: the
+#: remote client, and the test and benchmark harnesses (``APOLLO_TEST_*``, ``APOLLO_BENCH_*``).
+OTHER_VARIABLES = frozenset({"APOLLO_SERVICE_USERS", "APOLLO_CONSOLE_SCREENSHOT"})
+OTHER_PREFIXES = ("APOLLO_POLICY_", "APOLLO_TEST_", "APOLLO_BENCH_")
 EMBEDDERS = ("hashing", "sentence-transformers", "onnx", "openai")
 #: ``APOLLO_ONNX_QUANTIZE`` values: the fp32 graph, or its int8 dynamic quantization.
 ONNX_QUANTIZATIONS = ("none", "int8")
@@ -99,6 +110,21 @@ class Settings:
     pgvector from the wheel in ``data_dir``, the in-process bus, the hashing embedder."""
 
     database_url: str | None = field(default=None, validator=_database_url, repr=_url_repr)
+    #: What ``database_url`` leads to (:data:`POOLERS`): ``transaction`` for a
+    #: transaction-mode pooler such as PgBouncer's, which the store then uses without
+    #: server-side prepared statements.
+    database_pooler: str = "none"
+    #: Where migrations and the schema check run (``None``: ``database_url``): the primary
+    #: itself when ``database_url`` leads to a pooler.
+    migration_database_url: str | None = field(
+        default=None, validator=_database_url, repr=_url_repr
+    )
+    #: A hot standby of ``database_url``'s server where a query's searches run (``None``:
+    #: they run on the primary); a read there first waits, at most ``replica_wait``
+    #: seconds, for the replica to replay this process's last commit, else runs on the
+    #: primary.
+    read_database_url: str | None = field(default=None, validator=_database_url, repr=_url_repr)
+    replica_wait: float = 1.0
     data_dir: Path = field(default=Path(".apollo"), converter=Path)
     amqp_url: str | None = field(default=None, repr=_url_repr)
     exchange: str = "legion.apollo"
@@ -208,6 +234,10 @@ class Settings:
             kwargs[attr] = parsed
 
         text("APOLLO_DATABASE_URL", "database_url")
+        text("APOLLO_DATABASE_POOLER", "database_pooler")
+        text("APOLLO_MIGRATION_DATABASE_URL", "migration_database_url")
+        text("APOLLO_READ_DATABASE_URL", "read_database_url")
+        number("APOLLO_REPLICA_WAIT_SECONDS", "replica_wait", float, 0, 60)
         text("APOLLO_DATA_DIR", "data_dir")
         text("APOLLO_AMQP_URL", "amqp_url")
         text("APOLLO_EXCHANGE", "exchange")
@@ -252,8 +282,20 @@ class Settings:
         number("APOLLO_REQUEST_TIMEOUT", "request_timeout", float, 0.1, 3_600)
         number("APOLLO_RELEVANCE_FLOOR", "relevance_floor", float, -1, 1)
 
-        if "database_url" in kwargs:
-            check_database_url("APOLLO_DATABASE_URL", kwargs["database_url"])
+        for name, attr in (
+            ("APOLLO_DATABASE_URL", "database_url"),
+            ("APOLLO_MIGRATION_DATABASE_URL", "migration_database_url"),
+            ("APOLLO_READ_DATABASE_URL", "read_database_url"),
+        ):
+            if attr in kwargs:
+                check_database_url(name, kwargs[attr])
+        if "database_pooler" in kwargs:
+            kwargs["database_pooler"] = kwargs["database_pooler"].lower()
+            if kwargs["database_pooler"] not in POOLERS:
+                raise ConfigurationError(
+                    "APOLLO_DATABASE_POOLER",
+                    f"must be one of {', '.join(POOLERS)}, got {env['APOLLO_DATABASE_POOLER']!r}",
+                )
         if "embedder" in kwargs and kwargs["embedder"] not in EMBEDDERS:
             raise ConfigurationError(
                 "APOLLO_EMBEDDER",
@@ -301,6 +343,17 @@ class Settings:
                 kwargs["policy"] = ConfidencePolicy.from_overrides(**overrides)
             except ValidationError as exc:
                 raise ConfigurationError(prefix + exc.field.upper(), exc.message) from None
+        if "database_url" not in kwargs:
+            for name, attr in (
+                ("APOLLO_READ_DATABASE_URL", "read_database_url"),
+                ("APOLLO_MIGRATION_DATABASE_URL", "migration_database_url"),
+            ):
+                if attr in kwargs:
+                    raise ConfigurationError(
+                        name, "needs APOLLO_DATABASE_URL: the embedded server is used alone"
+                    )
+        for name in unknown_variables(env):
+            log.warning("%s", _unknown_note(name))
         settings = cls(**kwargs)
         if settings.outbox_retry_max < settings.outbox_retry_base:
             raise ConfigurationError(
@@ -333,6 +386,11 @@ class Settings:
         if self.gateway_users is None or user_id in self.gateway_users:
             return Principal(user_id, role=Role.GATEWAY)
         return Principal(user_id, role=Role.WRITER)
+
+    @property
+    def transaction_pooler(self) -> bool:
+        """Whether ``database_url`` leads to a transaction-mode pooler."""
+        return self.database_pooler == "transaction"
 
     @property
     def consumer_prefetch(self) -> int:
@@ -374,6 +432,92 @@ class Settings:
     def secrets(self) -> tuple[str, ...]:
         """Values no log line may show (URL user information is masked anyway)."""
         return tuple(s for s in (self.llm_api_key, *self.api_tokens) if s)
+
+
+#: Every ``APOLLO_*`` variable :meth:`Settings.from_env` reads, by name.
+_KNOWN = frozenset(
+    {
+        "APOLLO_ACCESS_LOG_RETENTION_DAYS",
+        "APOLLO_ADMIN_USERS",
+        "APOLLO_ALLOW_ANONYMOUS_PUBLISHERS",
+        "APOLLO_AMQP_URL",
+        "APOLLO_API_TOKENS",
+        "APOLLO_AUDIT_EXCHANGE",
+        "APOLLO_BOOST_WINDOW_SECONDS",
+        "APOLLO_CORROBORATION_BATCH",
+        "APOLLO_CORROBORATION_INTERVAL",
+        "APOLLO_DATABASE_POOLER",
+        "APOLLO_DATABASE_URL",
+        "APOLLO_DATA_DIR",
+        "APOLLO_DECAY_INTERVAL",
+        "APOLLO_EF_SEARCH",
+        "APOLLO_EMBEDDER",
+        "APOLLO_EMBEDDING_DIMENSION",
+        "APOLLO_EMBEDDING_MODEL",
+        "APOLLO_EMBEDDING_URL",
+        "APOLLO_EXCHANGE",
+        "APOLLO_EXPERTISE_INTERVAL",
+        "APOLLO_GATEWAY_USERS",
+        "APOLLO_HTTP_BODY_TIMEOUT",
+        "APOLLO_HTTP_ENABLED",
+        "APOLLO_HTTP_HEADER_TIMEOUT",
+        "APOLLO_HTTP_HOST",
+        "APOLLO_HTTP_MAX_CONNECTIONS",
+        "APOLLO_HTTP_PORT",
+        "APOLLO_INGEST_BATCH",
+        "APOLLO_INGEST_BATCH_MS",
+        "APOLLO_INGEST_EF_SEARCH",
+        "APOLLO_LLM_API_KEY",
+        "APOLLO_LLM_MODEL",
+        "APOLLO_LLM_URL",
+        "APOLLO_MAX_REDELIVERIES",
+        "APOLLO_MIGRATION_DATABASE_URL",
+        "APOLLO_ONNX_CACHE_DIR",
+        "APOLLO_READ_DATABASE_URL",
+        "APOLLO_REPLICA_WAIT_SECONDS",
+        "APOLLO_ONNX_QUANTIZE",
+        "APOLLO_ONNX_THREADS",
+        "APOLLO_OUTBOX_INTERVAL",
+        "APOLLO_OUTBOX_LEASE_SECONDS",
+        "APOLLO_OUTBOX_MAX_ATTEMPTS",
+        "APOLLO_OUTBOX_RETRY_BASE_SECONDS",
+        "APOLLO_OUTBOX_RETRY_MAX_SECONDS",
+        "APOLLO_OUTBOX_WORKERS",
+        "APOLLO_POOL_MAX",
+        "APOLLO_PREFETCH",
+        "APOLLO_QUEUE_PREFIX",
+        "APOLLO_RELEVANCE_FLOOR",
+        "APOLLO_REQUEST_TIMEOUT",
+        "APOLLO_RPC_TIMEOUT",
+    }
+)
+
+
+def known_variables() -> frozenset[str]:
+    """Every ``APOLLO_*`` variable :meth:`Settings.from_env` reads (besides the
+    ``APOLLO_POLICY_*`` family)."""
+    return _KNOWN
+
+
+def unknown_variables(environ: Mapping[str, str]) -> list[str]:
+    """The ``APOLLO_*`` variables of ``environ`` no part of Apollo reads, sorted: most
+    likely a typo, or a setting of a later version. :meth:`Settings.from_env` logs a
+    warning for each (it does not refuse them: a newer setting left in a shared
+    environment must not stop an older process)."""
+    return sorted(
+        name
+        for name in environ
+        if name.startswith("APOLLO_")
+        and name not in _KNOWN
+        and name not in OTHER_VARIABLES
+        and not name.startswith(OTHER_PREFIXES)
+    )
+
+
+def _unknown_note(name: str) -> str:
+    close = difflib.get_close_matches(name, sorted(_KNOWN), n=1)
+    hint = f" (did you mean {close[0]}?)" if close else ""
+    return f"{name} is not an Apollo setting and is ignored{hint}"
 
 
 def parse_tokens(value: str) -> dict[str, str]:

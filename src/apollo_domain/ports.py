@@ -79,6 +79,16 @@ class Clock(Protocol):
     def now(self) -> datetime: ...
 
 
+class QueryProfile(Protocol):
+    """Told how long each stage of a query took (a benchmark's or an operator's probe):
+    ``embed`` (the query text), ``vector``, ``lexical`` and ``graph`` (each signal's read;
+    they may run at the same time), ``fuse``, ``read winners`` (the fused winners read
+    whole) and ``boost`` (the boost, the access log and the commit). A stage that did not
+    run is not reported. Seconds are measured on the use cases' :class:`Clock`."""
+
+    def stage(self, name: str, seconds: float) -> None: ...
+
+
 @runtime_checkable
 class GasLanguageModel(Protocol):
     """The language model behind GAS (knowledge from LLM audit events).
@@ -809,6 +819,14 @@ class Store(Protocol):
 
     def unit_of_work(self) -> UnitOfWork: ...
 
+    def reading(self) -> UnitOfWork:
+        """A unit of work that only reads and never commits (entity reads, expertise
+        views, a source's standing). The store may run it on a read replica that has
+        replayed every commit of this store (the PostgreSQL store with a replica; it
+        falls back to its primary when the replica is down or behind); otherwise it is
+        :meth:`unit_of_work`."""
+        ...
+
     async def preflight(self, parts: Collection[str]) -> None:
         """Raise :class:`StoreUnavailable` unless every named part (see
         :data:`STORE_PARTS`) can be written right now; an unknown name is a
@@ -840,6 +858,7 @@ __all__ = [
     "Outbox",
     "OutboxItem",
     "ProcessedKeys",
+    "QueryProfile",
     "Reads",
     "RelationRepository",
     "ScoredEntry",

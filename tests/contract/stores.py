@@ -19,6 +19,14 @@ from apollo_domain.ports import Store
 from tests.support import FaultInjectingStore, Interleaving, KeyedEmbedder
 
 STORE_KINDS = ["memory", pytest.param("postgres", marks=pytest.mark.postgres)]
+#: The store kinds and PostgreSQL through PgBouncer in transaction mode, with a server pool
+#: smaller than the store's (``tests.pgbouncer_support``): for the suites that must hold
+#: through a transaction-mode pooler (a module takes them by overriding ``store_kind``
+#: with :func:`pooled_store_kind`).
+POOLED_STORE_KINDS = [
+    *STORE_KINDS,
+    pytest.param("pgbouncer", marks=[pytest.mark.postgres, pytest.mark.cluster]),
+]
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 STORE_DIMENSION = 16
 """The embedding dimension of the bare ``store`` fixture."""
@@ -32,6 +40,11 @@ async def open_store(
     """A fresh, empty store of ``kind``; ``model_id`` None is the hashing embedder's."""
     if kind == "memory":
         return InMemoryStore()
+    if kind == "pgbouncer":
+        from tests.pgbouncer_support import fresh_pooled_store
+
+        bouncer = request.getfixturevalue("pgbouncer")
+        return await fresh_pooled_store(bouncer, dimension=dimension, model_id=model_id)
     server = request.getfixturevalue("postgres_server")
     from tests.postgres_support import fresh_store
 
@@ -40,6 +53,12 @@ async def open_store(
 
 @pytest.fixture(params=STORE_KINDS)
 def store_kind(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+def pooled_store_kind(request: pytest.FixtureRequest) -> str:
+    """``store_kind`` over :data:`POOLED_STORE_KINDS`; a module takes it with
+    ``store_kind = pytest.fixture(params=POOLED_STORE_KINDS)(pooled_store_kind)``."""
     return str(request.param)
 
 

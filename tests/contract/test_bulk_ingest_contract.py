@@ -4,6 +4,9 @@ items one by one, in order, whatever the items, the sources and the chunk size."
 from __future__ import annotations
 
 import asyncio
+import io
+import json
+from collections import Counter
 from datetime import UTC, datetime
 from typing import Any
 
@@ -14,6 +17,7 @@ from hypothesis import strategies as st
 
 from apollo_adapters.clock import ManualClock
 from apollo_app import Apollo, Outcome, Principal, Status
+from apollo_app.cli.ingest import IngestReport, Progress, ingest_lines
 from apollo_domain import services
 from apollo_domain.ports import CredibilityRecord
 from apollo_domain.services import bulk_ingest
@@ -249,3 +253,112 @@ async def test_a_concurrent_writer_of_the_same_text_is_recorded_against(make_apo
     async with apollo.store.unit_of_work() as uow:
         assert 3 == await uow.access_log.count("ingest")
         assert [] == [e for e in await uow.entries.by_agent("claude-a") if e.content == "gamma"][1:]
+
+
+BAD_LINES = ("{not json", '{"content": "x", "colour": "red"}', '{"tags": ["no content"]}', "[1]")
+lines = st.lists(
+    st.one_of(items.map(lambda batch: batch[0]), st.sampled_from(BAD_LINES)),
+    min_size=1,
+    max_size=14,
+)
+
+
+def jsonl(line: dict[str, Any] | str) -> str:
+    """A JSONL line of ``apollo ingest`` for an item (a bad line as it is)."""
+    if isinstance(line, str):
+        return line
+    return json.dumps(
+        {
+            "content": line["content"],
+            "agent_id": line["agent"],
+            "access_scope": line["access_scope"],
+            "content_type": line["content_type"],
+        }
+    )
+
+
+async def ingest_file_both_ways(
+    kind: str, request: pytest.FixtureRequest, batch: list[dict[str, Any] | str], chunk: int
+) -> tuple[dict[str, Any], Counter[str], dict[str, Any], IngestReport]:
+    """What storing the good lines of ``batch`` one by one writes (and their outcomes), and
+    what ``apollo ingest`` of the same lines writes (and its report)."""
+    one_by_one, bulk = await seeded_apollo(kind, request), await seeded_apollo(kind, request)
+    try:
+        results, outcomes = [], Counter[str]()
+        for item in batch:
+            if isinstance(item, dict):
+                result = await one_by_one.client(item["agent"], Principal("alice")).store_knowledge(
+                    content=item["content"],
+                    access_scope=item["access_scope"],
+                    content_type=item["content_type"],
+                )
+                results.append(result)
+                outcomes[result.outcome.value] += 1
+        report = IngestReport()
+        await ingest_lines(
+            bulk,
+            [jsonl(line) for line in batch],
+            report,
+            agent_id="claude-a",
+            principal=Principal("alice"),
+            progress=Progress(len(batch), io.StringIO()),
+            chunk=chunk,
+        )
+        expected, got = await observe(one_by_one, results), await observe(bulk, [])
+        del expected["results"], got["results"]
+        return expected, outcomes, got, report
+    finally:
+        await one_by_one.store.close()
+        await bulk.store.close()
+
+
+@pytest.mark.parametrize("chunk", [1, 4, 256])
+def test_the_ingest_command_has_the_outcomes_of_storing_its_lines_in_order(
+    store_kind: str, request: pytest.FixtureRequest, chunk: int
+) -> None:
+    """``apollo ingest`` stores its good lines in bulk chunks: every row it writes and every
+    outcome it counts are those of storing the lines one by one, in order, whatever the
+    chunk size; each bad line is reported by its number and changes nothing."""
+
+    @settings(
+        max_examples=MAX_EXAMPLES[store_kind],
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+    )
+    @given(batch=lines)
+    def agree(batch: list[dict[str, Any] | str]) -> None:
+        expected, outcomes, got, report = asyncio.run(
+            ingest_file_both_ways(store_kind, request, batch, chunk)
+        )
+        for outcome in outcomes:
+            event(f"outcome {outcome}")
+        event(f"bad lines: {min(len(report.bad), 2)}")
+        assert expected == got
+        assert outcomes == report.outcomes
+        bad = [n for n, line in enumerate(batch, 1) if isinstance(line, str)]
+        assert bad == [number for number, _ in report.bad]
+
+    agree()
+
+
+async def test_the_ingest_command_embeds_a_chunk_in_one_call(make_apollo):
+    """The good lines of ``apollo ingest`` are embedded a chunk at a time (one call per
+    chunk, not one per line), bad lines between them notwithstanding."""
+    embedder = KeyedEmbedder(16)
+    apollo = await make_apollo(embedder=embedder)
+    texts = [json.dumps({"content": f"note number {i} on topic {i * 7}"}) for i in range(10)]
+    texts.insert(5, "{not json")
+    report = IngestReport()
+    before = embedder.calls
+    await ingest_lines(
+        apollo,
+        texts,
+        report,
+        agent_id="claude-a",
+        principal=Principal("alice"),
+        progress=Progress(len(texts), io.StringIO()),
+        chunk=4,
+    )
+    assert {"created": 10} == dict(report.outcomes)
+    assert [(6, report.bad[0][1])] == report.bad
+    assert 3 == embedder.calls - before  # 4 + 4 + 2 lines

@@ -16,7 +16,11 @@ import pytest
 from apollo_app import InvalidTransition, Outcome, Principal, Status, TransientConflict
 from apollo_domain.lifecycle import confirm, dispute
 from apollo_domain.model import EvidenceKind, Relation, RelationType
+from tests.contract.stores import POOLED_STORE_KINDS, pooled_store_kind
 from tests.support import KeyedEmbedder, at_cosine
+
+#: Also through PgBouncer in transaction mode, with fewer server connections than callers.
+store_kind = pytest.fixture(params=POOLED_STORE_KINDS)(pooled_store_kind)
 
 ADMIN = Principal("ops", role="admin")
 TARGET = "Postgres keeps row versions until vacuum removes them"

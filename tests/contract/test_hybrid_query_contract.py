@@ -243,3 +243,41 @@ async def test_hybrid_shows_an_archived_winner_as_it_is(make_apollo):
     assert by_id[live].confidence == (await apollo.get_entry(live)).confidence
     async with apollo.store.unit_of_work() as uow:
         assert len(result.entries) - 1 == await uow.access_log.count("query")
+
+
+class _Profile:
+    """A query profile that keeps what it is told."""
+
+    def __init__(self) -> None:
+        self.stages: list[tuple[str, float]] = []
+
+    def stage(self, name: str, seconds: float) -> None:
+        self.stages.append((name, seconds))
+
+
+@pytest.mark.parametrize(
+    ("mode", "stages"),
+    [
+        ("hybrid", {"embed", "vector", "lexical", "graph", "fuse", "read winners", "boost"}),
+        ("vector", {"embed", "vector", "fuse", "boost"}),
+        ("lexical", {"lexical", "fuse", "boost"}),
+    ],
+)
+async def test_a_query_tells_its_profile_each_stage_once(make_apollo, mode, stages):
+    """Each stage that ran is told once, with the time it took on the use cases' clock; a
+    query without a profile is answered the same."""
+    embedder = KeyedEmbedder(16)
+    apollo = await make_apollo(embedder=embedder)
+    await _seed(apollo, embedder)
+    unprofiled = await apollo.client("reader").query_knowledge(
+        query="where is the zeppelin hangar", mode=mode
+    )
+    profile = _Profile()
+    apollo.deps = attrs.evolve(apollo.deps, query_profile=profile)
+    profiled = await apollo.client("reader").query_knowledge(
+        query="where is the zeppelin hangar", mode=mode
+    )
+    assert [e.id for e in unprofiled.entries] == [e.id for e in profiled.entries]
+    assert profiled.entries
+    assert sorted(stages) == sorted(name for name, _ in profile.stages)
+    assert all(seconds >= 0 for _, seconds in profile.stages)

@@ -37,8 +37,11 @@ from apollo_domain.ports import (
     Store,
     UnitOfWork,
 )
-from tests.contract.stores import STORE_DIMENSION
+from tests.contract.stores import POOLED_STORE_KINDS, STORE_DIMENSION, pooled_store_kind
 from tests.support import Interleaving, candidate_entry
+
+#: Also through PgBouncer in transaction mode, with fewer server connections than callers.
+store_kind = pytest.fixture(params=POOLED_STORE_KINDS)(pooled_store_kind)
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 EVERY_STATUS = frozenset(Status)

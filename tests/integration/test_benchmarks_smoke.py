@@ -22,6 +22,7 @@ from benchmarks import (
     memory_bench,
     model_ingest_bench,
     postgres_bench,
+    query_cache_bench,
     relevance_floor_bench,
     retrieval_bench,
     text_bench,
@@ -176,6 +177,11 @@ def test_hybrid_bench_reports_every_path_and_ratio(tmp_path: Path) -> None:
         assert positive(query["results_returned"][path]), path
     assert positive(query["hybrid_over_vector_p50"])
     assert positive(query["lexical_over_raw_ts_rank_p50"])
+    assert set(hybrid_bench.STAGES) == set(query["stages"]["hybrid"])
+    assert {"embed", "vector", "fuse", "boost"} == set(query["stages"]["vector"])
+    for stages in query["stages"].values():
+        for stage in stages.values():
+            assert stage["count"] >= 1 and stage["p95_ms"] >= stage["p50_ms"] >= 0
     assert positive(ingest["entries"]["extraction"]) and positive(ingest["entries"]["none"])
     assert positive(ingest["extraction_over_none"])
 
@@ -233,14 +239,30 @@ def test_ingest_recall_bench_quick_compares_every_breadth_with_the_exact_neighbo
 
 @pytest.mark.postgres
 def test_model_ingest_bench_reports_both_rates(tmp_path: Path) -> None:
-    """The bundled model embeds the texts alone, then store_many stores them through it."""
+    """The bundled model embeds the texts alone, then store_many stores them through it,
+    and so does apollo ingest's path."""
     result = model_ingest_bench.main(["--entries", "24", "--chunk", "8", "--output", str(tmp_path)])
 
     written = json.loads((tmp_path / "model_ingest_bench.json").read_text())
     assert written["ratio"] == result["ratio"]
     assert positive(written["model_texts_per_s"]) and positive(written["store_many_texts_per_s"])
-    assert 0 < written["entries_stored"] <= 24
-    assert positive(written["ratio"])
+    assert positive(written["apollo_ingest_texts_per_s"])
+    assert 24 == written["entries_stored"]
+    assert positive(written["ratio"]) and positive(written["apollo_ingest_over_store_many"])
+
+
+def test_query_cache_bench_times_both_passes(tmp_path: Path) -> None:
+    """Each question is asked twice: the embed stage and the query are timed each pass."""
+    result = query_cache_bench.main(
+        ["--embedder", "hashing", "--queries", "6", "--people", "4", "--output", str(tmp_path)]
+    )
+
+    written = json.loads((tmp_path / "query_cache_bench.json").read_text())
+    assert written["query_p50_hit_over_miss"] == result["query_p50_hit_over_miss"]
+    for name in ("miss", "hit"):
+        assert 6 == written[name]["query"]["count"] == written[name]["embed"]["count"]
+        assert positive(written[name]["query"]["p50_ms"])
+    assert positive(written["query_p50_hit_over_miss"])
 
 
 @pytest.mark.postgres

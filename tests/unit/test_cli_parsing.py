@@ -36,17 +36,19 @@ class _Terminal(io.StringIO):
 
 
 def test_the_progress_bar_draws_on_a_terminal_only() -> None:
-    """On a terminal a bar counts the lines; anywhere else nothing is written at all."""
+    """On a terminal a bar counts the lines and shows the entries stored per second;
+    anywhere else nothing is written at all."""
     terminal = _Terminal()
     bar = Progress(4, terminal)
     for done in range(1, 5):
-        bar.update(done)
+        bar.update(done, done)
     bar.close()
     assert "4/4" in terminal.getvalue()
+    assert "entries/s" in terminal.getvalue()
     log = io.StringIO()
     quiet = Progress(4, log)
     for done in range(1, 5):
-        quiet.update(done)
+        quiet.update(done, done)
     quiet.close()
     assert "" == log.getvalue()
 

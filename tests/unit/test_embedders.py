@@ -222,3 +222,30 @@ def test_each_embedder_declares_its_calibrated_relevance_floor() -> None:
     assert 0.36 == OpenAIEmbedder("http://e", "all-MiniLM-L6-v2", dimension=384).relevance_floor
     assert None is OpenAIEmbedder("http://e", "unknown-model", dimension=8).relevance_floor
     assert 0.2 == OpenAIEmbedder("http://e", "m", dimension=8, relevance_floor=0.2).relevance_floor
+
+
+async def test_a_repeated_query_does_not_run_the_model_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The query texts have a cache of their own, keyed by model id and the query as
+    embedded (spacing collapsed): asking again, differently spaced, after a bulk ingest
+    that overflowed the stored texts' cache, reaches the model no more; another query
+    does."""
+    from apollo_app import Apollo, bootstrap
+    from tests.support import KeyedEmbedder
+
+    monkeypatch.setattr(bootstrap, "EMBEDDING_CACHE_SIZE", 4)
+    model = KeyedEmbedder(16)
+    async with Apollo.in_memory(embedder=model) as apollo:
+        client = apollo.client("claude-a")
+        await client.store_knowledge(content="Kafka orders messages within a partition")
+        first = await client.query_knowledge("kafka  partition order")
+        asked = model.calls
+        await client.store_many([{"content": f"note {i} about topic {i * 3}"} for i in range(12)])
+        stored = model.calls
+        again = await client.query_knowledge(" kafka partition\torder ")
+        assert (asked + 1, stored) == (stored, model.calls)
+        assert ["Kafka orders messages within a partition"] == [e.content for e in first.entries]
+        assert first.entries[0].id in [e.id for e in again.entries]
+        other = await client.query_knowledge("kafka partition leaders")
+        assert stored + 1 == model.calls, other

@@ -215,3 +215,76 @@ def test_a_token_may_not_act_as_an_agent_apollo_reserves(grant: str):
     with pytest.raises(ConfigurationError) as refused:
         Settings.from_env({"APOLLO_API_TOKENS": f"tok={grant}"})
     assert "APOLLO_API_TOKENS" in str(refused.value)
+
+
+def test_a_transaction_mode_pooler_and_a_direct_migration_url_are_read():
+    settings = Settings.from_env(
+        {
+            "APOLLO_DATABASE_URL": "postgresql://bouncer:6432/apollo",
+            "APOLLO_DATABASE_POOLER": "Transaction",
+            "APOLLO_MIGRATION_DATABASE_URL": "postgresql://primary:5432/apollo",
+        }
+    )
+    assert settings.transaction_pooler
+    assert settings.migration_database_url == "postgresql://primary:5432/apollo"
+    replicated = Settings.from_env(
+        {
+            "APOLLO_DATABASE_URL": "postgresql://primary/apollo",
+            "APOLLO_READ_DATABASE_URL": "postgresql://replica/apollo",
+            "APOLLO_REPLICA_WAIT_SECONDS": "0.5",
+        }
+    )
+    assert ("postgresql://replica/apollo", 0.5) == (
+        replicated.read_database_url,
+        replicated.replica_wait,
+    )
+    plain = Settings.from_env({"APOLLO_DATABASE_URL": "postgresql://primary/apollo"})
+    assert not plain.transaction_pooler
+    assert plain.migration_database_url is None
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("APOLLO_DATABASE_POOLER", "statement"),
+        ("APOLLO_MIGRATION_DATABASE_URL", "mysql://primary/apollo"),
+        ("APOLLO_MIGRATION_DATABASE_URL", "postgresql://primary/apollo"),
+        ("APOLLO_READ_DATABASE_URL", "postgresql://replica/apollo"),
+        ("APOLLO_REPLICA_WAIT_SECONDS", "-1"),
+    ],
+)
+def test_bad_fleet_settings_name_their_variable(variable: str, value: str) -> None:
+    """Bad values, and the primary's companions set without the primary."""
+    with pytest.raises(ConfigurationError) as caught:
+        Settings.from_env({variable: value})
+    assert caught.value.variable == variable
+
+
+def test_an_unknown_apollo_variable_is_warned_about_naming_it(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with caplog.at_level("WARNING", logger="apollo_app.settings"):
+        Settings.from_env(
+            {
+                "APOLLO_DATABASE_URLL": "postgresql://db/apollo",
+                "APOLLO_TEST_DATABASE_URL": "postgresql://db/test",
+                "APOLLO_SERVICE_USERS": "apollo",
+                "APOLLO_POOL_MAX": "4",
+            }
+        )
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert warned == [
+        "APOLLO_DATABASE_URLL is not an Apollo setting and is ignored"
+        " (did you mean APOLLO_DATABASE_URL?)"
+    ]
+
+
+def test_every_variable_the_settings_read_is_known() -> None:
+    import re
+
+    import apollo_app.settings as module
+
+    source = Path(module.__file__).read_text(encoding="utf-8")
+    read = set(re.findall(r'"(APOLLO_[A-Z0-9_]+)"', source))
+    others = module.OTHER_VARIABLES | {n for n in read if n.startswith(module.OTHER_PREFIXES)}
+    assert read - others == set(module.known_variables())

@@ -101,6 +101,9 @@ class InMemoryStore:
     def unit_of_work(self) -> InMemoryUnitOfWork:
         return InMemoryUnitOfWork(self)
 
+    def reading(self) -> InMemoryUnitOfWork:
+        return InMemoryUnitOfWork(self)  # one store: there is no replica
+
     async def preflight(self, parts: Collection[str]) -> None:
         if self._closed:
             raise StoreUnavailable("the store is closed")

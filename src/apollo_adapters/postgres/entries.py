@@ -593,10 +593,9 @@ class PostgresEntryRepository:
     async def decay(
         self, now: datetime, factor_per_hour: float, archive_below: float
     ) -> DecayOutcome:
-        row = await self._s.row(
+        row = await self._s.one(
             _DECAY, {"now": now, "factor": factor_per_hour, "below": archive_below}
         )
-        assert row is not None
         return DecayOutcome(decayed=row["decayed"], archived=row["archived"])
 
     async def scale_confidence(self, factor: float, now: datetime) -> int:

@@ -174,13 +174,12 @@ class PostgresEntityGraph:
             " ON CONFLICT DO NOTHING",
             (edge_id, entry_id),
         )
-        row = await self._s.row(
+        row = await self._s.one(
             "SELECT " + _EDGE + ", ARRAY(SELECT s.entry_id FROM entity_edge_entries s"
             " WHERE s.edge_id = ed.id ORDER BY s.position) AS entry_ids"
             " FROM entity_edges ed WHERE ed.id = %s",
             (edge_id,),
         )
-        assert row is not None
         return _edge(row)
 
     async def prune(self) -> int:

@@ -385,7 +385,7 @@ class PostgresCredibilityRegistry:
         return deleted > 0
 
     async def add(self, agent_id: str, alpha_delta: float, beta_delta: float) -> CredibilityRecord:
-        row = await self._s.row(
+        row = await self._s.one(
             "INSERT INTO source_credibility AS c (" + _CREDIBILITY_COLUMNS + ")"
             " VALUES (%(agent)s, 1 + %(alpha)s, 1 + %(beta)s, NULL, %(validated)s, %(refuted)s)"
             " ON CONFLICT (agent_id) DO UPDATE SET alpha = c.alpha + %(alpha)s,"
@@ -399,17 +399,15 @@ class PostgresCredibilityRegistry:
                 "refuted": int(beta_delta > 0),
             },
         )
-        assert row is not None
         return _credibility(row)
 
     async def set_label(self, agent_id: str, label: str | None) -> CredibilityRecord:
-        row = await self._s.row(
+        row = await self._s.one(
             "INSERT INTO source_credibility (agent_id, alpha, beta, label) VALUES (%s, 1, 1, %s)"
             " ON CONFLICT (agent_id) DO UPDATE SET label = EXCLUDED.label"
             " RETURNING " + _CREDIBILITY_COLUMNS,
             (agent_id, label),
         )
-        assert row is not None
         return _credibility(row)
 
 

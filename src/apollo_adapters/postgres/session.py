@@ -24,6 +24,14 @@ _BEGIN_READ_ONLY = "BEGIN READ ONLY"
 _BEGUN = ([(_BEGIN, None)], [(_BEGIN_READ_ONLY, None)])
 #: what the server sends when it ends a session: shut down, terminated, or in recovery
 _SESSION_ENDED = ("57P01", "57P02", "57P03")
+#: The WAL position a commit reached. With ``synchronous_commit`` on (the default) the
+#: commit is flushed when it returns: the flush position covers it and ends where a
+#: replica's replay can end. Off, only the insert position covers it (one that ends just
+#: past a page header is reached by a replica only with the next WAL written).
+_WAL_POSITION = (
+    "SELECT (CASE WHEN current_setting('synchronous_commit') = 'off'"
+    " THEN pg_current_wal_insert_lsn() ELSE pg_current_wal_flush_lsn() END)::text"
+)
 T = TypeVar("T")
 Connection = psycopg.AsyncConnection[Any]
 
@@ -67,17 +75,24 @@ class Session:
         sent."""
         self.defer(_BEGIN_READ_ONLY if read_only else _BEGIN)
 
-    async def commit(self) -> None:
+    async def commit(self, *, position: bool = False) -> str | None:
         """The deferred writes and ``COMMIT`` in one round trip; nothing when nothing was
-        sent or deferred. The session is closed from then on."""
+        sent or deferred. The session is closed from then on. With ``position``: the
+        server's WAL position just after the commit (``pg_lsn`` text), read in the same
+        round trip; None when nothing was committed."""
         if self._deferred in _BEGUN:
             self._deferred.clear()
         if not self._deferred and not self.in_transaction:
             self.open = False
-            return
-        async with self.sending():
+            return None
+        async with self.sending(pipelined=position):
             self.open = False
             await self.conn.execute("COMMIT", prepare=False)
+            if not position:
+                return None
+            cur = await self.conn.execute(_WAL_POSITION, prepare=False)
+            row = await cur.fetchone()
+        return None if row is None else str(row[0])
 
     async def end(self) -> None:
         """Close the session: the deferred writes are dropped and an open transaction is
@@ -206,6 +221,15 @@ class Session:
     async def row(self, query: Query, params: Params = None) -> Row | None:
         rows = await self.rows(query, params)
         return rows[0] if rows else None
+
+    async def one(self, query: Query, params: Params = None) -> Row:
+        """The row of a statement that always returns one (an aggregate, ``RETURNING`` of
+        a write that cannot skip its row); :class:`PersistenceFailed` when none came back,
+        never a silent ``None`` (nor an ``assert``, which ``python -O`` removes)."""
+        row = await self.row(query, params)
+        if row is None:
+            raise PersistenceFailed("the store returned no row where one was due")
+        return row
 
     async def value(self, query: Query, params: Params = None) -> Any:
         row = await self.row(query, params)

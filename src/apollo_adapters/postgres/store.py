@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import select
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping, Sequence
@@ -49,6 +50,11 @@ PART_TABLES: Mapping[str, str] = {
     "graph": "entities",
 }
 T = TypeVar("T")
+log = logging.getLogger("apollo.postgres")
+#: How long a replica that failed is left alone before it is tried again.
+REPLICA_RETRY_SECONDS = 1.0
+#: How long a read waits for a connection to the replica before it runs on the primary.
+REPLICA_CONNECT_SECONDS = 1.0
 #: What a caller refused by a busy store is told to wait before trying again.
 _RETRY_AFTER_SECONDS = 1.0
 
@@ -66,6 +72,7 @@ class _Reader:
     """The read repositories over a connection of their own (:meth:`read_concurrently`)."""
 
     def __init__(self, store: PostgresStore, session: Session) -> None:
+        self.session = session
         self.entries = PostgresEntryRepository(
             session, store.ef_search, store.max_scan_tuples, store.ingest_ef_search
         )
@@ -85,8 +92,9 @@ class PostgresUnitOfWork:
     processed: PostgresProcessedKeys
     graph: PostgresEntityGraph
 
-    def __init__(self, store: PostgresStore) -> None:
+    def __init__(self, store: PostgresStore, *, reading: bool = False) -> None:
         self._store = store
+        self._reading = reading
         self._stack: AsyncExitStack | None = None
         self._session: Session | None = None
 
@@ -94,8 +102,10 @@ class PostgresUnitOfWork:
         if self._stack is not None:
             raise PersistenceFailed("a unit of work can be entered only once")
         self._stack = AsyncExitStack()
-        session = self._session = await self._stack.enter_async_context(self._store._session())
-        session.begin()  # sent with the first statement
+        opening = self._store._reading_session() if self._reading else self._store._session()
+        session = self._session = await self._stack.enter_async_context(opening)
+        if not self._reading:
+            session.begin()  # sent with the first statement
         store = self._store
         self.entries = PostgresEntryRepository(
             session, store.ef_search, store.max_scan_tuples, store.ingest_ef_search
@@ -111,7 +121,8 @@ class PostgresUnitOfWork:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        assert self._stack is not None
+        if self._stack is None:
+            raise PersistenceFailed("a unit of work left before it was entered")
         try:
             if self._session is not None:
                 await self._session.end()  # rolls back unless committed
@@ -121,7 +132,11 @@ class PostgresUnitOfWork:
     async def commit(self) -> None:
         if self._session is None or not self._session.open:
             raise PersistenceFailed("commit outside an open unit of work")
-        await self._session.commit()  # the deferred writes and COMMIT: one round trip
+        # the deferred writes and COMMIT: one round trip (with the WAL position reached,
+        # when reads may go to a replica: a later read there waits until it replays it)
+        written = await self._session.commit(position=self._store._replica is not None)
+        if written is not None:
+            self._store._wrote(written)
 
     async def read_concurrently(self, reads: Sequence[Callable[[Reads], Awaitable[T]]]) -> list[T]:
         if self._session is None or not self._session.open:
@@ -129,6 +144,9 @@ class PostgresUnitOfWork:
         self._session.check_open()
         if not reads:
             return []
+        on_replica = await self._store._replica_reads(reads)
+        if on_replica is not None:
+            return on_replica
         # The first read runs on this unit of work's connection; each other one on a spare
         # connection of the pool when there is one (reserved now, so this never waits for
         # a connection another unit of work holds), else after the first, in turn.
@@ -181,6 +199,21 @@ async def _check(conn: psycopg.AsyncConnection[Any]) -> None:
         await AsyncConnectionPool.check_connection(conn)
 
 
+def connection_options(transaction_pooler: bool) -> dict[str, Any]:
+    """The keyword arguments of the store's connections. Behind a transaction-mode pooler
+    no server-side prepared statement is made (``prepare_threshold=None``): the next
+    transaction may run on a server connection that never saw it. The store's other
+    per-connection state is safe there: its search settings are ``set_config(..., true)``
+    and ``SET LOCAL`` (they end with their transaction), its advisory locks are
+    ``pg_advisory_xact_lock``, it never LISTENs, and the time zone set by
+    :func:`_configure` is one of the parameters PgBouncer itself carries to every server
+    connection a client uses."""
+    options: dict[str, Any] = {"autocommit": True}
+    if transaction_pooler:
+        options["prepare_threshold"] = None
+    return options
+
+
 async def _configure(conn: psycopg.AsyncConnection[Any]) -> None:
     await register_vector_async(conn)
     await conn.execute("SET TIME ZONE 'UTC'")
@@ -210,8 +243,13 @@ class PostgresStore:
         max_scan_tuples: int,
         pool_timeout: float,
         ingest_ef_search: int | None = None,
+        transaction_pooler: bool = False,
     ) -> None:
         self._conninfo = conninfo
+        #: Whether ``conninfo`` leads to a transaction-mode pooler (PgBouncer's
+        #: ``pool_mode = transaction``), which hands each transaction the server connection
+        #: it likes: nothing may then outlive a transaction (see :func:`connection_options`).
+        self.transaction_pooler = transaction_pooler
         self._pool_min = pool_min
         self._pool_max = max(pool_max, pool_min)
         self._pool_timeout = pool_timeout
@@ -226,6 +264,16 @@ class PostgresStore:
         self.ingest_ef_search = ef_search if ingest_ef_search is None else ingest_ef_search
         self.max_scan_tuples = max_scan_tuples
         self.directory = PostgresIdentityDirectory(self)
+        #: the store of a read replica (:meth:`with_replica`), and when it may be tried again
+        self._replica: PostgresStore | None = None
+        self._replica_wait = 0.0
+        self._replica_retry = REPLICA_RETRY_SECONDS
+        self._replica_skipped_until = float("-inf")
+        #: the WAL position this store's last commit reached (``pg_lsn`` text)
+        self._written: str | None = None
+        #: reads run on the replica, and reads it could not take (for the metrics)
+        self.replica_reads = 0
+        self.replica_fallbacks = 0
 
     @classmethod
     async def open(
@@ -241,8 +289,14 @@ class PostgresStore:
         max_scan_tuples: int = 1_000_000,
         pool_timeout: float = 10.0,
         migrate: bool = True,
+        transaction_pooler: bool = False,
+        migration_conninfo: str | None = None,
     ) -> Self:
         """Connect, migrate (unless ``migrate=False``) and check the embedder matches.
+
+        ``migration_conninfo`` (default: ``conninfo``) is where migrations and the schema
+        check run: the primary itself, when ``conninfo`` leads to a pooler.
+        ``transaction_pooler``: ``conninfo`` leads to a transaction-mode pooler.
 
         Raises :class:`ConfigurationError` when the database was created for another
         embedding model or dimension, :class:`StoreUnavailable` when it cannot be reached,
@@ -250,9 +304,10 @@ class PostgresStore:
         or has migrations pending.
         """
         schema.check_dimension(dimension)
+        direct = migration_conninfo or conninfo
         if migrate:
-            await schema.migrate(conninfo, dimension=dimension, model_id=embedder_model_id)
-        await _check_schema(conninfo, embedder_model_id, dimension)
+            await schema.migrate(direct, dimension=dimension, model_id=embedder_model_id)
+        await _check_schema(direct, embedder_model_id, dimension)
         store = cls(
             conninfo,
             pool_min=pool_min,
@@ -261,6 +316,7 @@ class PostgresStore:
             max_scan_tuples=max_scan_tuples,
             pool_timeout=pool_timeout,
             ingest_ef_search=ingest_ef_search,
+            transaction_pooler=transaction_pooler,
         )
         try:
             with translated():
@@ -292,7 +348,7 @@ class PostgresStore:
             self._conninfo,
             min_size=self._pool_min,
             max_size=self._pool_max,
-            kwargs={"autocommit": True},
+            kwargs=connection_options(self.transaction_pooler),
             configure=_configure,
             check=_check,
             timeout=self._pool_timeout,
@@ -384,7 +440,12 @@ class PostgresStore:
     def _reserve(self, wanted: int) -> int:
         """Up to ``wanted`` connections the pool can give without waiting for one to be
         returned, counted as taken until :meth:`_release`; each is taken with
-        ``connection(reserved=True)``."""
+        ``connection(reserved=True)``. None behind a transaction-mode pooler."""
+        if self.transaction_pooler:
+            # The pooler's server connections are a second, hidden pool: a unit of work
+            # holding one while its readers wait for more can deadlock with others doing
+            # the same. Behind it, a unit of work's reads run in turn on its connection.
+            return 0
         spare = max(0, min(wanted, self._pool_max - self._in_use))
         self._in_use += spare
         return spare
@@ -429,26 +490,143 @@ class PostgresStore:
     def unit_of_work(self) -> PostgresUnitOfWork:
         return PostgresUnitOfWork(self)
 
+    def reading(self) -> PostgresUnitOfWork:
+        """A unit of work in a read-only transaction, on the replica when there is one
+        that can serve (see :meth:`with_replica`), else on the primary."""
+        return PostgresUnitOfWork(self, reading=True)
+
+    @asynccontextmanager
+    async def _reading_session(self) -> AsyncIterator[Session]:
+        """A session in a read-only transaction: on the replica once it has replayed this
+        store's last commit, else (no replica, or one that is skipped, down or behind) on
+        the primary. Only getting there falls back: an error after is the reader's."""
+        replica = self._replica
+        if replica is not None and time.monotonic() >= self._replica_skipped_until:
+            stack = AsyncExitStack()
+            session: Session | None = None
+            try:
+                session = await stack.enter_async_context(replica._session())
+                session.begin(read_only=True)
+                await self._catch_up(session)
+            except BaseException as exc:
+                if session is not None:
+                    await session.end()
+                await stack.aclose()
+                if not isinstance(exc, StoreUnavailable):
+                    raise
+                self._skip_replica(exc)
+            else:
+                async with stack:
+                    self.replica_reads += 1
+                    try:
+                        yield session
+                    finally:
+                        await session.end()
+                return
+        async with self._session() as session:
+            session.begin(read_only=True)
+            yield session
+
+    def _skip_replica(self, cause: StoreUnavailable) -> None:
+        self._replica_skipped_until = time.monotonic() + self._replica_retry
+        self.replica_fallbacks += 1
+        log.warning("read replica skipped for %g s: %s", self._replica_retry, cause)
+
+    async def with_replica(
+        self, conninfo: str, *, wait: float = 1.0, retry: float = REPLICA_RETRY_SECONDS
+    ) -> None:
+        """Run the reads of :meth:`PostgresUnitOfWork.read_concurrently` (a query's
+        searches) on the hot standby at ``conninfo``; every write, and every other read,
+        stays on this store's server.
+
+        A caller reads what this store committed: a read on the replica first waits (at
+        most ``wait`` seconds) until the replica has replayed the WAL position of this
+        store's last commit. A replica that is down (no connection within
+        :data:`REPLICA_CONNECT_SECONDS`), or behind past ``wait``, is skipped for ``retry``
+        seconds with a log line, and the reads run here: a replica never turns a read into
+        an error. Its pool is opened without waiting: a replica down at start is just
+        skipped; one that comes back is used again."""
+        replica = PostgresStore(
+            conninfo,
+            pool_min=0,
+            pool_max=self._pool_max,
+            ef_search=self.ef_search,
+            max_scan_tuples=self.max_scan_tuples,
+            pool_timeout=REPLICA_CONNECT_SECONDS,
+            ingest_ef_search=self.ingest_ef_search,
+        )
+        with translated():
+            await replica._pool.open(wait=False)
+        self._replica = replica
+        self._replica_wait = wait
+        self._replica_retry = retry
+
+    def _wrote(self, position: str) -> None:
+        self._written = position  # commits end in WAL order on one server
+
+    async def _replica_reads(
+        self, reads: Sequence[Callable[[Reads], Awaitable[T]]]
+    ) -> list[T] | None:
+        """``reads`` run at once on the replica, each on a connection of its own; None
+        when there is no replica, or it is skipped, down, or cannot catch up in time."""
+        replica = self._replica
+        if replica is None or time.monotonic() < self._replica_skipped_until:
+            return None
+
+        async def apart(read: Callable[[Reads], Awaitable[T]]) -> T:
+            async with replica._reader() as reader:
+                await self._catch_up(reader.session)  # the BEGIN goes with its first check
+                return await read(reader)
+
+        outcomes = await asyncio.gather(*(apart(read) for read in reads), return_exceptions=True)
+        failed = [o for o in outcomes if isinstance(o, BaseException)]
+        down = next((o for o in failed if isinstance(o, StoreUnavailable)), None)
+        if down is not None:
+            self._skip_replica(down)
+            return None
+        if failed:
+            raise failed[0]
+        self.replica_reads += 1
+        return [o for o in outcomes if not isinstance(o, BaseException)]
+
+    async def _catch_up(self, session: Session) -> None:
+        """Wait until the replica has replayed this store's last commit (at most the
+        replica wait); :class:`StoreUnavailable` when it has not by then."""
+        written = self._written
+        if written is None:
+            return
+        deadline = time.monotonic() + self._replica_wait
+        while True:
+            replayed = await session.value(
+                "SELECT coalesce(pg_last_wal_replay_lsn() >= %s::pg_lsn, false)", (written,)
+            )
+            if replayed:
+                return
+            if time.monotonic() >= deadline:
+                raise StoreUnavailable(
+                    f"the replica has not replayed this process's last write ({written})"
+                    f" within {self._replica_wait:g} s"
+                )
+            await asyncio.sleep(0.005)
+
     async def preflight(self, parts: Collection[str]) -> None:
         unknown = sorted(set(parts) - PART_TABLES.keys())
         if unknown:
             raise ValidationError("parts", f"unknown store parts: {', '.join(unknown)}")
         tables = [PART_TABLES[p] for p in parts]
-        async with self.connection() as conn:
-            with translated():
-                cur = await conn.execute(
-                    "SELECT current_setting('transaction_read_only') = 'on',"
-                    " ARRAY(SELECT t FROM unnest(%s::text[]) AS t WHERE to_regclass(t) IS NULL"
-                    " OR NOT has_table_privilege(to_regclass(t), 'INSERT'))",
-                    (tables,),
-                )
-                row = await cur.fetchone()
-        assert row is not None
-        read_only, missing = row
-        if read_only:
+        # One statement, one answer: it holds nothing past its own transaction, so it
+        # means the same through a transaction-mode pooler as on a connection of its own.
+        async with self._session() as session:
+            row = await session.one(
+                "SELECT current_setting('transaction_read_only') = 'on' AS read_only,"
+                " ARRAY(SELECT t FROM unnest(%s::text[]) AS t WHERE to_regclass(t) IS NULL"
+                " OR NOT has_table_privilege(to_regclass(t), 'INSERT')) AS missing",
+                (tables,),
+            )
+        if row["read_only"]:
             raise StoreUnavailable(f"store is read-only; cannot write {', '.join(parts)}")
-        if missing:
-            names = sorted(p for p in parts if PART_TABLES[p] in missing)
+        if row["missing"]:
+            names = sorted(p for p in parts if PART_TABLES[p] in row["missing"])
             raise StoreUnavailable(
                 f"store part(s) unavailable: {', '.join(names)} (missing or not writable)"
             )
@@ -463,6 +641,8 @@ class PostgresStore:
         return self._pool_max
 
     async def close(self) -> None:
+        if self._replica is not None:
+            await self._replica.close()
         for lending in (*self._retired, self._lending):
             await lending.pool.close()
         self._retired.clear()

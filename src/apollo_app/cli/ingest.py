@@ -1,10 +1,16 @@
-"""``apollo ingest``: bulk-ingest a JSONL file, with a progress bar on a terminal."""
+"""``apollo ingest``: bulk-ingest a JSONL file, with a progress bar on a terminal.
+
+Each line is checked alone (a bad one is reported by its number and skipped); the good
+ones are stored in chunks of ``CHUNK`` through the bulk path (one embedding call, one
+search pass and one transaction per chunk), with the outcomes storing them one by one in
+order would have."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+import time
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -16,7 +22,10 @@ from attrs import define, field
 from apollo_domain.bounds import MESSAGE
 from apollo_domain.commands import StoreKnowledge, aliases_of, unalias
 from apollo_domain.errors import ApolloError, ConfigurationError, ValidationError
+from apollo_domain.handlers import store_item
 from apollo_domain.model import Outcome, Principal
+from apollo_domain.services import IngestItem, ingest_each
+from apollo_domain.services.bulk_ingest import BATCH_SIZE
 from apollo_domain.validation import MAX_JSON_DEPTH
 
 from ..facade.client import store_command
@@ -38,14 +47,19 @@ INGEST_FIELDS = frozenset(a.name for a in attrs.fields(StoreKnowledge)) | set(
     aliases_of(StoreKnowledge)
 )
 
+#: The good lines stored together: one bulk chunk.
+CHUNK = BATCH_SIZE
+
 
 class Progress:
-    """A progress bar (rich) on ``stream`` while it is a terminal; elsewhere (a log, a pipe)
-    nothing at all: the summary line printed at the end says what happened."""
+    """A progress bar (rich) on ``stream`` while it is a terminal, counting the lines read
+    and showing the entries stored per second; elsewhere (a log, a pipe) nothing at all:
+    the summary line printed at the end says what happened."""
 
     def __init__(self, total: int | None, stream: TextIO) -> None:
         self.total = total
         self.interactive = stream.isatty()
+        self._started = time.monotonic()
         self._bar: Any = None
         self._task: Any = None
         if self.interactive:
@@ -64,16 +78,23 @@ class Progress:
                 BarColumn(),
                 MofNCompleteColumn(),
                 TaskProgressColumn(),
+                TextColumn("{task.fields[rate]}"),
                 TimeRemainingColumn(),
                 console=Console(file=stream),
             )
-            self._task = self._bar.add_task("ingest", total=total)
+            self._task = self._bar.add_task("ingest", total=total, rate=self.rate(0))
             self._bar.start()
 
-    def update(self, done: int) -> None:
-        """``done`` lines of ``total`` are read."""
+    def rate(self, stored: int) -> str:
+        """``stored`` entries since the start, per second."""
+        elapsed = max(time.monotonic() - self._started, 1e-9)
+        return f"{stored / elapsed:,.0f} entries/s"
+
+    def update(self, done: int, stored: int | None = None) -> None:
+        """``done`` lines of ``total`` are read (``stored`` entries stored so far)."""
         if self._bar is not None:
-            self._bar.update(self._task, completed=done)
+            fields = {} if stored is None else {"rate": self.rate(stored)}
+            self._bar.update(self._task, completed=done, **fields)
 
     def close(self) -> None:
         if self._bar is not None:
@@ -156,29 +177,48 @@ async def ingest_lines(
     agent_id: str,
     principal: Principal | None,
     progress: Progress,
+    chunk: int = CHUNK,
 ) -> None:
     """Store each valid line, counting into ``report``; a bad line is recorded with its
-    number and reason and skipped. A store failure propagates (earlier lines stay stored)."""
-    clients: dict[str, Any] = {}
+    number and reason and skipped. The valid lines are stored ``chunk`` at a time, in
+    order, in one unit of work each (:func:`ingest_each`: the results storing them one by
+    one would give). A store failure propagates (earlier chunks stay stored); so does a
+    refusal of the caller (the valid lines before it are stored first)."""
+    callers: dict[str, Any] = {}
+    pending: list[IngestItem] = []
+
+    async def flush() -> None:
+        if pending:
+            results = await ingest_each(apollo.deps, pending)
+            pending.clear()
+            for result in results:
+                report.outcomes[result.outcome.value] += 1
+                if result.outcome is Outcome.REJECTED:
+                    report.rejections[(result.reason or "rejected").split(":")[0]] += 1
+
+    number = 0
     for number, raw in enumerate(lines, 1):
         text = raw.strip()
         if text:
             try:
                 fields = parse_line(text)
                 agent = fields.pop("agent_id", None) or agent_id
-                client = clients.get(agent)
-                if client is None:
-                    client = clients[agent] = apollo.client(agent, principal)
-                result = await client.run(store_command(**fields))
+                caller = callers.get(agent)
+                if caller is None:
+                    caller = callers[agent] = apollo.client(agent, principal).caller
+                pending.append(store_item(caller, store_command(**fields), None))
             except ValidationError as exc:
                 report.bad.append((number, f"{exc.field}: {exc.message}"))
             except ValueError as exc:
                 report.bad.append((number, str(exc)))
-            else:
-                report.outcomes[result.outcome.value] += 1
-                if result.outcome is Outcome.REJECTED:
-                    report.rejections[(result.reason or "rejected").split(":")[0]] += 1
-        progress.update(number)
+            except ApolloError:
+                await flush()
+                raise
+        if len(pending) >= chunk:
+            await flush()
+        progress.update(number, report.stored)
+    await flush()
+    progress.update(number, report.stored)
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
@@ -219,4 +259,12 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-__all__ = ["INGEST_FIELDS", "IngestReport", "Progress", "cmd_ingest", "ingest_lines", "parse_line"]
+__all__ = [
+    "CHUNK",
+    "INGEST_FIELDS",
+    "IngestReport",
+    "Progress",
+    "cmd_ingest",
+    "ingest_lines",
+    "parse_line",
+]

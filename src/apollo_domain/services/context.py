@@ -23,6 +23,7 @@ from ..ports import (
     EntityExtractor,
     GasLanguageModel,
     IdentityDirectory,
+    QueryProfile,
     Store,
     UnitOfWork,
 )
@@ -55,6 +56,12 @@ class Deps:
     outbox_retry: OutboxRetry = field(factory=OutboxRetry)
     #: A principal earns a retrieval boost on an entry once per window (DESIGN §2).
     boost_window: timedelta = DEFAULT_BOOST_WINDOW
+    #: The embedder a query's text goes through (:func:`embed_query`), the same model as
+    #: ``embedder`` behind a cache of its own, so that a bulk ingest does not push the
+    #: repeated queries out of it; None: ``embedder``.
+    query_embedder: Embedder | None = None
+    #: Told how long each stage of a query took; None: nobody asks.
+    query_profile: QueryProfile | None = None
 
 
 @frozen
@@ -100,6 +107,21 @@ async def embed_readings(deps: Deps, texts: Sequence[str]) -> list[Sequence[floa
     look-alike letters that disguise Latin ones folded), one per text, in order. Every
     text Apollo embeds to place or to search goes through here."""
     return await deps.embedder.embed([reading(text) for text in texts])
+
+
+def query_reading(text: str) -> str:
+    """The text a query is embedded as: as it reads (:func:`embed_readings`), its runs of
+    white space one space, none at its ends. Queries that differ only in spacing are one
+    query to the model (and to a cache keyed by this text)."""
+    return reading(" ".join(text.split()))
+
+
+async def embed_query(deps: Deps, text: str) -> Sequence[float]:
+    """The embedding of a query's text (:func:`query_reading`), through the query
+    embedder (``Deps.query_embedder``, else ``Deps.embedder``)."""
+    embedder = deps.embedder if deps.query_embedder is None else deps.query_embedder
+    (vector,) = await embedder.embed([query_reading(text)])
+    return vector
 
 
 async def in_unit_of_work(store: Store, work: Callable[[UnitOfWork], Awaitable[T]]) -> T:

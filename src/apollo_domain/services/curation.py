@@ -261,7 +261,7 @@ async def get_expertise(
     DOMAIN.text(name, "domain")
     floor = unit_float("min_proficiency", min_proficiency)
     viewer = await resolve_viewer(deps.store.directory, caller.principal)
-    async with deps.store.unit_of_work() as uow:
+    async with deps.store.reading() as uow:
         stats = await uow.entries.agent_domain_stats(viewer, domain=name)
     records = [
         ExpertiseRecord(
@@ -286,7 +286,7 @@ async def domains_at_risk(
     may see."""
     threshold = bounded_int("min_agents", min_agents, 1, 1_000_000)
     viewer = await resolve_viewer(deps.store.directory, caller.principal)
-    async with deps.store.unit_of_work() as uow:
+    async with deps.store.reading() as uow:
         stats = await uow.entries.agent_domain_stats(viewer)
     return select_at_risk(((s.agent_id, s.knowledge_domain) for s in stats), threshold)
 
@@ -296,7 +296,7 @@ async def agent_profile(deps: Deps, caller: Caller, agent_id: object) -> AgentPr
     the active entries the caller may see."""
     agent = _agent_id(agent_id)
     viewer = await resolve_viewer(deps.store.directory, caller.principal)
-    async with deps.store.unit_of_work() as uow:
+    async with deps.store.reading() as uow:
         standing = await uow.credibility.get(agent)
         stats = await uow.entries.agent_domain_stats(viewer, agent_id=agent)
     domains = [
@@ -349,7 +349,7 @@ def _report(record: CredibilityRecord) -> SourceReport:
 async def get_source(deps: Deps, agent_id: object) -> SourceReport:
     """A source's standing: α, β, credibility, label, validated and refuted counts."""
     agent = _agent_id(agent_id)
-    async with deps.store.unit_of_work() as uow:
+    async with deps.store.reading() as uow:
         return _report(await uow.credibility.get(agent))
 
 

@@ -100,7 +100,7 @@ async def list_entities(
     text = parse_entity_query(query)
     start = parse_prefix(prefix) or ""
     viewer = await resolve_viewer(deps.store.directory, caller.principal)
-    async with deps.store.unit_of_work() as uow:
+    async with deps.store.reading() as uow:
         if text is None:
             found = await uow.graph.with_prefix(start, viewer, top)
         else:
@@ -116,7 +116,7 @@ async def get_entity(deps: Deps, caller: Caller, name: object) -> EntityDetail:
     visible."""
     key = parse_name(name)
     viewer = await resolve_viewer(deps.store.directory, caller.principal)
-    async with deps.store.unit_of_work() as uow:
+    async with deps.store.reading() as uow:
         found, mentions = await _visible_entity(uow.graph, key, viewer)
         typed = await uow.graph.edges([found.id], viewer, typed=True, limit=MAX_ENTITY_EDGES)
         paired = await uow.graph.edges([found.id], viewer, typed=False, limit=MAX_ENTITY_EDGES)
@@ -146,7 +146,7 @@ async def entity_history(
     key = parse_name(name)
     when = parse_instant("as_of", as_of)
     viewer = await resolve_viewer(deps.store.directory, caller.principal)
-    async with deps.store.unit_of_work() as uow:
+    async with deps.store.reading() as uow:
         found, _ = await _visible_entity(uow.graph, key, viewer)
         edges = await uow.graph.edges(
             [found.id],
@@ -171,7 +171,7 @@ async def related_entities(
     key = parse_name(name)
     levels = bounded_int("depth", depth, 1, MAX_ENTITY_DEPTH)
     viewer = await resolve_viewer(deps.store.directory, caller.principal)
-    async with deps.store.unit_of_work() as uow:
+    async with deps.store.reading() as uow:
         root, _ = await _visible_entity(uow.graph, key, viewer)
         reached: dict[UUID, tuple[int, str, UUID]] = {}  # entity -> (depth, relation, via)
         frontier = [root.id]

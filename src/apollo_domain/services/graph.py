@@ -113,7 +113,7 @@ async def entry_relations(deps: Deps, caller: Caller, entry_id: object) -> list[
     shown (with their status), so the loser of a dispute stays in view. Writes nothing."""
     root = parse_id("entry_id", entry_id)
     viewer = await resolve_viewer(deps.store.directory, caller.principal)
-    async with deps.store.unit_of_work() as uow:
+    async with deps.store.reading() as uow:
         await visible_entry(uow, root, viewer)
         outgoing = await uow.relations.outgoing([root])
         incoming = await uow.relations.incoming([root])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
+from datetime import datetime
 from math import fsum
 from typing import Any, Final
 from uuid import UUID
@@ -21,7 +22,7 @@ from .context import (
     Caller,
     Deps,
     bounded_int,
-    embed_readings,
+    embed_query,
     in_unit_of_work,
     parse_statuses,
     resolve_viewer,
@@ -119,7 +120,9 @@ async def query(
 
     vector = None
     if mode != LEXICAL:
-        (vector,) = await embed_readings(deps, [text])
+        started = _started(deps)
+        vector = await embed_query(deps, text)
+        _lap(deps, "embed", started)
     fused = mode == "hybrid"
     depth = max(count, deps.retrieval.candidates) if fused else count
     reads: dict[str, Callable[[Reads], Awaitable[Candidates]]] = {}
@@ -159,11 +162,11 @@ async def query(
     # The signals are independent reads: the store may run them at once. The graph fill,
     # a chain of statements, goes first: on the unit of work's own connection, already open.
     order = sorted(reads, key=lambda signal: signal != GRAPH)
+    timed = [_timed(deps, signal, reads[signal]) for signal in order]
 
     async def search_and_boost(uow: UnitOfWork) -> QueryResult:
-        candidates = dict(
-            zip(order, await uow.read_concurrently([reads[s] for s in order]), strict=True)
-        )
+        candidates = dict(zip(order, await uow.read_concurrently(timed), strict=True))
+        started = _started(deps)
         found: dict[UUID, Entry] = {}
         rankings: dict[str, Ranking] = {}
         for signal in reads:
@@ -171,12 +174,16 @@ async def query(
             found.update((entry.id, entry) for entry in entries)
             rankings[signal] = ranking
         ranked = fuse(rankings, deps.retrieval)[:count]
+        _lap(deps, "fuse", started)
         unread = [r.entry_id for r in ranked if r.entry_id not in found]
         if unread:  # read by id alone: read now (one deleted since is left out)
+            started = _started(deps)
             found.update(await uow.entries.get_many(unread))
+            _lap(deps, "read winners", started)
             ranked = [r for r in ranked if r.entry_id in found]
         if not ranked:
             return QueryResult(mode, ())
+        started = _started(deps)
         now = deps.clock.now()
         live = [r for r in ranked if found[r.entry_id].status is not Status.ARCHIVED]
         boosted = await uow.entries.boost(
@@ -195,10 +202,36 @@ async def query(
                 ]
             )
         await uow.commit()
+        _lap(deps, "boost", started)
         return QueryResult(mode, tuple(_view(found[r.entry_id], r, boosted) for r in ranked))
 
     # Run whole again when the store broke it apart for a concurrent unit of work.
     return await in_unit_of_work(store, search_and_boost)
+
+
+def _started(deps: Deps) -> datetime | None:
+    """When a profiled stage starts (None when no :class:`QueryProfile` listens)."""
+    return None if deps.query_profile is None else deps.clock.now()
+
+
+def _lap(deps: Deps, stage: str, started: datetime | None) -> None:
+    """Tell the query profile how long ``stage`` took since ``started``."""
+    if started is not None and deps.query_profile is not None:
+        deps.query_profile.stage(stage, (deps.clock.now() - started).total_seconds())
+
+
+def _timed(
+    deps: Deps, stage: str, read: Callable[[Reads], Awaitable[Candidates]]
+) -> Callable[[Reads], Awaitable[Candidates]]:
+    """``read``, its time told to the query profile as ``stage``."""
+
+    async def run(reads: Reads) -> Candidates:
+        started = _started(deps)
+        found = await read(reads)
+        _lap(deps, stage, started)
+        return found
+
+    return run
 
 
 def _view(entry: Entry, ranked: Fused, boosted: Mapping[UUID, float]) -> EntryView:

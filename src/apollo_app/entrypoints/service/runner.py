@@ -59,6 +59,8 @@ async def run_service(
         # Bound before anything starts: a busy port fails fast and nothing says "running".
         with _http_socket(settings) as sock:
             async with Apollo.open(settings) as apollo:
+                if metrics is not None and settings.read_database_url is not None:
+                    metrics.watch_replica(apollo.deps.store)
                 bus = await bootstrap.open_bus(settings, topology)
                 try:
                     service = ApolloService(apollo, bus, settings, metrics, topology=topology)
