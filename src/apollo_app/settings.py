@@ -486,6 +486,7 @@ _KNOWN = frozenset(
         "APOLLO_POOL_MAX",
         "APOLLO_PREFETCH",
         "APOLLO_QUEUE_PREFIX",
+        "APOLLO_QUEUE_TYPE",
         "APOLLO_RELEVANCE_FLOOR",
         "APOLLO_REQUEST_TIMEOUT",
         "APOLLO_RPC_TIMEOUT",
