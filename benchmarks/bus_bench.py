@@ -132,6 +132,7 @@ NEVER = "604800"  # seconds: the longest periodic interval the settings accept (
 STOP_GRACE = 20.0
 START_PATIENCE = 60.0
 MIN_RATE = 10.0  # messages/s: slower than this, an ingest run is reported as stuck
+UNACKED_PATIENCE = 30.0  # seconds for the unacknowledged count to read 0 after a run
 
 
 def parse(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -405,6 +406,19 @@ class Broker:
                 for name in (f"{self.prefix}raw", f"{self.prefix}rawpub"):
                     await channel.queue_delete(name)
                     await channel.exchange_delete(name)
+
+
+async def settled_unacknowledged(vhost: str | None, queue: str) -> int | None:
+    """:func:`unacknowledged` once it reads 0, or its reading after ``UNACKED_PATIENCE``
+    seconds: a service acknowledges right after its commit (the count of entries can be
+    complete a moment before the last acknowledgement), and a quorum queue reports its
+    counts on its periodic tick, seconds apart. Not timed."""
+    deadline = time.monotonic() + UNACKED_PATIENCE
+    while True:
+        count = await asyncio.to_thread(unacknowledged, vhost, queue)
+        if not count or time.monotonic() > deadline:
+            return count
+        await asyncio.sleep(0.5)
 
 
 async def purge(url: str, queue: str) -> None:
@@ -892,7 +906,7 @@ async def ingest_through_services(
                 with contextlib.suppress(BaseException):
                     await publishing
         ready, _ = await queue_state(url, topology.ingest_queue)
-        unacked = await asyncio.to_thread(unacknowledged, broker.vhost, topology.ingest_queue)
+        unacked = await settled_unacknowledged(broker.vhost, topology.ingest_queue)
         dead, _ = await queue_state(url, topology.dead_letter_queue)
         cur = await poller.execute("SELECT count(*) FROM access_log WHERE action = 'ingest'")
         row = await cur.fetchone()

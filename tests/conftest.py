@@ -22,6 +22,27 @@ settings.register_profile("dev", print_blob=True)
 settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--rabbitmq-cluster",
+        action="store_true",
+        help="also run the drills on a three-node RabbitMQ cluster (marker "
+        "'rabbitmq_cluster'; they start three extra broker nodes, about half a minute)",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The RabbitMQ cluster drills run with ``--rabbitmq-cluster`` only: listed as
+    deselected otherwise."""
+    if config.getoption("--rabbitmq-cluster"):
+        return
+    marker = "rabbitmq_cluster"
+    drills = [item for item in items if item.get_closest_marker(marker) is not None]
+    if drills:
+        config.hook.pytest_deselected(items=drills)
+        items[:] = [item for item in items if item.get_closest_marker(marker) is None]
+
+
 @pytest.fixture
 def server_folder() -> Iterator[Path]:
     """A new folder to hold an embedded server's data. Not pytest's ``tmp_path``: that one

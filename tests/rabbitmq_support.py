@@ -164,6 +164,19 @@ def list_bindings(vhost: str) -> set[tuple[str, str, str]] | None:
     return bindings
 
 
+def list_queue_types(vhost: str) -> dict[str, str] | None:
+    """The type (``classic``, ``quorum``, ...) of every queue in ``vhost``, via rabbitmqctl."""
+    output = rabbitmqctl("list_queues", "-p", vhost, "--no-table-headers", "name", "type")
+    if output is None:
+        return None
+    types = {}
+    for line in output.splitlines():
+        fields = line.split("\t")
+        if len(fields) == 2:
+            types[fields[0]] = fields[1]
+    return types
+
+
 def close_connection_named(name: str) -> bool:
     """Have the broker close the client connection named ``name``; False when impossible."""
     output = rabbitmqctl("list_connections", "--no-table-headers", "pid", "client_properties")

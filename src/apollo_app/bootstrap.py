@@ -21,7 +21,7 @@ from apollo_adapters.embedders import CachingEmbedder, HashingEmbedder
 from apollo_adapters.embedders.hashing import MODEL_ID_PREFIX as HASHING_MODEL_PREFIX
 from apollo_adapters.memory import InMemoryStore
 from apollo_adapters.threads import ThreadedContradictionJudge, ThreadedEntityExtractor
-from apollo_domain.errors import ConfigurationError
+from apollo_domain.errors import ConfigurationError, ValidationError
 from apollo_domain.messaging import MessageBus
 from apollo_domain.policy import ConfidencePolicy
 from apollo_domain.ports import (
@@ -497,26 +497,40 @@ async def open_bus(
     if url:
         from apollo_adapters.rabbitmq import AiormqBus
 
-        return await AiormqBus.connect(
-            url,
-            topology=topology,
-            max_redeliveries=settings.max_redeliveries,
-            gateway_users=settings.gateway_users,
-        )
+        try:
+            return await AiormqBus.connect(
+                url,
+                topology=topology,
+                max_redeliveries=settings.max_redeliveries,
+                gateway_users=settings.gateway_users,
+                queue_type=settings.queue_type,
+            )
+        except ValidationError as exc:
+            if exc.field != "url":
+                raise
+            raise ConfigurationError("APOLLO_AMQP_URL", exc.message) from None
     from apollo_adapters.inprocess import InProcessBus
 
     return InProcessBus(topology, max_redeliveries=settings.max_redeliveries)
 
 
 async def connect_broker(
-    amqp_url: str, topology: Topology | None = None, *, declare_topology: bool = True
+    amqp_url: str,
+    topology: Topology | None = None,
+    *,
+    declare_topology: bool = True,
+    queue_type: str = "quorum",
 ) -> MessageBus:
     """A RabbitMQ bus at ``amqp_url`` declaring ``topology`` (the production names by
-    default; not declared when ``declare_topology`` is false): client mode's transport."""
+    default; not declared when ``declare_topology`` is false) with ``queue_type`` queues:
+    client mode's transport."""
     from apollo_adapters.rabbitmq import AiormqBus
 
     return await AiormqBus.connect(
-        amqp_url, topology=topology or Topology(), declare_topology=declare_topology
+        amqp_url,
+        topology=topology or Topology(),
+        declare_topology=declare_topology,
+        queue_type=queue_type,
     )
 
 

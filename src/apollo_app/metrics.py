@@ -55,8 +55,9 @@ class Metrics:
 
     The service feeds it: :meth:`observe_ingest` per ingest outcome, :meth:`observe_query`
     per query, :meth:`observe_maintenance` after decay and archive work,
-    :meth:`set_queue_depth` with the depth of each queue (the outbox, bus queues), and
-    :meth:`observe_http` per HTTP request.
+    :meth:`set_queue_depth` with the depth of each queue (the outbox, bus queues),
+    :meth:`set_broker` with the broker connection's state, and :meth:`observe_http` per
+    HTTP request.
     """
 
     def __init__(self) -> None:
@@ -100,6 +101,17 @@ class Metrics:
             buckets=QUERY_BUCKETS,
             registry=self.registry,
         )
+        self.broker_connected = Gauge(
+            "apollo_broker_connected",
+            "1 while the service has its RabbitMQ connection, else 0, by node address.",
+            ["node"],
+            registry=self.registry,
+        )
+        self.broker_reconnects = Gauge(
+            "apollo_broker_reconnects",
+            "RabbitMQ connections re-established after a lost one since the service started.",
+            registry=self.registry,
+        )
         for outcome in Outcome:
             self.ingest.labels(outcome=outcome.value)
 
@@ -128,6 +140,13 @@ class Metrics:
 
     def set_queue_depth(self, queue: str, depth: int) -> None:
         self.queue_depth.labels(queue=queue).set(max(0, depth))
+
+    def set_broker(self, *, connected: bool, node: str, reconnects: int) -> None:
+        """The broker connection's state: ``node`` is the address in use, without
+        credentials (the only series of ``apollo_broker_connected``)."""
+        self.broker_connected.clear()
+        self.broker_connected.labels(node=node).set(1 if connected else 0)
+        self.broker_reconnects.set(reconnects)
 
     def observe_http(self, method: str, route: str, status: int, seconds: float) -> None:
         self.http_requests.labels(method=method, route=route, status=str(status)).inc()

@@ -19,6 +19,7 @@ from apollo_domain.retrieval import RetrievalSettings
 from apollo_domain.retry import OutboxRetry
 from apollo_domain.rules import check_agent_id
 from apollo_domain.secrets import MASK, redact
+from apollo_domain.topology import check_queue_type
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +90,15 @@ def check_database_url(name: str, value: str) -> str:
     return value
 
 
+def queue_type_setting(value: str) -> str:
+    """``APOLLO_QUEUE_TYPE``'s value, lower-cased, if it names a queue type; else
+    :class:`ConfigurationError`."""
+    try:
+        return check_queue_type(value.strip().lower())
+    except ValidationError as exc:
+        raise ConfigurationError("APOLLO_QUEUE_TYPE", exc.message) from None
+
+
 def _database_url(instance: Any, attribute: Any, value: str | None) -> None:
     if value is not None:
         check_database_url(attribute.name, value)
@@ -119,6 +129,9 @@ class Settings:
     amqp_url: str | None = field(default=None, repr=_url_repr)
     exchange: str = "legion.apollo"
     queue_prefix: str = "legion.apollo"
+    #: The type of every durable queue Apollo declares on RabbitMQ: ``quorum`` (replicated)
+    #: or ``classic``. An existing queue of the other type is refused at start.
+    queue_type: str = "quorum"
     audit_exchange: str = "llm.audit"
     embedder: str = "hashing"
     embedding_model: str | None = None
@@ -229,6 +242,7 @@ class Settings:
         text("APOLLO_AMQP_URL", "amqp_url")
         text("APOLLO_EXCHANGE", "exchange")
         text("APOLLO_QUEUE_PREFIX", "queue_prefix")
+        text("APOLLO_QUEUE_TYPE", "queue_type")
         text("APOLLO_AUDIT_EXCHANGE", "audit_exchange")
         text("APOLLO_EMBEDDER", "embedder")
         text("APOLLO_EMBEDDING_MODEL", "embedding_model")
@@ -287,6 +301,8 @@ class Settings:
                 "APOLLO_EMBEDDER",
                 f"must be one of {', '.join(EMBEDDERS)}, got {kwargs['embedder']!r}",
             )
+        if "queue_type" in kwargs:
+            kwargs["queue_type"] = queue_type_setting(kwargs["queue_type"])
         if "onnx_quantize" in kwargs:
             kwargs["onnx_quantize"] = kwargs["onnx_quantize"].lower()
             if kwargs["onnx_quantize"] not in ONNX_QUANTIZATIONS:
@@ -470,6 +486,7 @@ _KNOWN = frozenset(
         "APOLLO_POOL_MAX",
         "APOLLO_PREFETCH",
         "APOLLO_QUEUE_PREFIX",
+        "APOLLO_QUEUE_TYPE",
         "APOLLO_RELEVANCE_FLOOR",
         "APOLLO_REQUEST_TIMEOUT",
         "APOLLO_RPC_TIMEOUT",

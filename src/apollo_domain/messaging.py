@@ -31,7 +31,7 @@ Guarantees
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from attrs import frozen
 
@@ -223,10 +223,30 @@ class MessageBus(Protocol):
         """Drain and release (see the class docstring). Closing again does nothing."""
 
 
+@runtime_checkable
+class BrokerLink(Protocol):
+    """A bus's connection to a broker, which it re-establishes when lost (the RabbitMQ
+    bus; the in-process bus has none). The service reports it in ``/health`` and
+    ``/metrics``."""
+
+    @property
+    def connected(self) -> bool:
+        """Whether the bus has a broker connection now."""
+
+    @property
+    def node(self) -> str:
+        """The address of the broker node in use (or last used), without credentials."""
+
+    @property
+    def reconnects(self) -> int:
+        """Connections re-established after a lost one, since the bus opened."""
+
+
 __all__ = [
     "DEAD_LETTER_QUEUE_HEADER",
     "DEAD_LETTER_REASON_HEADER",
     "REPLY_QUEUE_PREFIXES",
+    "BrokerLink",
     "DeadLetter",
     "Delivery",
     "Message",

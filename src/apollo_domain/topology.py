@@ -8,6 +8,21 @@ from __future__ import annotations
 
 from attrs import evolve, frozen
 
+from apollo_domain.errors import ValidationError
+
+#: The kinds of RabbitMQ queue Apollo declares its durable queues as (``APOLLO_QUEUE_TYPE``):
+#: replicated quorum queues (the default) or classic queues.
+QUEUE_TYPES = ("quorum", "classic")
+
+
+def check_queue_type(queue_type: str) -> str:
+    """``queue_type`` if it is one of :data:`QUEUE_TYPES`, else :class:`ValidationError`."""
+    if queue_type not in QUEUE_TYPES:
+        raise ValidationError(
+            "queue_type", f"must be one of {', '.join(QUEUE_TYPES)}, got {queue_type!r}"
+        )
+    return queue_type
+
 
 @frozen
 class Exchange:
@@ -101,4 +116,4 @@ class Topology:
         )
 
 
-__all__ = ["Binding", "Exchange", "Queue", "Topology"]
+__all__ = ["QUEUE_TYPES", "Binding", "Exchange", "Queue", "Topology", "check_queue_type"]

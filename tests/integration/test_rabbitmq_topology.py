@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
 from typing import Any
 from uuid import uuid4
 
@@ -11,12 +14,16 @@ import pytest
 from yarl import URL
 
 from apollo_adapters.rabbitmq import AiormqBus, declare_topology
+from apollo_adapters.rabbitmq import topology as rabbitmq_topology
 from apollo_domain.errors import TransportError
 from apollo_domain.messaging import Delivery, Message
 from apollo_domain.topology import Topology
+from tests.postgres_support import PostgresTestServer
 from tests.rabbitmq_support import (
     close_connection_named,
+    delete_topology,
     list_bindings,
+    list_queue_types,
     start_test_broker,
 )
 
@@ -120,6 +127,82 @@ async def test_a_conflicting_existing_queue_is_a_transport_error(
             await declare_topology(await connection.channel(), topology)
 
 
+@pytest.mark.parametrize("queue_type", ["quorum", "classic"])
+async def test_every_durable_queue_is_declared_with_the_queue_type(
+    rabbitmq_url: str, topology: Topology, queue_type: str
+) -> None:
+    """Each of Apollo's queues is of the type asked for (quorum unless told otherwise);
+    the bus's reply queue stays an exclusive classic one."""
+    vhost = start_test_broker().vhost
+    assert vhost is not None, "the test broker has no vhost of its own to list"
+    bus = await AiormqBus.connect(
+        rabbitmq_url,
+        topology=topology,
+        **({} if queue_type == "quorum" else {"queue_type": queue_type}),
+    )
+    try:
+        listed = list_queue_types(vhost)
+    finally:
+        await bus.close()
+
+    assert listed is not None
+    assert {queue.name: queue_type for queue in topology.queues} == {
+        queue.name: listed.get(queue.name) for queue in topology.queues
+    }
+    assert {"classic"} == {kind for name, kind in listed.items() if name.startswith("amq.gen-")}
+
+
+@pytest.mark.parametrize(("existing", "asked"), [("classic", "quorum"), ("quorum", "classic")])
+async def test_a_queue_of_the_other_type_is_refused_in_one_line_naming_the_settings(
+    rabbitmq_url: str, topology: Topology, existing: str, asked: str
+) -> None:
+    """A topology declared with one queue type cannot be taken over with the other: a
+    TransportError of one line saying which settings to change, not a broker stack."""
+    first = await AiormqBus.connect(rabbitmq_url, topology=topology, queue_type=existing)
+    await first.close()
+
+    with pytest.raises(TransportError) as refused:
+        await AiormqBus.connect(rabbitmq_url, topology=topology, queue_type=asked)
+
+    text = str(refused.value)
+    assert "\n" not in text
+    assert "APOLLO_QUEUE_TYPE" in text
+    assert "APOLLO_QUEUE_PREFIX" in text
+    assert repr(topology.ingest_queue) in text
+    assert refused.value.__cause__ is None
+
+
+async def test_a_quorum_queue_dead_letters_a_message_its_consumers_keep_losing(
+    rabbitmq_url: str, topology: Topology, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The broker's delivery limit: a message handed out and returned by lost consumers
+    once more than the limit is dead-lettered (at least once) with reason delivery_limit,
+    and the bus reads it from the dead-letter queue like its own dead letters."""
+    monkeypatch.setattr(rabbitmq_topology, "QUORUM_DELIVERY_LIMIT", 1)
+    bus = await AiormqBus.connect(rabbitmq_url, topology=topology)
+    try:
+        await bus.publish(Message(topology.ingest_queue, b"poison", message_id="poison"))
+        handed_out = 0
+        async with aiormq.connect(rabbitmq_url) as connection, asyncio.timeout(PATIENCE):
+            while handed_out < 2:  # a returned message may take a moment to be back
+                channel = await connection.channel()
+                got = await channel.basic_get(topology.ingest_queue, no_ack=False)
+                if isinstance(got.delivery, aiormq.spec.Basic.GetOk):
+                    handed_out += 1
+                await channel.close()  # the consumer is lost: the message goes back
+        async with asyncio.timeout(PATIENCE):
+            letters = await bus.drain_dead_letters()
+            while not letters:
+                letters = await bus.drain_dead_letters()
+    finally:
+        await bus.close()
+
+    assert 2 == handed_out
+    assert [("poison", "delivery_limit", topology.ingest_queue)] == [
+        (letter.message.message_id, letter.reason, letter.queue) for letter in letters
+    ]
+
+
 async def test_an_unreachable_broker_is_a_transport_error() -> None:
     with pytest.raises(TransportError):
         await AiormqBus.connect("amqp://guest:guest@127.0.0.1:1/")
@@ -216,3 +299,45 @@ async def test_publish_many_publishes_the_unconfirmed_again_after_a_lost_connect
 
     assert started > len(sent), "the drop interrupted nothing"
     assert [m.message_id for m in sent] == list(dict.fromkeys(arrived))
+
+
+@pytest.mark.postgres
+async def test_apollo_serve_stops_in_one_line_on_queues_of_the_other_type(
+    rabbitmq_url: str, postgres_server: PostgresTestServer
+) -> None:
+    """``apollo serve`` (quorum by default) on a topology declared with classic queues:
+    exit code 1 and one line on stderr naming both settings, no traceback."""
+    prefix = f"apollo-test-{uuid4().hex[:8]}."
+    topology = Topology().with_prefix(prefix)
+    first = await AiormqBus.connect(rabbitmq_url, topology=topology, queue_type="classic")
+    await first.close()
+    database = await postgres_server.create_database(dimension=384)
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("APOLLO_")}
+    environ.update(
+        APOLLO_AMQP_URL=rabbitmq_url,
+        APOLLO_DATABASE_URL=postgres_server.conninfo(database),
+        APOLLO_EXCHANGE=topology.exchange,
+        APOLLO_QUEUE_PREFIX=prefix + "legion.apollo",
+        APOLLO_AUDIT_EXCHANGE=topology.audit_exchange,
+        APOLLO_HTTP_ENABLED="false",
+    )
+    try:
+        done = await asyncio.to_thread(
+            subprocess.run,
+            [sys.executable, "-m", "apollo_app.cli", "serve"],
+            capture_output=True,
+            text=True,
+            env=environ,
+            timeout=120,
+            check=False,
+        )
+    finally:
+        await delete_topology(rabbitmq_url, topology)
+        await postgres_server.drop_database(database)
+
+    lines = done.stderr.strip().splitlines()
+    assert 1 == done.returncode, done.stderr
+    assert "Traceback" not in done.stderr
+    assert 1 == len([line for line in lines if "APOLLO_QUEUE_TYPE" in line]), done.stderr
+    assert "APOLLO_QUEUE_PREFIX" in lines[-1]
+    assert "guest" not in done.stderr

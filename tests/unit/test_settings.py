@@ -121,6 +121,12 @@ def test_the_request_time_budget_is_read_with_a_default_of_30_seconds():
     assert 2.5 == Settings.from_env({"APOLLO_REQUEST_TIMEOUT": "2.5"}).request_timeout
 
 
+def test_the_queue_type_is_read_and_defaults_to_quorum():
+    assert "quorum" == Settings.from_env({}).queue_type
+    assert "classic" == Settings.from_env({"APOLLO_QUEUE_TYPE": " Classic "}).queue_type
+    assert "quorum" == Settings.from_env({"APOLLO_QUEUE_TYPE": "QUORUM"}).queue_type
+
+
 @pytest.mark.parametrize(
     ("variable", "value"),
     [
@@ -153,6 +159,8 @@ def test_the_request_time_budget_is_read_with_a_default_of_30_seconds():
         ("APOLLO_DATABASE_URL", "apollo-db"),
         ("APOLLO_RELEVANCE_FLOOR", "1.5"),
         ("APOLLO_RELEVANCE_FLOOR", "high"),
+        ("APOLLO_QUEUE_TYPE", "stream"),
+        ("APOLLO_QUEUE_TYPE", "quorum,classic"),
     ],
 )
 def test_bad_values_name_their_variable(variable, value):

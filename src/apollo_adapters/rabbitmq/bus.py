@@ -40,8 +40,10 @@ from apollo_domain.messaging import (
     Message,
     MessageHandler,
 )
-from apollo_domain.topology import Topology
+from apollo_domain.secrets import redact
+from apollo_domain.topology import Topology, check_queue_type
 
+from .nodes import address, node_urls
 from .topology import declare_topology, translate_amqp_errors
 
 log = logging.getLogger(__name__)
@@ -64,8 +66,10 @@ class _ConnectionLost(Exception):
 class AiormqBus:
     """:class:`apollo_domain.messaging.MessageBus` over RabbitMQ. Open with :meth:`connect`.
 
-    The ``user_id`` of a published message must equal the login in ``url``: RabbitMQ
-    refuses any other (:class:`TransportError`).
+    ``url`` names one RabbitMQ node or several, comma-separated (the nodes of one cluster,
+    all with the same login): the bus connects to the first that answers and, when the
+    connection is lost, to the next ones in turn. The ``user_id`` of a published message
+    must equal that login: RabbitMQ refuses any other (:class:`TransportError`).
     """
 
     def __init__(
@@ -82,14 +86,20 @@ class AiormqBus:
         gateway_users: frozenset[str] | None = None,
         publish_window: int = 256,
         declare_topology: bool = True,
+        queue_type: str = "quorum",
     ) -> None:
         if publish_window < 1:
             raise ValidationError("publish_window", "must be at least 1")
-        self._url = url
+        self._queue_type = check_queue_type(queue_type)
+        self._nodes = node_urls(url)
+        self._secrets = tuple(URL(node).password for node in self._nodes)
+        self._node = 0
         self._declare = declare_topology
         self._gateway_users = gateway_users
         self.topology = topology
-        self.login: str = URL(url).user or "guest"
+        self.login: str = URL(self._nodes[0]).user or "guest"
+        #: Connections re-established after a lost one.
+        self.reconnects = 0
         self._max_redeliveries = max_redeliveries
         self._retry_backoff = retry_backoff
         self._reconnect_timeout = reconnect_timeout
@@ -125,10 +135,12 @@ class AiormqBus:
         gateway_users: frozenset[str] | None = None,
         publish_window: int = 256,
         declare_topology: bool = True,
+        queue_type: str = "quorum",
     ) -> AiormqBus:
         """Connect, declare ``topology`` (unless ``declare_topology`` is false: a login
         without the ``configure`` permission on Apollo's names, such as an agent's, relies
-        on the service having declared it) and return the bus.
+        on the service having declared it) and return the bus. Its durable queues are
+        declared as ``queue_type`` queues (``"quorum"`` or ``"classic"``).
 
         ``max_redeliveries`` bounds retries (a message is delivered at most
         ``1 + max_redeliveries`` times); ``retry_backoff(n)`` is the delay in seconds after
@@ -153,6 +165,7 @@ class AiormqBus:
             close_timeout=close_timeout,
             publish_window=publish_window,
             declare_topology=declare_topology,
+            queue_type=queue_type,
         )
         await bus._open()
         bus._supervisor = asyncio.get_running_loop().create_task(bus._supervise())
@@ -160,15 +173,39 @@ class AiormqBus:
 
     # ----------------------------------------------------------------- connection lifecycle
 
-    async def _open(self) -> None:
-        where = URL(self._url).with_password(None).with_user(None)
-        with translate_amqp_errors(f"connecting to {where}"):
-            connection = await aiormq.connect(self._url)
+    @property
+    def connected(self) -> bool:
+        """Whether the bus has a broker connection now."""
+        connection = self._connection
+        return not self._closed and connection is not None and not connection.is_closed
+
+    @property
+    def node(self) -> str:
+        """The address (no login) of the node the bus is, or was last, connected to."""
+        return address(self._nodes[self._node])
+
+    async def _connect(self, first: int) -> tuple[AbstractConnection, int]:
+        """A connection to the first node from index ``first`` on (in turn) that answers."""
+        failures: list[str] = []
+        for step in range(len(self._nodes)):
+            index = (first + step) % len(self._nodes)
+            node = self._nodes[index]
+            try:
+                with translate_amqp_errors(f"connecting to {address(node)}"):
+                    return await aiormq.connect(node), index
+            except TransportError as e:
+                failures.append(redact(str(e), self._secrets))
+        if len(failures) == 1:
+            raise TransportError(failures[0])
+        raise TransportError(f"no RabbitMQ node answered: {'; '.join(failures)}")
+
+    async def _open(self, first: int = 0) -> None:
+        connection, index = await self._connect(first)
         try:
             with translate_amqp_errors("opening channels"):
                 channel = await connection.channel()
                 if self._declare:
-                    await declare_topology(channel, self.topology)
+                    await declare_topology(channel, self.topology, queue_type=self._queue_type)
                 replies = await connection.channel(publisher_confirms=False)
                 declared = await replies.queue_declare("", exclusive=True, auto_delete=True)
                 await replies.basic_consume(declared.queue or "", self._on_reply, no_ack=True)
@@ -180,6 +217,7 @@ class AiormqBus:
             raise
         async with self._changed:
             self._connection = connection
+            self._node = index
             self._publish_channel = channel
             self._reply_queue = declared.queue or ""
             self._generation += 1
@@ -193,17 +231,32 @@ class AiormqBus:
                 await asyncio.wait({connection.closing})
             if self._closed:
                 return
-            log.warning("connection to RabbitMQ lost; reconnecting")
+            lost = self.node
+            for pending in self._pending.values():
+                # Their replies were on the lost connection's exclusive reply queue.
+                if not pending.future.done():
+                    pending.future.set_exception(
+                        TransportError(f"connection to RabbitMQ at {lost} lost before the reply")
+                    )
             delay = 0.1
             while not self._closed:
                 try:
-                    await self._open()
+                    await self._open(first=(self._node + 1) % len(self._nodes))
                 except TransportError as e:
-                    log.warning("reconnect failed (%s); retrying in %.1fs", e, delay)
+                    log.warning(
+                        "connection to RabbitMQ at %s lost; reconnecting failed (%s);"
+                        " retrying in %.1fs",
+                        lost,
+                        e,
+                        delay,
+                    )
                     await asyncio.sleep(delay)
                     delay = min(delay * 2, 5.0)
                 else:
-                    log.info("reconnected to RabbitMQ")
+                    self.reconnects += 1
+                    log.warning(
+                        "connection to RabbitMQ at %s lost; reconnected to %s", lost, self.node
+                    )
                     break
 
     async def _live_connection(self, after_generation: int = 0) -> tuple[AbstractConnection, int]:
@@ -704,8 +757,14 @@ class _Delivery:
         return first
 
     async def _ack(self) -> None:
-        with translate_amqp_errors(f"acknowledging a message from {self._queue!r}"):
-            await self._channel.basic_ack(self._tag)
+        action = f"acknowledging a message from {self._queue!r}"
+        if _connection_gone(self._channel):
+            # The broker hands the message out again: acking on a dead connection could
+            # wait for a write that never drains.
+            raise TransportError(f"{action}: the connection it came on is gone")
+        with translate_amqp_errors(action):
+            async with asyncio.timeout(self._bus._publish_timeout):
+                await self._channel.basic_ack(self._tag)
 
     async def _dead_letter(self, reason: str) -> None:
         try:

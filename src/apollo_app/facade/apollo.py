@@ -248,13 +248,15 @@ class Apollo:
         rpc_timeout: float = 10.0,
         service_users: Collection[str] | None = None,
         declare_topology: bool = True,
+        queue_type: str | None = None,
     ) -> Any:
         """Client mode, no database: ``async with Apollo.client_mode(url, agent_id=...) as
         client`` yields a :class:`apollo_app.facade.remote.RemoteClient` whose mutations are
         published to the Apollo service and whose reads are RPC requests to it, answered
         only by ``service_users`` (default: ``APOLLO_SERVICE_USERS``, else the URL's
         login). ``declare_topology=False`` for a login with an agent's broker permissions
-        (README "Broker permissions"): the service declares the topology."""
+        (README "Broker permissions"): the service declares the topology. ``queue_type``
+        (default ``APOLLO_QUEUE_TYPE``, else quorum) is the type of the queues it declares."""
         from .remote import open_client_mode
 
         return open_client_mode(
@@ -264,6 +266,7 @@ class Apollo:
             rpc_timeout=rpc_timeout,
             service_users=service_users,
             declare_topology=declare_topology,
+            queue_type=queue_type,
         )
 
 

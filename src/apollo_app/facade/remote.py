@@ -68,7 +68,7 @@ from apollo_domain.traversal import parse_relation_types, validate_depth
 from apollo_domain.validation import bounded_float
 
 from .. import bootstrap
-from ..settings import parse_users
+from ..settings import parse_users, queue_type_setting
 from ..wire.codec import format_datetime
 from ..wire.envelope import DEADLINE_HEADER, action_of, encode_command, payload_of
 from ..wire.replies import decode_reply
@@ -437,15 +437,21 @@ async def open_client_mode(
     rpc_timeout: float = 10.0,
     service_users: Collection[str] | None = None,
     declare_topology: bool = True,
+    queue_type: str | None = None,
 ) -> AsyncIterator[RemoteClient]:
     """Connect to RabbitMQ at ``amqp_url`` (declaring ``topology``, the production names by
-    default, unless ``declare_topology`` is false: a login with an agent's permissions
-    may not), yield a :class:`RemoteClient` acting as the URL's login that takes replies
-    from ``service_users`` (default: ``APOLLO_SERVICE_USERS``, else the URL's login), close
-    on exit."""
+    default, with ``queue_type`` queues, default ``APOLLO_QUEUE_TYPE`` else quorum, unless
+    ``declare_topology`` is false: a login with an agent's permissions may not), yield a
+    :class:`RemoteClient` acting as the URL's login that takes replies from
+    ``service_users`` (default: ``APOLLO_SERVICE_USERS``, else the URL's login), close on
+    exit."""
     if service_users is None:
         service_users = service_users_from_env()
-    bus = await bootstrap.connect_broker(amqp_url, topology, declare_topology=declare_topology)
+    if queue_type is None:
+        queue_type = queue_type_setting(os.environ.get("APOLLO_QUEUE_TYPE") or "quorum")
+    bus = await bootstrap.connect_broker(
+        amqp_url, topology, declare_topology=declare_topology, queue_type=queue_type
+    )
     try:
         yield RemoteClient(
             bus, agent_id=agent_id, rpc_timeout=rpc_timeout, service_users=service_users

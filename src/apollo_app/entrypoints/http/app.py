@@ -20,6 +20,7 @@ from apollo_domain import commands as c
 from apollo_domain.bounds import MESSAGE
 from apollo_domain.errors import ApolloError, ValidationError
 from apollo_domain.handlers import handle
+from apollo_domain.messaging import BrokerLink
 from apollo_domain.services import Caller
 
 from ...facade import Apollo
@@ -141,6 +142,7 @@ def _endpoint(
     metrics: Metrics | None,
     converter: Any,
     admission: Admission,
+    broker: BrokerLink | None,
 ) -> Callable[[Request], Awaitable[Response]]:
     async def endpoint(request: Request) -> Response:
         try:
@@ -150,7 +152,7 @@ def _endpoint(
             data = await _inputs(op, request)
             call = Call(request, apollo, metrics, principal, converter)
             if op.command is None:
-                status, payload = await _health(apollo)
+                status, payload = await _health(apollo, broker)
             else:
                 command = _command(op, call, data)
                 caller = Caller.of(
@@ -191,10 +193,14 @@ def _endpoint(
     return endpoint
 
 
-async def _health(apollo: Apollo) -> tuple[int, Any]:
+async def _health(apollo: Apollo, broker: BrokerLink | None) -> tuple[int, Any]:
     health = await apollo.health()
-    body = {"status": health.status, "data_available": health.data_available}
-    return (200 if health.status == "ok" else 503), body
+    body: dict[str, Any] = {"status": health.status, "data_available": health.data_available}
+    if broker is not None:
+        body["bus"] = "ok" if broker.connected else "degraded"
+        if not broker.connected:
+            body["status"] = "degraded"  # no work arrives: a load balancer should look away
+    return (200 if body["status"] == "ok" else 503), body
 
 
 def create_app(
@@ -204,13 +210,15 @@ def create_app(
     metrics: Metrics | None = None,
     request_timeout: float | None = None,
     admission: Admission | None = None,
+    broker: BrokerLink | None = None,
 ) -> Starlette:
     """The Starlette application of Apollo's HTTP API (``/api/apollo/...``, ``/metrics``,
     ``/openapi.json``) and of the console (``/`` and ``/console/...``, static files outside
     the API document). ``tokens`` maps bearer tokens to principal ids; a request not carried
     out within ``request_timeout`` seconds (None: no budget) is answered with 503. Every
     command waits for ``admission`` (default: :data:`DEFAULT_CAPACITY` at once); health
-    does not."""
+    does not. With ``broker`` (the service's RabbitMQ bus), health is degraded while it has
+    no connection, and ``/metrics`` shows the connection's state."""
     converter = make_converter(round_scores=True)
     admission = admission or Admission(DEFAULT_CAPACITY)
     auth = Authenticator(tokens)
@@ -218,7 +226,7 @@ def create_app(
     routes: list[BaseRoute] = [
         Route(
             op.full_path,
-            _endpoint(op, apollo, auth, metrics, converter, admission),
+            _endpoint(op, apollo, auth, metrics, converter, admission, broker),
             methods=[op.method],
         )
         for op in OPERATIONS
@@ -245,6 +253,10 @@ def create_app(
                 metrics.set_queue_depth("outbox", await uow.outbox.pending())
         except ApolloError as exc:
             logger.warning("outbox depth unavailable: %s", exc)
+        if broker is not None:
+            metrics.set_broker(
+                connected=broker.connected, node=broker.node, reconnects=broker.reconnects
+            )
         payload, content_type = metrics.render()
         return Response(payload, media_type=content_type)
 

@@ -177,9 +177,10 @@ OPERATIONS: tuple[Operation, ...] = (
         "GET",
         "/health",
         "health",
-        "Whether every part of the store can be written (503 when degraded).",
+        "Whether every part of the store can be written and, with RabbitMQ, the service "
+        "has its broker connection (503 when degraded).",
         None,
-        (200, "The store is healthy.", None),
+        (200, "The store (and the bus) are healthy.", None),
         tag="service",
     ),
     Operation(
@@ -455,6 +456,8 @@ HEALTH_SCHEMA: JsonSchema = {
     "properties": {
         "status": {"type": "string", "enum": ["ok", "degraded"]},
         "data_available": {"type": "boolean"},
+        # Only when the service has a broker: degraded while its connection is lost.
+        "bus": {"type": "string", "enum": ["ok", "degraded"]},
     },
 }
 _COUNTS: JsonSchema = {"type": "object", "additionalProperties": {"type": "integer"}}

@@ -12,6 +12,7 @@ import uvicorn
 from starlette.types import ASGIApp
 
 from apollo_domain.errors import ApolloError
+from apollo_domain.messaging import BrokerLink
 
 from ...facade import Apollo
 from ...metrics import Metrics
@@ -178,10 +179,12 @@ async def serve_http(
     *,
     ready: asyncio.Event | None = None,
     sock: socket.socket | None = None,
+    broker: BrokerLink | None = None,
 ) -> None:
     """Serve the API on ``bind_host(settings.http_host, settings.api_tokens)`` and
     ``settings.http_port`` (or on ``sock``, bound there beforehand with :func:`listen`)
-    until cancelled, then shut down gracefully and re-raise."""
+    until cancelled, then shut down gracefully and re-raise. ``broker``: the service's
+    RabbitMQ bus, whose connection ``/health`` and ``/metrics`` report."""
     tokens = settings.api_tokens
     # As many commands at once as the store has pooled connections: the rest queue.
     app = create_app(
@@ -190,6 +193,7 @@ async def serve_http(
         metrics=metrics,
         request_timeout=settings.request_timeout,
         admission=Admission(settings.pool_max),
+        broker=broker,
     )
     host = bind_host(settings.http_host, tokens)
     warning = host_overridden(settings.http_host, tokens)

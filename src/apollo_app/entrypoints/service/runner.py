@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from apollo_domain.errors import ApolloError, ConfigurationError
+from apollo_domain.messaging import BrokerLink
 
 from ... import bootstrap
 from ...facade import Apollo
@@ -65,7 +66,8 @@ async def run_service(
                     service = ApolloService(apollo, bus, settings, metrics, topology=topology)
                     await service.start()
                     try:
-                        await _serve_until(stop, apollo, settings, metrics, sock)
+                        broker = bus if isinstance(bus, BrokerLink) else None
+                        await _serve_until(stop, apollo, settings, metrics, sock, broker)
                     finally:
                         await service.stop()
                 finally:
@@ -106,6 +108,7 @@ async def _serve_until(
     settings: Settings,
     metrics: Metrics | None,
     sock: socket.socket | None,
+    broker: BrokerLink | None = None,
 ) -> None:
     waiting = asyncio.ensure_future(stop.wait())
     tasks: set[asyncio.Future[Any]] = {waiting}
@@ -114,7 +117,9 @@ async def _serve_until(
         from ..http import serve_http
 
         ready = asyncio.Event()
-        http = asyncio.ensure_future(serve_http(apollo, settings, metrics, ready=ready, sock=sock))
+        http = asyncio.ensure_future(
+            serve_http(apollo, settings, metrics, ready=ready, sock=sock, broker=broker)
+        )
         tasks.add(http)
         started = asyncio.ensure_future(ready.wait())
         await asyncio.wait({started, http}, return_when=asyncio.FIRST_COMPLETED)
