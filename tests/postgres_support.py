@@ -207,3 +207,14 @@ def postgres_server() -> Iterator[PostgresTestServer]:
         if _users == 0:
             server, _shared = _shared, None
             _run_apart(server.stop())
+
+
+async def scalar(conninfo: str | psycopg.AsyncConnection[Any], query: str) -> int:
+    """The one value ``query`` returns, on a new connection or on ``conninfo`` if open."""
+    if isinstance(conninfo, str):
+        async with await psycopg.AsyncConnection.connect(conninfo) as conn:
+            return await scalar(conn, query)
+    cursor = await conninfo.execute(query)
+    row = await cursor.fetchone()
+    assert row is not None
+    return int(row[0])

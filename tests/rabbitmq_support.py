@@ -215,3 +215,11 @@ async def topology(rabbitmq_url: str) -> AsyncIterator[Topology]:
     chosen = Topology() if broker.vhost is not None else broker.topology()
     yield chosen
     await delete_topology(rabbitmq_url, chosen)
+
+
+async def ready_messages(url: str, queue: str) -> int:
+    """How many messages ``queue`` holds ready for delivery (a passive declare)."""
+    async with aiormq.connect(url) as connection:
+        channel = await connection.channel()
+        declared = await channel.queue_declare(queue, passive=True)
+    return declared.message_count or 0

@@ -14,7 +14,6 @@ import asyncio
 from collections.abc import Iterator
 from uuid import uuid4
 
-import aiormq
 import psycopg
 import pytest
 
@@ -23,8 +22,9 @@ from apollo_app import Apollo, RemoteClient, Settings
 from apollo_app.entrypoints.service import ApolloService
 from apollo_domain.errors import TransportError
 from apollo_domain.topology import Topology
-from tests.postgres_support import PostgresTestServer, fresh_store
+from tests.postgres_support import PostgresTestServer, fresh_store, scalar
 from tests.rabbitmq_cluster import Cluster, running_cluster
+from tests.rabbitmq_support import ready_messages
 from tests.support import eventually_within, fast_retry
 
 pytestmark = [pytest.mark.rabbitmq_cluster, pytest.mark.rabbitmq, pytest.mark.postgres]
@@ -39,21 +39,6 @@ PATIENCE = 120.0  # a loaded machine: generous, only a hang fails it
 def cluster() -> Iterator[Cluster]:
     with running_cluster(3) as started:
         yield started
-
-
-async def scalar(conninfo: str, query: str) -> int:
-    async with await psycopg.AsyncConnection.connect(conninfo) as conn:
-        cursor = await conn.execute(query)
-        row = await cursor.fetchone()
-    assert row is not None
-    return int(row[0])
-
-
-async def ready_messages(url: str, queue: str) -> int:
-    async with aiormq.connect(url) as connection:
-        channel = await connection.channel()
-        declared = await channel.queue_declare(queue, passive=True)
-    return declared.message_count or 0
 
 
 async def test_stopping_the_ingest_queues_leader_loses_no_confirmed_message(

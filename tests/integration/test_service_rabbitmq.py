@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any, TypeVar
 from uuid import uuid4
 
-import aiormq
 import psycopg
 import pytest
 from attrs import define
@@ -30,12 +29,13 @@ from apollo_app import Apollo, Principal, RemoteClient, Settings
 from apollo_app.bootstrap import open_bus, topology_of
 from apollo_app.entrypoints.service import ApolloService
 from apollo_domain.topology import Topology
-from tests.postgres_support import PostgresTestServer, fresh_store
+from tests.postgres_support import PostgresTestServer, fresh_store, scalar
 from tests.rabbitmq_support import (
     amqp_test_url,
     close_connection_named,
     delete_topology,
     list_bindings,
+    ready_messages,
     release_test_broker,
     start_test_broker,
 )
@@ -258,24 +258,6 @@ class ServiceProcess:
 
     def output(self) -> str:
         return self.log.read_text(errors="replace")[-4000:]
-
-
-async def scalar(conninfo: str | psycopg.AsyncConnection[Any], query: str) -> int:
-    """The one value ``query`` returns, on a new connection or on ``conninfo`` if open."""
-    if isinstance(conninfo, str):
-        async with await psycopg.AsyncConnection.connect(conninfo) as conn:
-            return await scalar(conn, query)
-    cursor = await conninfo.execute(query)
-    row = await cursor.fetchone()
-    assert row is not None
-    return int(row[0])
-
-
-async def ready_messages(url: str, queue: str) -> int:
-    async with aiormq.connect(url) as connection:
-        channel = await connection.channel()
-        declared = await channel.queue_declare(queue, passive=True)
-    return declared.message_count or 0
 
 
 async def test_a_killed_service_restarts_and_stores_every_ingest_exactly_once(
