@@ -130,30 +130,29 @@ def test_a_runnable_readme_block_runs_as_pasted(block: str) -> None:
         (venv / "apollo").symlink_to(APOLLO)
         settings = _exports(block)
         if PORT_IN_README not in block:
-            run = subprocess.run(
-                ["bash", "-euo", "pipefail", "-c", CURL + block],
-                cwd=folder,
-                env=_environment(),
-                capture_output=True,
-                text=True,
-                timeout=DEADLINE,
-            )
-            assert 0 == run.returncode, run.stdout + run.stderr
+            _run_block(folder, block)
             return
         with _serving(folder, settings) as port:
-            served = block.replace(PORT_IN_README, f"localhost:{port}")
-            run = subprocess.run(
-                ["bash", "-euo", "pipefail", "-c", CURL + served],
-                cwd=folder,
-                env=_environment(),
-                capture_output=True,
-                text=True,
-                timeout=DEADLINE,
-            )
-            assert 0 == run.returncode, run.stdout + run.stderr
+            run = _run_block(folder, block.replace(PORT_IN_README, f"localhost:{port}"))
             stored = _stored(port, settings)
         assert stored, run.stdout
+
         placeholders = [text for text in stored if not text.strip(". ")]
         assert [] == placeholders, stored
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def _run_block(folder: Path, block: str) -> subprocess.CompletedProcess[str]:
+    """Run a README shell block under bash (stopping at its first failing command) in
+    ``folder``; it must exit 0."""
+    run = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", CURL + block],
+        cwd=folder,
+        env=_environment(),
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE,
+    )
+    assert 0 == run.returncode, run.stdout + run.stderr
+    return run
