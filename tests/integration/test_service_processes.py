@@ -1,80 +1,71 @@
-"""``tests/service_processes.py`` on real ``apollo serve`` processes: two of them share one
-PostgreSQL database and one RabbitMQ topology, both consume, and each stops by its pid,
-one by SIGTERM (exit 0) and one by SIGKILL, while the other goes on serving."""
+"""The service-process harness (``tests/service_processes.py``): real ``apollo serve``
+processes on one PostgreSQL database, each on its own port, stopped by pid."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
 from pathlib import Path
-from uuid import uuid4
 
+import httpx
 import pytest
 
-from apollo_adapters.rabbitmq import AiormqBus
-from apollo_app import RemoteClient
-from apollo_domain.topology import Topology
+from apollo_adapters.postgres.embedded import temporary_folder
 from tests.postgres_support import PostgresTestServer, scalar
-from tests.rabbitmq_support import delete_topology, queue_consumers
+from tests.processes import alive
 from tests.service_processes import ServiceProcesses, service_environment
-from tests.support import eventually_within
 
-pytestmark = [pytest.mark.rabbitmq, pytest.mark.postgres]
-
-NEVER = "604800"  # seconds: no periodic job runs during the test
-PATIENCE = 120.0
+pytestmark = [pytest.mark.postgres, pytest.mark.cluster]
 
 
-def apollo_environment(amqp_url: str, database_url: str, prefix: str) -> dict[str, str]:
-    """A service of ``prefix``'s topology on ``database_url``, hashing embedder, no
-    periodic work."""
-    return service_environment(
-        APOLLO_AMQP_URL=amqp_url,
-        APOLLO_DATABASE_URL=database_url,
-        APOLLO_EXCHANGE=f"{prefix}legion.apollo",
-        APOLLO_QUEUE_PREFIX=f"{prefix}legion.apollo",
-        APOLLO_AUDIT_EXCHANGE=f"{prefix}llm.audit",
-        APOLLO_EMBEDDER="hashing",
-        APOLLO_EMBEDDING_DIMENSION="384",
-        APOLLO_DECAY_INTERVAL=NEVER,
-        APOLLO_EXPERTISE_INTERVAL=NEVER,
-        APOLLO_CORROBORATION_INTERVAL=NEVER,
-    )
+@pytest.fixture
+def folder() -> Iterator[Path]:
+    made = temporary_folder("apollo-services-")
+    yield made
+    import shutil
+
+    shutil.rmtree(made, ignore_errors=True)
 
 
-async def test_two_service_processes_share_the_work_and_stop_by_pid(
-    rabbitmq_url: str, postgres_server: PostgresTestServer, server_folder: Path
+async def test_two_processes_share_one_database_and_die_by_pid(
+    postgres_server: PostgresTestServer, folder: Path
 ) -> None:
-    prefix = f"procs{uuid4().hex[:6]}."
-    topology = Topology().with_prefix(prefix)
-    name = await postgres_server.create_database(dimension=384)
-    database = postgres_server.conninfo(name)
-    env = apollo_environment(rabbitmq_url, database, prefix)
-    with ServiceProcesses(2, env, server_folder / "logs") as fleet:
-        await asyncio.to_thread(fleet.wait_healthy)
-        consumers = await queue_consumers(rabbitmq_url, topology.ingest_queue)
-        bus = await AiormqBus.connect(rabbitmq_url, topology=topology)
-        try:
-            client = RemoteClient(bus, agent_id="claude-procs-1")
-            await client.store_many([{"content": f"Shared work item {n}"} for n in range(20)])
-
-            async def stored() -> bool:
-                return await scalar(database, "SELECT count(*) FROM entries") >= 20
-
-            await eventually_within(PATIENCE, stored, "both processes' work committed")
-        finally:
-            await bus.close()
+    """What one process stores, the other finds; ``kill9`` ends one at once while the
+    other goes on serving; ``restart`` brings it back on its port; ``stop`` ends both."""
+    database = await postgres_server.create_database(dimension=384)
+    conninfo = postgres_server.conninfo(database)
+    fleet = ServiceProcesses(2, service_environment(database_url=conninfo), folder)
+    try:
+        await asyncio.to_thread(fleet.start)
         first, second = fleet
-        first.kill9()
-        killed = first.returncode
-        health = await asyncio.to_thread(second.health)
-        stopped = await asyncio.to_thread(second.stop)
-        output = second.output()
-    stored_in_all = await scalar(database, "SELECT count(*) FROM entries")
-    await postgres_server.drop_database(name)
-    await delete_topology(rabbitmq_url, topology)
+        assert first.port != second.port
+        async with httpx.AsyncClient(timeout=30) as http:
+            stored = await http.post(
+                f"{first.api}/ingest", json={"content": "BGP routes converge after a flap"}
+            )
+            assert 201 == stored.status_code, stored.text
+            found = await http.post(
+                f"{second.api}/query", json={"query": "BGP routes converge", "min_confidence": 0}
+            )
+            assert found.is_success, found.text
+            ids = [e["id"] for e in found.json()["entries"]]
+            assert stored.json()["entry_id"] in ids
 
-    assert 2 == consumers
-    assert -9 == killed
-    assert 200 == health
-    assert 0 == stopped, output
-    assert 20 == stored_in_all
+            killed = first.pid
+            assert killed is not None
+            fleet.kill9(0)
+            assert not alive(killed)
+            assert (await http.get(f"{second.api}/health")).status_code == 200
+            with pytest.raises(httpx.ConnectError):
+                await http.get(f"{first.api}/health")
+
+            port = first.port
+            await asyncio.to_thread(fleet.restart, 0)
+            assert port == first.port and killed != first.pid
+            assert (await http.get(f"{first.api}/health")).status_code == 200
+        pids = [pid for pid in fleet.pids if pid is not None]
+    finally:
+        await asyncio.to_thread(fleet.stop)
+    assert 2 == len(pids) and not any(alive(pid) for pid in pids)
+    assert 1 == await scalar(conninfo, "SELECT count(*) FROM entries")
+    await postgres_server.drop_database(database)
