@@ -30,7 +30,7 @@ from apollo_app.entrypoints.service import ApolloService
 from apollo_domain.contradiction import HeuristicContradictionJudge
 from apollo_domain.ports import AccessLogRecord
 from apollo_domain.results import ContradictionReport, CorroborationReport, MaintenanceResult
-from apollo_domain.services.maintenance import OUTBOX_CLAIM
+from apollo_domain.services.outbox import OUTBOX_CLAIM
 from tests.contract.stores import POOLED_STORE_KINDS, open_store, pooled_store_kind
 from tests.support import Interleaving, KeyedEmbedder, at_cosine
 
