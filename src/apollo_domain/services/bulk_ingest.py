@@ -300,11 +300,13 @@ class _Chunk:
         """The corroboration boost of newly recorded corroboration; the confidence after."""
         entry = self.entries[entry_id]
         if added and kind is EvidenceKind.CORROBORATION:
-            amount = self.deps.policy.corroboration_amount(credibility)
+            policy = self.deps.policy
             entry = self.entries[entry_id] = evolve(
-                entry, confidence=min(entry.confidence + amount, 1.0), updated_at=now
+                entry,
+                confidence=policy.after_corroboration(entry.confidence, credibility),
+                updated_at=now,
             )
-            self.boosts.append((entry_id, amount, now))
+            self.boosts.append((entry_id, policy.corroboration_amount(credibility), now))
         return entry.confidence
 
     # ------------------------------------------------------------------ writes

@@ -50,6 +50,7 @@ from .context import (
     resolve_viewer,
     unit_float,
 )
+from .corroboration import corroboration_boost
 from .entities import extract, index_entry
 
 NEIGHBOURS = 5
@@ -314,10 +315,7 @@ async def _record_duplicate(
     )
     confidence = existing.confidence
     if added and kind is EvidenceKind.CORROBORATION:
-        boosted = await uow.entries.boost(
-            [existing.id], deps.policy.corroboration_amount(credibility), now, count_access=False
-        )
-        confidence = boosted.get(existing.id, confidence)
+        confidence = await corroboration_boost(deps, uow, existing, credibility, now)
     return duplicate_outcome(existing, kind, added, confidence)
 
 
@@ -457,10 +455,7 @@ async def _support(
     )
     confidence = target.confidence
     if added and kind is EvidenceKind.CORROBORATION:
-        boosted = await uow.entries.boost(
-            [target.id], deps.policy.corroboration_amount(credibility), now, count_access=False
-        )
-        confidence = boosted.get(target.id, confidence)
+        confidence = await corroboration_boost(deps, uow, target, credibility, now)
     return support_outcome(target, similarity, kind, confidence)
 
 
