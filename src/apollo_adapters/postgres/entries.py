@@ -94,7 +94,7 @@ _DECAY = sql.SQL(
     " changed AS ("
     " UPDATE entries SET"
     "  confidence = {decayed},"
-    "  decayed_at = %(now)s,"
+    "  decayed_at = GREATEST(COALESCE(decayed_at, created_at), %(now)s),"
     "  status = CASE WHEN {decayed} < %(below)s THEN 'archived' ELSE status END,"
     "  updated_at = CASE WHEN {decayed} < %(below)s THEN %(now)s ELSE updated_at END,"
     "  source_context = CASE WHEN {decayed} < %(below)s"
@@ -138,12 +138,12 @@ _EARNED_BOOST = (
 # The OR of the query's lexemes under the ``simple`` configuration, stop words dropped, each
 # lexeme quoted for the tsquery syntax (backslashes and quotes doubled); NULL when nothing is
 # left to match.
-_LEXICAL_QUERY = (
+LEXICAL_TERMS = (
     r"SELECT string_agg(DISTINCT '''' || replace(replace(lexeme, '\', '\\'), '''', '''''')"
     " || '''', ' | ')::tsquery AS terms"
     " FROM unnest(to_tsvector('simple'::regconfig, {text})) WHERE lexeme <> ALL({stop})"
 )
-_STOPWORDS = sorted(STOPWORDS)
+LEXICAL_STOPWORDS = sorted(STOPWORDS)
 
 
 _ENTRY_INSERT_COLUMNS = (
@@ -494,8 +494,8 @@ class PostgresEntryRepository:
             return []
         where = Where()
         where.matching(flt)
-        terms = sql.SQL(_LEXICAL_QUERY).format(
-            text=where.param(query), stop=where.param(_STOPWORDS)
+        terms = sql.SQL(LEXICAL_TERMS).format(
+            text=where.param(query), stop=where.param(LEXICAL_STOPWORDS)
         )
         statement = sql.SQL(
             "WITH q AS ({terms}) SELECT {columns}, ts_rank(lexical, q.terms) AS score"
