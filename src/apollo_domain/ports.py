@@ -583,6 +583,29 @@ class EntityGraph(Protocol):
     ) -> list[tuple[UUID, frozenset[UUID]]]:
         """:meth:`entries_mentioning` with each entry's id in place of the entry."""
 
+    async def hop_search(
+        self,
+        entity_ids: Collection[UUID],
+        text: str,
+        flt: SearchFilter,
+        limit: int,
+        *,
+        bridges: int,
+    ) -> list[tuple[UUID, float, frozenset[UUID]]]:
+        """One step of a search across typed edges, from ``entity_ids`` (the seeds).
+
+        - The bridges: the entities other than the seeds at the far end of the live typed
+          edges (not ``co_occurs``; either direction) touching a seed that the viewer may
+          see, at most ``bridges``, the most supported first (then by id), as
+          :meth:`neighbours` ranks them.
+        - The open terms: the terms of ``text`` (stop words dropped) that no entry matching
+          ``flt`` and mentioning a seed holds: what the seeds' own entries leave unanswered.
+
+        Returns up to ``limit`` entries matching ``flt`` that mention a bridge and hold an
+        open term, ranked by ``text`` as :meth:`EntryRepository.lexical_search_ids` ranks
+        it (the same scores, highest first, then by id), each with its score and the seeds
+        whose edges reached it."""
+
     async def prune(self) -> int:
         """Erasure: delete the edges no remaining entry supports and the entities no entry
         mentions and no edge touches; returns the number of rows deleted."""
