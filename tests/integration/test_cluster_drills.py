@@ -39,8 +39,8 @@ from apollo_adapters.rabbitmq import AiormqBus
 from apollo_app import Apollo, RemoteClient, Settings
 from apollo_app.entrypoints.service import ApolloService
 from apollo_domain.errors import PersistenceFailed, TransportError
-from apollo_domain.messaging import DeadLetter, Message
-from apollo_domain.topology import Topology
+from apollo_domain.ports.messaging import DeadLetter, Message
+from apollo_domain.ports.topology import Topology
 from tests.postgres_support import (
     DisposablePostgresStore,
     PostgresTestServer,

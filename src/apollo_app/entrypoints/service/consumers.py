@@ -59,19 +59,19 @@ from attrs import define, field
 from apollo_domain import commands as c
 from apollo_domain.errors import ApolloError, TransportError
 from apollo_domain.handlers import handle, handler_of, store_item
-from apollo_domain.messaging import (
+from apollo_domain.model import Principal, Role
+from apollo_domain.ports.messaging import (
     Delivery,
     MessageBus,
     MessageHandler,
     Subscription,
     reply_queue_refusal,
 )
-from apollo_domain.model import Principal, Role
+from apollo_domain.ports.topology import Topology
 from apollo_domain.results import ContradictionReport
 from apollo_domain.rules import check_agent_id
 from apollo_domain.secrets import redact
 from apollo_domain.services import Caller, IngestItem, ingest_each
-from apollo_domain.topology import Topology
 
 from ...bootstrap import topology_of
 from ...budget import within_budget
