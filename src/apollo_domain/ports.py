@@ -489,6 +489,18 @@ class RelationRepository(Protocol):
         relations (e.g. ``linked_by``); returns the number of relations changed."""
 
 
+@frozen
+class GraphSurroundings:
+    """What :meth:`EntityGraph.surroundings` reads: the seeds' ``neighbours`` (entity id,
+    support), the entries ``mentioning`` the seeds or those neighbours (entry id, the
+    entities of either it mentions), and the ``hops`` across the seeds' typed edges
+    (entry id, score, the seeds whose edges reached it), each as the single read says."""
+
+    neighbours: list[tuple[UUID, int]]
+    mentioning: list[tuple[UUID, frozenset[UUID]]]
+    hops: list[tuple[UUID, float, frozenset[UUID]]]
+
+
 class EntityGraph(Protocol):
     """Entity nodes, the entries that mention them, and the edges between them (DESIGN §2
     "Entities and the knowledge graph"). Writes take effect when the unit of work commits.
@@ -605,6 +617,23 @@ class EntityGraph(Protocol):
         open term, ranked by ``text`` as :meth:`EntryRepository.lexical_search_ids` ranks
         it (the same scores, highest first, then by id), each with its score and the seeds
         whose edges reached it."""
+
+    async def surroundings(
+        self,
+        entity_ids: Collection[UUID],
+        flt: SearchFilter,
+        *,
+        neighbours: int,
+        scan: int,
+        hop_text: str | None = None,
+        hop_limit: int = 0,
+        bridges: int = 0,
+    ) -> GraphSurroundings:
+        """What the graph fill reads once its seeds (``entity_ids``) are known, in one read
+        (one round trip on PostgreSQL), with the results of these calls:
+        :meth:`neighbours` ``(entity_ids, flt.viewer, neighbours)``; :meth:`mentioning` of
+        ``entity_ids`` and those neighbours ``(…, flt, scan)``; and, unless ``hop_text`` is
+        None, :meth:`hop_search` ``(entity_ids, hop_text, flt, hop_limit, bridges=…)``."""
 
     async def prune(self) -> int:
         """Erasure: delete the edges no remaining entry supports and the entities no entry
@@ -877,6 +906,7 @@ __all__ = [
     "ExpertiseRecord",
     "ExpertiseRepository",
     "GasLanguageModel",
+    "GraphSurroundings",
     "IdentityDirectory",
     "Outbox",
     "OutboxItem",
