@@ -218,7 +218,7 @@ class EntryTable(VectorSearch):
         hours = np.maximum(0.0, (now_us - since) / US_PER_HOUR)
         confidence = self.conf[rows] * np.power(factor_per_hour, hours)
         self.conf[rows] = confidence
-        self.decayed[rows] = now_us
+        self.decayed[rows] = np.maximum(since, now_us)  # an earlier clock moves nothing back
         self.stale[rows] = True
         archived = rows[confidence < archive_below]
         self.status[archived] = ARCHIVED

@@ -94,7 +94,7 @@ _DECAY = sql.SQL(
     " changed AS ("
     " UPDATE entries SET"
     "  confidence = {decayed},"
-    "  decayed_at = %(now)s,"
+    "  decayed_at = GREATEST(COALESCE(decayed_at, created_at), %(now)s),"
     "  status = CASE WHEN {decayed} < %(below)s THEN 'archived' ELSE status END,"
     "  updated_at = CASE WHEN {decayed} < %(below)s THEN %(now)s ELSE updated_at END,"
     "  source_context = CASE WHEN {decayed} < %(below)s"
