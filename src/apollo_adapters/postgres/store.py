@@ -24,7 +24,13 @@ from apollo_domain.ports import Reads
 
 from . import schema
 from .entries import PostgresEntryRepository
-from .errors import EmbedderMismatch, SchemaNotCurrent, translated
+from .errors import (
+    CONNECTION_BUDGET,
+    EmbedderMismatch,
+    SchemaNotCurrent,
+    refused_for_slots,
+    translated,
+)
 from .graph import PostgresEntityGraph
 from .repositories import (
     PostgresAccessLog,
@@ -57,6 +63,49 @@ REPLICA_RETRY_SECONDS = 1.0
 REPLICA_CONNECT_SECONDS = 1.0
 #: What a caller refused by a busy store is told to wait before trying again.
 _RETRY_AFTER_SECONDS = 1.0
+#: How often a pool refused connections by the server says so in the log, at most.
+_REFUSAL_LOG_SECONDS = 10.0
+
+
+class _Refusals:
+    """When the server (or the pooler) last refused one of a pool's new connections for
+    want of connection slots: a pool that cannot grow for that reason makes its callers
+    wait out the timeout, and the error they get then names the budget instead of a busy
+    store. Logged (naming the settings) at most every :data:`_REFUSAL_LOG_SECONDS`."""
+
+    def __init__(self, pool_max: int) -> None:
+        self.pool_max = pool_max
+        self.last = float("-inf")
+        self._logged = float("-inf")
+
+    def since(self, started: float) -> bool:
+        return self.last >= started
+
+    def connection_class(self) -> type[psycopg.AsyncConnection[Any]]:
+        """The pool's connection class: a connection that records such a refusal."""
+        refusals = self
+
+        class RecordingConnection(psycopg.AsyncConnection[Any]):
+            @classmethod
+            async def connect(cls, *args: Any, **kwargs: Any) -> Self:
+                try:
+                    return await super().connect(*args, **kwargs)
+                except psycopg.OperationalError as exc:
+                    if refused_for_slots(exc):
+                        refusals.refused()
+                    raise
+
+        return RecordingConnection
+
+    def refused(self) -> None:
+        self.last = now = time.monotonic()
+        if now - self._logged >= _REFUSAL_LOG_SECONDS:
+            self._logged = now
+            log.warning(
+                "a new connection of this process's pool (APOLLO_POOL_MAX=%d) was refused. %s",
+                self.pool_max,
+                CONNECTION_BUDGET,
+            )
 
 
 class _Lending:
@@ -253,6 +302,7 @@ class PostgresStore:
         self._pool_min = pool_min
         self._pool_max = max(pool_max, pool_min)
         self._pool_timeout = pool_timeout
+        self._refusals = _Refusals(self._pool_max)
         self._lending = _Lending(self._new_pool())
         #: replaced pools that still lent connections when replaced (closed with the store)
         self._retired: list[_Lending] = []
@@ -318,9 +368,15 @@ class PostgresStore:
             ingest_ef_search=ingest_ef_search,
             transaction_pooler=transaction_pooler,
         )
+        started = time.monotonic()
         try:
             with translated():
-                await store._pool.open(wait=True, timeout=pool_timeout)
+                try:
+                    await store._pool.open(wait=True, timeout=pool_timeout)
+                except PoolTimeout:
+                    if store._refusals.since(started):
+                        raise StoreUnavailable(CONNECTION_BUDGET) from None
+                    raise
         except BaseException:
             await store.close()
             raise
@@ -349,6 +405,7 @@ class PostgresStore:
             min_size=self._pool_min,
             max_size=self._pool_max,
             kwargs=connection_options(self.transaction_pooler),
+            connection_class=self._refusals.connection_class(),
             configure=_configure,
             check=_check,
             timeout=self._pool_timeout,
@@ -419,6 +476,8 @@ class PostgresStore:
             try:
                 conn = await lending.pool.getconn(timeout=self._pool_timeout)
             except PoolTimeout:
+                if self._refusals.since(started):  # the pool could not grow: the budget
+                    raise StoreBusy(CONNECTION_BUDGET, retry_after=_RETRY_AFTER_SECONDS) from None
                 if lending.lent > 0 or lending.last_lent >= started:
                     raise StoreBusy(
                         "every connection to the store is in use; retry later",
