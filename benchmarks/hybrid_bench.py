@@ -57,10 +57,10 @@ from psycopg.types.json import Jsonb
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from apollo_adapters.embedders import HashingEmbedder
+from apollo_adapters.heuristics import extract_entities
 from apollo_adapters.postgres import PostgresStore
 from apollo_app import Apollo
 from apollo_domain.entities import Extraction, canonical_pair
-from apollo_domain.extraction import extract_entities
 from apollo_domain.lexical import STOPWORDS
 from benchmarks._common import (
     DOMAINS,

@@ -26,8 +26,8 @@ from collections.abc import Iterator
 from itertools import pairwise
 from typing import Final
 
-from .entities import EntityMention, Extraction, TypedMention, normalize_entity_name
-from .lexical import STOPWORDS
+from apollo_domain.entities import EntityMention, Extraction, TypedMention, normalize_entity_name
+from apollo_domain.lexical import STOPWORDS
 
 _MONTH_NAMES = (
     "january february march april may june july august september october november december"
@@ -107,13 +107,6 @@ _BETWEEN = [
 ]
 
 Span = tuple[int, int, str, str]  # start, end, name, kind
-
-
-class HeuristicEntityExtractor:
-    """The :class:`~apollo_domain.ports.EntityExtractor` without a model."""
-
-    async def extract(self, text: str) -> Extraction:
-        return extract_entities(text)
 
 
 def extract_entities(text: str) -> Extraction:
@@ -309,4 +302,4 @@ def _typed_edges(text: str, spans: list[Span]) -> list[TypedMention]:
     return edges
 
 
-__all__ = ["HeuristicEntityExtractor", "extract_entities"]
+__all__ = ["extract_entities"]
