@@ -1373,10 +1373,13 @@ def report_queue_types(result: dict[str, Any]) -> str:
         notes.append(
             f"- {setup['label']}: {ingest['seconds']:.2f} s end to end; stored"
             f" {ingest['stored']:,}, dead letters {ingest['dead_letters']}, left in queue"
-            f" {ingest['left_in_queue']}; CPU: service {cpu['services']:.1f} s"
-            f" ({cpu['services'] / ingest['seconds']:.2f} cores), PostgreSQL"
-            f" {_seconds(cpu['postgres'])}, broker nodes {_seconds(cpu['broker'])}, machine"
-            f" busy {_share(cpu['machine_busy_share'])}; lone-message publish confirm p50 /"
+            f" {ingest['left_in_queue']}; CPU per message: service"
+            f" {_per_message(cpu['services'], ingest)}, PostgreSQL"
+            f" {_per_message(cpu['postgres'], ingest)}, broker nodes"
+            f" {_per_message(cpu['broker'], ingest)} (cores: service"
+            f" {_cores(cpu['services'], ingest)}, PostgreSQL {_cores(cpu['postgres'], ingest)},"
+            f" broker {_cores(cpu['broker'], ingest)}); machine busy"
+            f" {_share(cpu['machine_busy_share'])}; lone-message publish confirm p50 /"
             f" p95 {setup['lone_latency']['confirm']['p50_ms']:.1f} /"
             f" {setup['lone_latency']['confirm']['p95_ms']:.1f} ms"
         )
@@ -1732,6 +1735,14 @@ def report(result: dict[str, Any]) -> str:
     )
     notes.append(f"- wall time {result['wall_seconds']:.1f} s")
     return table(rows, COMPARISON_HEADER) + "\n\n" + "\n".join(notes)
+
+
+def _per_message(seconds: float | None, ingest: dict[str, Any]) -> str:
+    return "n/a" if seconds is None else f"{1000 * seconds / ingest['messages']:.1f} ms"
+
+
+def _cores(seconds: float | None, ingest: dict[str, Any]) -> str:
+    return "n/a" if seconds is None else f"{seconds / ingest['seconds']:.2f}"
 
 
 def _seconds(value: float | None) -> str:
