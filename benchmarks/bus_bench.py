@@ -298,6 +298,11 @@ def _children(parent: int) -> list[int]:
     return found
 
 
+def _tree_cpu(pid: int) -> float:
+    """CPU seconds of ``pid`` and its live descendants."""
+    return _proc_cpu(pid) + sum(_tree_cpu(child) for child in _children(pid))
+
+
 def _named(command: str) -> list[int]:
     pids = []
     for comm in Path("/proc").glob("[0-9]*/comm"):
@@ -319,19 +324,28 @@ def _machine_busy() -> tuple[float, float]:
 
 class CpuMeter:
     """CPU seconds spent by the service processes, the PostgreSQL server (embedded only:
-    the postmaster, its live backends and the ones it reaped), the broker (``beam.smp``,
-    shared with anything else using it), this process, and the whole machine."""
+    the postmaster, its live backends and the ones it reaped), the broker (the process
+    trees of ``broker_pids``, else every ``beam.smp``, shared with anything else using
+    it), this process, and the whole machine."""
 
-    def __init__(self, services: Services, postmaster: int | None) -> None:
+    def __init__(
+        self, services: Services, postmaster: int | None, broker_pids: Sequence[int] = ()
+    ) -> None:
         self.services = services
         self.postmaster = postmaster
+        self.broker_pids = tuple(broker_pids)
 
     def snapshot(self) -> dict[str, float | None]:
         busy, total = _machine_busy()
         return {
             "services": sum(_proc_cpu(p.process.pid) for p in self.services.processes if p.process),
             "postgres": postgres_cpu(self.postmaster),
-            "broker": sum(_proc_cpu(pid) for pid in _named("beam.smp")) or None,
+            "broker": (
+                sum(_tree_cpu(pid) for pid in self.broker_pids)
+                if self.broker_pids
+                else sum(_proc_cpu(pid) for pid in _named("beam.smp"))
+            )
+            or None,
             "benchmark": time.process_time(),
             "machine_busy": busy,
             "machine_total": total,
@@ -895,9 +909,10 @@ async def ingest_through_services(
     args: argparse.Namespace,
     postmaster: int | None,
     queue_type: str = "quorum",
+    broker_pids: Sequence[int] = (),
 ) -> dict[str, Any]:
     topology, url = services.topology, broker.url
-    meter = CpuMeter(services, postmaster)
+    meter = CpuMeter(services, postmaster, broker_pids)
     startup = await services.wait_consuming(url)
     total = len(items)
     bus = await AiormqBus.connect(
@@ -1183,7 +1198,14 @@ async def queue_type_setup(
     async with Services(1, env, workdir, topology) as services:
         try:
             ingest = await ingest_through_services(
-                services, Broker(client_node.url), conninfo, items, args, postmaster, queue_type
+                services,
+                Broker(client_node.url),
+                conninfo,
+                items,
+                args,
+                postmaster,
+                queue_type,
+                [node.process.pid for node in nodes if node.process is not None],
             )
             load = load_rate or ingest["messages_per_s"] / 2
             latency = await lone_latency(
