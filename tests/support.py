@@ -9,17 +9,14 @@ import contextvars
 import hashlib
 import inspect
 import math
-import uuid
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
-from datetime import datetime
 from typing import Any
 
 import numpy as np
 import pytest
 
 from apollo_domain.errors import PersistenceFailed, StoreUnavailable
-from apollo_domain.model import AccessScope, ContentType, Entry, SourceRef, Status
 
 
 async def eventually_within(
@@ -40,38 +37,6 @@ async def eventually_within(
 def fast_retry(attempt: int) -> float:
     """A redelivery back-off for tests: 20 ms whatever the attempt."""
     return 0.02
-
-
-def candidate_entry(
-    content: str = "BGP uses TCP port 179",
-    *,
-    embedding: Sequence[float] | None,
-    created_at: datetime,
-    **fields: Any,
-) -> Entry:
-    """A new global candidate entry of agent ``claude-1`` in ``networking``, as the store
-    tests write it; keyword arguments replace any field. Each suite binds its own
-    embedding (of its store's dimension) and time, e.g.
-    ``make_entry = functools.partial(candidate_entry, embedding=..., created_at=T0)``."""
-    values: dict[str, Any] = {
-        "id": uuid.uuid4(),
-        "content": content,
-        "content_hash": hashlib.sha256(content.encode()).hexdigest(),
-        "content_type": ContentType.FACT,
-        "knowledge_domain": "networking",
-        "tags": ("networking",),
-        "confidence": 0.5,
-        "status": Status.CANDIDATE,
-        "source": SourceRef("claude-1", "claude"),
-        "access_scope": AccessScope.GLOBAL,
-        "owner_id": None,
-        "created_at": created_at,
-        "updated_at": created_at,
-        "source_context": {"origin": "test"},
-        "embedding": None if embedding is None else tuple(embedding),
-    }
-    values.update(fields)
-    return Entry(**values)
 
 
 def unit(vector: Sequence[float]) -> list[float]:

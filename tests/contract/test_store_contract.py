@@ -15,6 +15,7 @@ from uuid import UUID
 import attrs
 import pytest
 
+from apollo_domain import testing
 from apollo_domain.errors import Conflict, NotFound, PersistenceFailed
 from apollo_domain.model import (
     ACTIVE_STATUSES,
@@ -38,7 +39,7 @@ from apollo_domain.ports import (
     UnitOfWork,
 )
 from tests.contract.stores import POOLED_STORE_KINDS, STORE_DIMENSION, pooled_store_kind
-from tests.support import Interleaving, candidate_entry
+from tests.support import Interleaving
 
 #: Also through PgBouncer in transaction mode, with fewer server connections than callers.
 store_kind = pytest.fixture(params=POOLED_STORE_KINDS)(pooled_store_kind)
@@ -59,7 +60,7 @@ def unit(*components: float) -> tuple[float, ...]:
     return vector(*(x / norm for x in components))
 
 
-make_entry = functools.partial(candidate_entry, embedding=unit(1.0), created_at=T0)
+make_entry = functools.partial(testing.make_entry, embedding=unit(1.0), created_at=T0)
 
 
 def everything(viewer: Viewer | None = None) -> SearchFilter:

@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 
 from apollo_adapters.clock import ManualClock, SystemClock
 from apollo_adapters.memory import InMemoryStore, InMemoryUnitOfWork
+from apollo_domain import testing
 from apollo_domain.errors import (
     Conflict,
     NotFound,
@@ -47,14 +48,13 @@ from apollo_domain.ports import (
     SearchFilter,
 )
 from apollo_domain.rules import is_visible
-from tests.support import candidate_entry
 
 T0 = datetime(2025, 1, 1, tzinfo=UTC)
 EVERY_STATUS = frozenset(Status)
 T = TypeVar("T")
 
 
-make_entry = functools.partial(candidate_entry, embedding=(1.0, 0.0, 0.0), created_at=T0)
+make_entry = functools.partial(testing.make_entry, embedding=(1.0, 0.0, 0.0), created_at=T0)
 
 
 def everything(viewer: Viewer | None = None) -> SearchFilter:
