@@ -1,8 +1,8 @@
 """What only the PostgreSQL store has: migrations, units of work open at once on separate
 connections, the HNSW index under a selective filter, error translation and reconnection.
 
-The Store port's contract, which it shares with the in-memory store, is checked in
-``tests/contract/test_store_contract.py``."""
+The Store port's contract, which it shares with the in-memory store, is checked by
+:class:`apollo_app.testing.StoreContract` (``tests/contract/test_store_contract.py``)."""
 
 from __future__ import annotations
 
