@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from apollo_app import Outcome, Principal, Status, StoreUnavailable, ValidationError
+from apollo_domain.commands import StoreKnowledge
 from apollo_domain.errors import PersistenceFailed
 from apollo_domain.ports import CredibilityRecord
 from tests.support import KeyedEmbedder, at_cosine
@@ -290,7 +291,7 @@ async def test_a_redelivered_message_writes_nothing_twice(make_apollo):
 
     apollo = await make_apollo()
     caller = apollo.client("claude-q").caller
-    request = services.prepare(caller, content="delivered at least once")
+    request = services.prepare(caller, StoreKnowledge(content="delivered at least once"))
     first = await services.ingest(apollo.deps, caller, request, idempotency_key="m-1")
     again = await services.ingest(apollo.deps, caller, request, idempotency_key="m-1")
     assert Outcome.CREATED == first.outcome

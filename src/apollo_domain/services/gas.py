@@ -8,6 +8,7 @@ from typing import Any
 from uuid import UUID
 
 from .. import bounds
+from ..commands import ProcessGasEvent, StoreKnowledge
 from ..errors import ApolloError, Forbidden, InvalidTransition, NotFound, ValidationError
 from ..gas_rules import (
     FALLBACK_RELATION,
@@ -87,9 +88,17 @@ def _request_id(value: object) -> str:
 
 
 async def process_gas_event(
-    deps: Deps, event: Mapping[str, Any], caller: Caller, *, scope: str = "global"
+    deps: Deps,
+    caller: Caller,
+    command: ProcessGasEvent,
+    idempotency_key: str | None = None,
+    *,
+    scope: str = "global",
 ) -> GasResult:
     """Comprehend → entities → deposit facts → relate → synthesize → anticipate.
+
+    The event is idempotent by its own request id, whichever message carried it:
+    ``idempotency_key`` (a message id) is not needed.
 
     ``caller.principal`` owns the deposits (resolved at the edge); the event's ``caller``
     only attributes them, and only when the principal speaks for others
@@ -105,6 +114,7 @@ async def process_gas_event(
     left unmarked, for the bus to redeliver. The early look at the request id only saves a
     finished request's LLM calls; the deposit keys are what make a rerun harmless.
     """
+    event = command.event
     if not isinstance(event, Mapping):
         raise ValidationError("event", "must be a JSON object")
     check_depth("event", event)
@@ -286,7 +296,7 @@ async def _deposit(
     agent: Caller,
     key: str,
     content: str,
-    content_type: object,
+    content_type: str | None,
     scope: str,
     system_context: Mapping[str, Any],
     initial_confidence: float | None = None,
@@ -296,11 +306,10 @@ async def _deposit(
     try:
         request = prepare(
             agent,
-            content=content,
-            content_type=content_type,
-            access_scope=scope,
+            StoreKnowledge(content=content, content_type=content_type, access_scope=scope),
             system_context=system_context,
             initial_confidence=initial_confidence,
+            edge_submission=False,
         )
         return await ingest(deps, agent, request, idempotency_key=f"{key}:{request.content_hash}")
     except PERMANENT_FAILURES:

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from uuid import UUID
 
+from ..commands import ProcessOutbox
 from ..lifecycle import dispute
+from ..limits import MAX_OUTBOX_BATCH
 from ..model import (
     AccessScope,
     Entry,
@@ -20,7 +22,7 @@ from ..ports import OutboxItem, ScoredEntry, SearchFilter, UnitOfWork
 from ..results import ContradictionReport
 from ..rules import independent
 from ..secrets import redact
-from .context import ACTIVE, Deps, bounded_int, first_application, resolve_viewer
+from .context import ACTIVE, Caller, Deps, bounded_int, first_application, resolve_viewer
 from .ingest import CONTRADICTION_SCAN
 from .sources import current_credibility
 
@@ -43,7 +45,7 @@ def _independent_evidence_count(evidence: list[Evidence]) -> int:
 
 
 async def process_outbox(
-    deps: Deps, limit: object = 50, *, idempotency_key: str | None = None
+    deps: Deps, caller: Caller, command: ProcessOutbox, idempotency_key: str | None = None
 ) -> ContradictionReport:
     """Run up to ``limit`` due outbox items, in batches of at most :data:`OUTBOX_CLAIM`,
     each batch in a few short units of work with the judge (possibly a slow LLM) called
@@ -68,7 +70,7 @@ async def process_outbox(
     (:class:`~apollo_domain.retry.OutboxRetry`); an item is dead once its attempts are
     spent. ``idempotency_key`` is recorded with the first claim: a redelivery of it
     changes nothing and reports zeros."""
-    bound = bounded_int("limit", limit, 1, 10_000)
+    bound = bounded_int("limit", command.limit, 1, MAX_OUTBOX_BATCH)
     retry = deps.outbox_retry
     processed = contradictions = failed = 0
     key = idempotency_key
