@@ -31,7 +31,7 @@ from uuid import uuid4
 import httpx
 import psycopg
 import pytest
-from attrs import define, field, frozen
+from attrs import define, evolve, field, frozen
 from benchmarks import bus_bench
 
 from apollo_adapters.postgres.embedded import temporary_folder
@@ -627,6 +627,8 @@ async def test_poison_messages_are_dead_lettered_once_each_with_their_reasons(
         left = await ready_messages(third.url, queue)
         await drill.check_stored_once()
         counts = await drill.counts(letters)
+        poison = 4  # published and confirmed one by one, beside the drill's batches
+        counts = evolve(counts, sent=counts.sent + poison, confirmed=counts.confirmed + poison)
         redeliveries = service_bus.redeliveries
     finally:
         await service.stop()
@@ -711,6 +713,7 @@ async def test_the_queue_type_benchmark_runs_a_set_up_on_the_cluster(
     assert 3 == setup["nodes"] and "quorum" == setup["raw_aiormq"]["queue_type"]
     for value in (
         setup["raw_aiormq"]["messages_per_s"],
+        setup["bus_in_groups"]["messages_per_s"],
         ingest["messages_per_s"],
         setup["lone_latency"]["p50_ms"],
         setup["lone_latency"]["p95_ms"],

@@ -19,6 +19,7 @@ from apollo_app import Apollo, Settings
 from apollo_app.metrics import Metrics
 from apollo_domain.model import Entry
 from apollo_domain.ports import Reads
+from apollo_domain.testing import make_entry
 from tests.postgres_support import (
     DisposablePostgresStore,
     PostgresTestServer,
@@ -26,7 +27,6 @@ from tests.postgres_support import (
     hashing_model_id,
 )
 from tests.replica_support import Replica
-from tests.support import candidate_entry
 
 pytestmark = [pytest.mark.postgres, pytest.mark.cluster]
 
@@ -38,7 +38,7 @@ CATCH_UP = 30.0
 
 
 def _entry(content: str) -> Entry:
-    return candidate_entry(content, embedding=[1.0] + [0.0] * (DIMENSION - 1), created_at=T0)
+    return make_entry(content, embedding=[1.0] + [0.0] * (DIMENSION - 1), created_at=T0)
 
 
 def _lsn(conninfo: str) -> str:

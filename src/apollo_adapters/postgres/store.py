@@ -146,6 +146,8 @@ class PostgresUnitOfWork:
         self._reading = reading
         self._stack: AsyncExitStack | None = None
         self._session: Session | None = None
+        #: The readers of :meth:`read_concurrently` still ending their transactions.
+        self._readers_ending: list[asyncio.Task[None]] = []
 
     async def __aenter__(self) -> PostgresUnitOfWork:
         if self._stack is not None:
@@ -176,7 +178,10 @@ class PostgresUnitOfWork:
             if self._session is not None:
                 await self._session.end()  # rolls back unless committed
         finally:
-            await self._stack.aclose()
+            try:
+                await self._stack.aclose()
+            finally:
+                await asyncio.gather(*self._readers_ending, return_exceptions=True)
 
     async def commit(self) -> None:
         if self._session is None or not self._session.open:
@@ -202,21 +207,34 @@ class PostgresUnitOfWork:
         store = self._store
         spare = store._reserve(len(reads) - 1)
         done: dict[int, T] = {}
+        ending: list[asyncio.Task[None]] = []
 
         async def in_turn() -> None:
             for i in (0, *range(1 + spare, len(reads))):
                 done[i] = await reads[i](self)
 
         async def apart(i: int) -> None:
-            async with store._reader() as reader:
-                done[i] = await reads[i](reader)
+            reader = AsyncExitStack()
+            try:
+                done[i] = await reads[i](await reader.enter_async_context(store._reader()))
+            except BaseException:
+                await reader.aclose()
+                raise
+            # The read-only transaction is rolled back and the connection returned while
+            # the query goes on (a round trip off its path); this unit of work waits for
+            # it before it ends.
+            ending.append(asyncio.create_task(reader.aclose()))
+
+        async def release() -> None:
+            await asyncio.gather(*ending, return_exceptions=True)
+            store._release(spare)
 
         try:
             outcomes = await asyncio.gather(
                 in_turn(), *(apart(i) for i in range(1, 1 + spare)), return_exceptions=True
             )
         finally:
-            store._release(spare)
+            self._readers_ending.append(asyncio.create_task(release()))
         for outcome in outcomes:
             if isinstance(outcome, BaseException):
                 raise outcome
