@@ -1159,6 +1159,86 @@ QUEUE_TYPE_SETUPS = (
 )
 
 
+#: The bus-only baseline of ``--queue-types``: deliveries held in batches of this many for
+#: ``GROUP_HOLD`` seconds before they are acknowledged together, as a group commit does.
+GROUP_SIZE = 16
+GROUP_HOLD = 0.02
+
+
+async def bus_in_groups(
+    publisher_url: str,
+    consumer_url: str,
+    bodies: Sequence[bytes],
+    queue_type: str,
+    prefetch: int,
+    window: int,
+) -> dict[str, Any]:
+    """Apollo's bus with no store: ``bodies`` published with ``publish_many`` onto the
+    ingest queue of a fresh topology of ``queue_type`` queues and consumed by another bus
+    with ``prefetch``; deliveries are held in groups of ``GROUP_SIZE`` (or what arrived
+    within ``GROUP_HOLD``) for ``GROUP_HOLD`` seconds, then acknowledged together, each
+    handler returning once its delivery is settled. Measured from the first publish to the
+    last acknowledgement."""
+    topology = Topology().with_prefix(f"grp{uuid.uuid4().hex[:6]}.")
+    consumer = await AiormqBus.connect(consumer_url, topology=topology, queue_type=queue_type)
+    publisher = await AiormqBus.connect(
+        publisher_url, topology=topology, queue_type=queue_type, publish_window=window
+    )
+    total = len(bodies)
+    waiting: list[tuple[Delivery, asyncio.Future[None]]] = []
+    acked = 0
+    done = asyncio.Event()
+
+    async def settle() -> None:
+        nonlocal acked
+        group = waiting[:]
+        del waiting[:]
+        await asyncio.sleep(GROUP_HOLD)  # the batch's "commit"
+        await asyncio.gather(*(delivery.ack() for delivery, _ in group))
+        acked += len(group)
+        for _, settled in group:
+            settled.set_result(None)
+        if acked >= total:
+            done.set()
+
+    settling: set[asyncio.Task[None]] = set()
+
+    def start_settling() -> None:
+        if waiting:
+            task = asyncio.get_running_loop().create_task(settle())
+            settling.add(task)
+            task.add_done_callback(settling.discard)
+
+    async def handle(delivery: Delivery) -> None:
+        settled = asyncio.get_running_loop().create_future()
+        waiting.append((delivery, settled))
+        if len(waiting) >= GROUP_SIZE:
+            start_settling()
+        elif len(waiting) == 1:  # the group's window
+            asyncio.get_running_loop().call_later(GROUP_HOLD / 2, start_settling)
+        await settled
+
+    try:
+        await consumer.consume(topology.ingest_queue, handle, prefetch=prefetch)
+        messages = [Message(topology.ingest_queue, body) for body in bodies]
+        started = time.perf_counter()
+        await publisher.publish_many(messages)
+        async with asyncio.timeout(max(120.0, total / MIN_RATE)):
+            await done.wait()
+        seconds = time.perf_counter() - started
+    finally:
+        await publisher.close()
+        await consumer.close()
+    return {
+        "messages": total,
+        "prefetch": prefetch,
+        "group": GROUP_SIZE,
+        "hold_seconds": GROUP_HOLD,
+        "seconds": seconds,
+        "messages_per_s": rate(total, seconds),
+    }
+
+
 async def queue_type_setup(
     label: str,
     queue_type: str,
@@ -1188,6 +1268,14 @@ async def queue_type_setup(
         args.window,
         queue_type=queue_type,
         consumer_url=service_node.url,
+    )
+    grouped = await bus_in_groups(
+        client_node.url,
+        service_node.url,
+        bodies,
+        queue_type,
+        2 * (args.ingest_batch or Settings().ingest_batch),
+        args.window,
     )
     conninfo = await databases.create(f"qt{run}")
     topology = Topology().with_prefix(f"qt{run}.")
@@ -1227,6 +1315,7 @@ async def queue_type_setup(
         "queue_type": queue_type,
         "nodes": len(nodes),
         "raw_aiormq": raw,
+        "bus_in_groups": grouped,
         "ingest": {**ingest, "exit_codes": codes},
         "lone_latency": latency,
     }
@@ -1321,6 +1410,19 @@ def report_queue_types(result: dict[str, Any]) -> str:
                 None,
             )
         )
+    for setup in setups:
+        grouped = setup["bus_in_groups"]
+        rows.append(
+            comparison_row(
+                f"{setup['label']}: ingest msg/s (vs Apollo's bus alone, deliveries"
+                f" acknowledged in groups of {grouped['group']} after"
+                f" {1000 * grouped['hold_seconds']:.0f} ms, no store)",
+                setup["ingest"]["messages_per_s"],
+                grouped["messages_per_s"],
+                "",
+                None,
+            )
+        )
     for setup in setups[1:]:
         ratio = setup["ingest"]["messages_per_s"] / classic["ingest"]["messages_per_s"]
         rows.append(
@@ -1373,10 +1475,13 @@ def report_queue_types(result: dict[str, Any]) -> str:
         notes.append(
             f"- {setup['label']}: {ingest['seconds']:.2f} s end to end; stored"
             f" {ingest['stored']:,}, dead letters {ingest['dead_letters']}, left in queue"
-            f" {ingest['left_in_queue']}; CPU: service {cpu['services']:.1f} s"
-            f" ({cpu['services'] / ingest['seconds']:.2f} cores), PostgreSQL"
-            f" {_seconds(cpu['postgres'])}, broker nodes {_seconds(cpu['broker'])}, machine"
-            f" busy {_share(cpu['machine_busy_share'])}; lone-message publish confirm p50 /"
+            f" {ingest['left_in_queue']}; CPU per message: service"
+            f" {_per_message(cpu['services'], ingest)}, PostgreSQL"
+            f" {_per_message(cpu['postgres'], ingest)}, broker nodes"
+            f" {_per_message(cpu['broker'], ingest)} (cores: service"
+            f" {_cores(cpu['services'], ingest)}, PostgreSQL {_cores(cpu['postgres'], ingest)},"
+            f" broker {_cores(cpu['broker'], ingest)}); machine busy"
+            f" {_share(cpu['machine_busy_share'])}; lone-message publish confirm p50 /"
             f" p95 {setup['lone_latency']['confirm']['p50_ms']:.1f} /"
             f" {setup['lone_latency']['confirm']['p95_ms']:.1f} ms"
         )
@@ -1732,6 +1837,14 @@ def report(result: dict[str, Any]) -> str:
     )
     notes.append(f"- wall time {result['wall_seconds']:.1f} s")
     return table(rows, COMPARISON_HEADER) + "\n\n" + "\n".join(notes)
+
+
+def _per_message(seconds: float | None, ingest: dict[str, Any]) -> str:
+    return "n/a" if seconds is None else f"{1000 * seconds / ingest['messages']:.1f} ms"
+
+
+def _cores(seconds: float | None, ingest: dict[str, Any]) -> str:
+    return "n/a" if seconds is None else f"{seconds / ingest['seconds']:.2f}"
 
 
 def _seconds(value: float | None) -> str:

@@ -713,6 +713,7 @@ async def test_the_queue_type_benchmark_runs_a_set_up_on_the_cluster(
     assert 3 == setup["nodes"] and "quorum" == setup["raw_aiormq"]["queue_type"]
     for value in (
         setup["raw_aiormq"]["messages_per_s"],
+        setup["bus_in_groups"]["messages_per_s"],
         ingest["messages_per_s"],
         setup["lone_latency"]["p50_ms"],
         setup["lone_latency"]["p95_ms"],
