@@ -28,6 +28,7 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -508,13 +509,19 @@ def _print_status(state: Mapping[str, Any]) -> bool:
         line(f"apollo serve {i}", pid, running, f"{service['url']} (health {health})")
     for node in state.get("rabbitmq", []):
         pid = node.get("pid")
-        line(f"rabbitmq {node['name']}", pid, bool(pid) and alive(int(pid)), node["url"])
+        running = bool(pid) and alive(int(pid))
+        line(f"rabbitmq {node['name']}", pid, running, _masked(node["url"]))
     environment = state.get("environment") or {}
     if environment:
         print("the services' settings:")
         for name, value in environment.items():
-            print(f"  {name}={'(set)' if name == 'APOLLO_API_TOKENS' else value}")
+            print(f"  {name}={_masked(value)}")
     return everything
+
+
+def _masked(value: str) -> str:
+    """``value`` with the passwords of the URLs in it masked."""
+    return re.sub(r"(://[^:/@\s,]+:)[^@\s,]+@", r"\1***@", value)
 
 
 def _status(args: argparse.Namespace) -> int:
