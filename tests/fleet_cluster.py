@@ -84,25 +84,24 @@ class Layout:
 class FleetCluster:
     """The parts of a local fleet under ``root``."""
 
-    def __init__(self, root: Path, layout: Layout | None = None, *, detached: bool = False) -> None:
+    def __init__(self, root: Path, layout: Layout | None = None) -> None:
         self.root = root
         self.layout = layout or Layout()
         self.primary = Primary(root / "primary", settings=PRIMARY_SETTINGS)
         self.replica = Replica(self.primary, root / "replica")
         self.bouncer = PgBouncer(
-            self.primary, root / "pgbouncer", pool_size=self.layout.pooler_size, detached=detached
+            self.primary, root / "pgbouncer", pool_size=self.layout.pooler_size
         )
         #: migrated template databases and throwaway ones on the primary (the drills')
         self.server = PostgresTestServer(self.primary.admin_conninfo)
         self.services: ServiceProcesses | None = None
         self.rabbit: Any = None  # tests.rabbitmq_cluster.Cluster, with ``rabbitmq``
-        self.detached = detached
         #: the state file of the ``scripts/cluster`` run this cluster was read from
         self.state_file: Path | None = None
 
     # ------------------------------------------------------------------------------ up
 
-    def start(self, *, services: int | None = None) -> None:
+    def start(self) -> None:
         """Start every part, in order (on a failure, stop what started and raise)."""
         try:
             for folder in (self.primary.folder, self.replica.folder, self.bouncer.folder):
@@ -122,9 +121,8 @@ class FleetCluster:
                 from tests.rabbitmq_cluster import start_cluster
 
                 self.rabbit = start_cluster(3)
-            count = self.layout.services if services is None else services
-            if count:
-                self.services = self.service_processes(count, DATABASE)
+            if self.layout.services:
+                self.services = self.service_processes(self.layout.services, DATABASE)
                 self.services.start()
         except BaseException:
             self.stop()
@@ -133,7 +131,7 @@ class FleetCluster:
     def service_settings(self, database: str = DATABASE, **settings: object) -> dict[str, str]:
         """The ``APOLLO_*`` settings of a service process on ``database``: through PgBouncer
         (transaction mode), migrations straight to the primary, a query's searches on the
-        replica; ``settings`` add or override (``replica_wait=0.2``)."""
+        replica; ``settings`` add or override (``replica_wait_seconds=0.2``)."""
         amqp = None
         if self.rabbit is not None:
             amqp = ",".join(node.url for node in self.rabbit.nodes)
@@ -309,7 +307,7 @@ def _supervise(args: argparse.Namespace) -> int:
         signal.signal(sig, lambda *_: stopping.set())
     root = temporary_folder("apollo-cluster-")
     layout = Layout(args.services, args.pool_max, args.pooler_size, args.rabbitmq, args.tokens)
-    cluster = FleetCluster(root, layout, detached=False)
+    cluster = FleetCluster(root, layout)
     state: dict[str, Any] = {"supervisor": os.getpid(), "root": str(root), "ready": False}
     _write_state(state_path, state)
     try:

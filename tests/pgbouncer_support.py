@@ -46,10 +46,7 @@ STOP_SECONDS = 10.0
 
 class PgBouncer:
     """One pgbouncer process in transaction mode in front of ``server``: ``pool_size``
-    server connections per database and user, at most ``max_client_conn`` clients.
-
-    ``detached``: a process of its own session that outlives the one that started it
-    (``scripts/cluster``); else it gets SIGTERM when its starter dies."""
+    server connections per database and user, at most ``max_client_conn`` clients."""
 
     def __init__(
         self,
@@ -59,14 +56,12 @@ class PgBouncer:
         pool_size: int = POOL_SIZE,
         max_client_conn: int = 500,
         port: int | None = None,
-        detached: bool = False,
     ) -> None:
         self.server = server
         self.folder = folder
         self.port = port or free_port()
         self.pool_size = pool_size
         self.max_client_conn = max_client_conn
-        self.detached = detached
         self._process: subprocess.Popen[bytes] | None = None
 
     def _config(self) -> Path:
@@ -131,8 +126,7 @@ class PgBouncer:
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=output,
-                start_new_session=self.detached,
-                preexec_fn=None if self.detached else stop_with_parent,
+                preexec_fn=stop_with_parent,
             )
         try:
             wait_for_port(self.port, START_SECONDS, self._process)

@@ -91,8 +91,6 @@ class ServiceProcess:
         self.log = folder / f"service-{index}.log"
         self.data_dir = folder / f"service-{index}"
         self.process: subprocess.Popen[bytes] | None = None
-        #: the pid of a process started by another run (``scripts/cluster``), else None
-        self.adopted_pid: int | None = None
 
     @property
     def base(self) -> str:
@@ -105,9 +103,7 @@ class ServiceProcess:
 
     @property
     def pid(self) -> int | None:
-        if self.process is not None:
-            return self.process.pid
-        return self.adopted_pid
+        return None if self.process is None else self.process.pid
 
     @property
     def running(self) -> bool:
@@ -129,7 +125,6 @@ class ServiceProcess:
         """Start the process (returns at once; :meth:`wait_healthy` waits for it)."""
         if self.running:
             raise RuntimeError(f"service {self.index} runs already (pid {self.pid})")
-        self.adopted_pid = None
         with self.log.open("ab") as output:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "apollo_app.cli", "serve"],
@@ -165,7 +160,6 @@ class ServiceProcess:
         if pid is not None:
             stop_pid(pid, grace=grace, child=self.process)
         self.process = None
-        self.adopted_pid = None
 
     def kill9(self) -> None:
         """SIGKILL, as a crash: nothing in flight is finished or rolled back by the process."""
