@@ -1,10 +1,10 @@
-"""PROVISIONAL stand-in for the action record (replaced when it lands; never on main)."""
+"""PROVISIONAL stand-in for apollo_domain.actions (same shape; replaced when it lands)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from attrs import field, frozen
+from attrs import frozen
 
 from apollo_domain import commands as c
 from apollo_domain.handlers import COMMAND_HANDLERS, Access
@@ -13,48 +13,45 @@ from apollo_domain.handlers import COMMAND_HANDLERS, Access
 @frozen
 class Action:
     name: str
-    command: type[c.Command[Any]]
-    summary: str
+    command: type[Any]
+    access: Access
+    mutates: bool
+    tool: bool
     read_only: bool
     destructive: bool
     idempotent: bool
-    mcp: bool = True
-    fixed: dict[str, Any] = field(factory=dict)
-
-    @property
-    def access(self) -> Access:
-        return COMMAND_HANDLERS[self.command].access
+    summary: str
 
 
-def _read(name: str, command: type[c.Command[Any]], summary: str, **kw: Any) -> Action:
-    return Action(name, command, summary, True, False, True, **kw)
+def _a(name: str, kind: type[Any], *, ro: bool = False, d: bool = False, i: bool = False) -> Action:
+    access = COMMAND_HANDLERS[kind].access
+    doc = " ".join((kind.__doc__ or "").split("\n\n", 1)[0].split())
+    return Action(name, kind, access, access is not Access.READ, True, ro, d, i, doc)
 
 
-def _write(
-    name: str, command: type[c.Command[Any]], summary: str, destructive: bool, idempotent: bool
-) -> Action:
-    return Action(name, command, summary, False, destructive, idempotent)
-
-
-ACTIONS = (
-    _write("store_knowledge", c.StoreKnowledge, "Store knowledge.", False, True),
-    _write("store_many", c.StoreMany, "Store many.", False, True),
-    _read("query_knowledge", c.QueryKnowledge, "Search."),
-    _read("related_entries", c.Traverse, "Traverse."),
-    _write("link_entries", c.LinkEntries, "Link.", False, True),
-    _write("deprecate_entry", c.DeprecateEntry, "Deprecate.", True, True),
-    _write("resolve_dispute", c.ResolveDispute, "Resolve.", True, True),
-    _read("get_entry", c.GetEntry, "Entry."),
-    _read("get_evidence", c.GetEvidence, "Evidence."),
-    _read("get_relations", c.GetRelations, "Relations."),
-    _read("get_expertise", c.GetExpertise, "Expertise."),
-    _read("domains_at_risk", c.DomainsAtRisk, "At risk."),
-    _read("agent_profile", c.GetAgentProfile, "Profile."),
-    _read("entities", c.ListEntities, "Entities."),
-    _read("entity", c.GetEntity, "Entity."),
-    _read("entity_history", c.GetEntityHistory, "History."),
-    _read("related_entities", c.RelatedEntities, "Related entities."),
-    _write("force_decay", c.ForceDecay, "Force decay.", True, False),
-    _write("archive_stale", c.ArchiveStale, "Archive stale.", True, True),
-    _write("check_corroboration", c.CheckCorroboration, "Corroboration.", False, True),
+_ALL = (
+    _a("store_knowledge", c.StoreKnowledge),
+    _a("store_many", c.StoreMany),
+    _a("link_entries", c.LinkEntries, i=True),
+    _a("deprecate_entry", c.DeprecateEntry, d=True, i=True),
+    _a("resolve_dispute", c.ResolveDispute, d=True, i=True),
+    _a("force_decay", c.ForceDecay, d=True),
+    _a("archive_stale", c.ArchiveStale, d=True, i=True),
+    _a("label_source", c.LabelSource, d=True, i=True),
+    _a("unlabel_source", c.UnlabelSource, d=True, i=True),
+    _a("get_source", c.GetSource, ro=True, i=True),
+    _a("query_knowledge", c.QueryKnowledge),
+    _a("related_entries", c.Traverse),
+    _a("get_entry", c.GetEntry, ro=True, i=True),
+    _a("get_evidence", c.GetEvidence, ro=True, i=True),
+    _a("get_relations", c.GetRelations, ro=True, i=True),
+    _a("get_expertise", c.GetExpertise, ro=True, i=True),
+    _a("domains_at_risk", c.DomainsAtRisk, ro=True, i=True),
+    _a("agent_profile", c.GetAgentProfile, ro=True, i=True),
+    _a("stats", c.Stats, ro=True, i=True),
+    _a("entities", c.ListEntities, ro=True, i=True),
+    _a("entity", c.GetEntity, ro=True, i=True),
+    _a("entity_history", c.GetEntityHistory, ro=True, i=True),
+    _a("related_entities", c.RelatedEntities, ro=True, i=True),
 )
+ACTIONS = {a.command: a for a in _ALL}

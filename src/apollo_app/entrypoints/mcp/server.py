@@ -173,7 +173,6 @@ class ApolloMcp:
         unknown = sorted(set(data) - accepted)
         if unknown:
             raise ValidationError(unknown[0], "unknown argument")
-        data.update(tool.fixed)
         command: c.Command[Any] = structure(self._converter, data, tool.command)
         return command
 

@@ -51,16 +51,10 @@ class Tool:
     destructive: bool
     idempotent: bool
 
-    @property
-    def fixed(self) -> Mapping[str, Any]:
-        """Command fields the action sets itself (not inputs)."""
-        found: Mapping[str, Any] = getattr(self.action, "fixed", {})
-        return found
-
 
 def mcp_actions() -> tuple[Any, ...]:
     """The actions of the record that are MCP tools, in the record's order."""
-    return tuple(action for action in ACTIONS if action.mcp)
+    return tuple(action for action in ACTIONS.values() if action.tool)
 
 
 def tools_of(actions: Sequence[Any], *, published: bool = False) -> tuple[Tool, ...]:
@@ -71,15 +65,14 @@ def tools_of(actions: Sequence[Any], *, published: bool = False) -> tuple[Tool, 
 
 def _tool(action: Any, *, published: bool) -> Tool:
     kind: type[c.Command[Any]] = action.command
-    fixed: Mapping[str, Any] = getattr(action, "fixed", {})
-    result = Dispatch if published and not action.read_only else c.result_type(kind)
+    result = Dispatch if published and action.mutates else c.result_type(kind)
     output, key = output_schema(kind, result)
     return Tool(
         action=action,
         name=action.name,
         command=kind,
         description=_description(action.summary, kind),
-        input_schema=input_schema(kind, hidden=frozenset(fixed)),
+        input_schema=input_schema(kind),
         output_schema=output,
         list_key=key,
         read_only=action.read_only,
@@ -95,11 +88,11 @@ def _description(summary: str, kind: type[c.Command[Any]]) -> str:
     return f"{summary} {doc}" if summary.rstrip(".") not in doc else doc
 
 
-def input_schema(kind: type[c.Command[Any]], *, hidden: frozenset[str] = frozenset()) -> JsonSchema:
-    """The JSON schema of a command's fields as tool arguments (``hidden`` ones left out):
-    required are those without a default; unknown arguments are refused."""
+def input_schema(kind: type[c.Command[Any]]) -> JsonSchema:
+    """The JSON schema of a command's fields as tool arguments: required are those without
+    a default; unknown arguments are refused."""
     book = SchemaBook(ref_prefix=_DEFS, closed=True)
-    book.schema_of(kind, omit=hidden)
+    book.schema_of(kind)
     for component_kind in _attrs_classes(kind):
         _show_defaults(book.components.get(component_kind.__name__), component_kind)
     return _standalone(book, kind.__name__)
