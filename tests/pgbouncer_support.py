@@ -28,6 +28,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from apollo_adapters.postgres.embedded import SYSTEM_USER, temporary_folder
 from tests.postgres_support import DisposablePostgresStore, PostgresTestServer, hashing_model_id
+from tests.processes import free_port
 
 PGBOUNCER = "/usr/sbin/pgbouncer"
 #: Server connections per database and user: fewer than the store's pool (10 by default)
@@ -37,19 +38,13 @@ START_SECONDS = 20.0
 STOP_SECONDS = 10.0
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 class PgBouncer:
     """One pgbouncer process in transaction mode in front of ``server``."""
 
     def __init__(self, server: PostgresTestServer, folder: Path) -> None:
         self.server = server
         self.folder = folder
-        self.port = _free_port()
+        self.port = free_port()
         self._process: subprocess.Popen[bytes] | None = None
 
     def _config(self) -> Path:

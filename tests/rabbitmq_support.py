@@ -223,3 +223,11 @@ async def ready_messages(url: str, queue: str) -> int:
         channel = await connection.channel()
         declared = await channel.queue_declare(queue, passive=True)
     return declared.message_count or 0
+
+
+async def queue_consumers(url: str, queue: str) -> int:
+    """How many consumers ``queue`` has (a passive declare)."""
+    async with aiormq.connect(url) as connection:
+        channel = await connection.channel()
+        declared = await channel.queue_declare(queue, passive=True)
+    return declared.consumer_count or 0

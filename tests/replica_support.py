@@ -22,8 +22,8 @@ import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from apollo_adapters.postgres.embedded import _binaries, temporary_folder
-from tests.pgbouncer_support import _free_port
 from tests.postgres_support import PostgresTestServer
+from tests.processes import free_port
 
 START_SECONDS = 60.0
 STOP_SECONDS = 20.0
@@ -36,7 +36,7 @@ class Replica:
         self.primary = primary
         self.folder = folder
         self.data = folder / "data"
-        self.port = _free_port()
+        self.port = free_port()
 
     def start(self) -> None:
         binaries = _binaries()

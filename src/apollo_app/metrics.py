@@ -13,9 +13,10 @@ from prometheus_client import (
     Histogram,
     generate_latest,
 )
-from prometheus_client.core import CounterMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from apollo_domain.commands import Command, QueryKnowledge
+from apollo_domain.messaging import BrokerLink
 from apollo_domain.model import Outcome
 from apollo_domain.results import IngestResult, MaintenanceResult
 
@@ -49,6 +50,36 @@ class _ReplicaCollector:
         yield family
 
 
+class _BrokerCollector:
+    def __init__(self, broker: BrokerLink) -> None:
+        self.broker = broker
+
+    def collect(self) -> Iterator[Metric]:
+        broker = self.broker
+        connected = GaugeMetricFamily(
+            "apollo_broker_connected",
+            "1 while the service has its RabbitMQ connection, else 0, by node address.",
+            labels=["node"],
+        )
+        connected.add_metric([broker.node], 1 if broker.connected else 0)
+        yield connected
+        yield GaugeMetricFamily(
+            "apollo_broker_reconnects",
+            "RabbitMQ connections re-established after a lost one since the service started.",
+            value=broker.reconnects,
+        )
+        redeliveries = CounterMetricFamily(
+            "apollo_broker_redeliveries",
+            "Deliveries that were not a message's first, by cause: returned (handed out"
+            " before to a consumer lost without settling it) or retried (after a failed"
+            " handler).",
+            labels=["cause"],
+        )
+        for cause, count in sorted(broker.redeliveries.items()):
+            redeliveries.add_metric([cause], count)
+        yield redeliveries
+
+
 class Metrics:
     """What Apollo counts. Each instance owns its :class:`CollectorRegistry`, so two services
     (or two tests) in one process never share counters.
@@ -56,7 +87,7 @@ class Metrics:
     The service feeds it: :meth:`observe_ingest` per ingest outcome, :meth:`observe_query`
     per query, :meth:`observe_maintenance` after decay and archive work,
     :meth:`set_queue_depth` with the depth of each queue (the outbox, bus queues),
-    :meth:`set_broker` with the broker connection's state, and :meth:`observe_http` per
+    :meth:`watch_broker` with the service's broker link, and :meth:`observe_http` per
     HTTP request.
     """
 
@@ -101,17 +132,7 @@ class Metrics:
             buckets=QUERY_BUCKETS,
             registry=self.registry,
         )
-        self.broker_connected = Gauge(
-            "apollo_broker_connected",
-            "1 while the service has its RabbitMQ connection, else 0, by node address.",
-            ["node"],
-            registry=self.registry,
-        )
-        self.broker_reconnects = Gauge(
-            "apollo_broker_reconnects",
-            "RabbitMQ connections re-established after a lost one since the service started.",
-            registry=self.registry,
-        )
+        self._broker: _BrokerCollector | None = None
         for outcome in Outcome:
             self.ingest.labels(outcome=outcome.value)
 
@@ -141,12 +162,15 @@ class Metrics:
     def set_queue_depth(self, queue: str, depth: int) -> None:
         self.queue_depth.labels(queue=queue).set(max(0, depth))
 
-    def set_broker(self, *, connected: bool, node: str, reconnects: int) -> None:
-        """The broker connection's state: ``node`` is the address in use, without
-        credentials (the only series of ``apollo_broker_connected``)."""
-        self.broker_connected.clear()
-        self.broker_connected.labels(node=node).set(1 if connected else 0)
-        self.broker_reconnects.set(reconnects)
+    def watch_broker(self, broker: BrokerLink) -> None:
+        """Export ``broker``'s connection as it is at each scrape: ``apollo_broker_connected``
+        (1 or 0, one series, labelled with the node in use, an address without
+        credentials), ``apollo_broker_reconnects`` and ``apollo_broker_redeliveries_total``
+        by cause. Watching another broker replaces the first."""
+        if self._broker is None:
+            self._broker = _BrokerCollector(broker)
+            self.registry.register(self._broker)
+        self._broker.broker = broker
 
     def observe_http(self, method: str, route: str, status: int, seconds: float) -> None:
         self.http_requests.labels(method=method, route=route, status=str(status)).inc()

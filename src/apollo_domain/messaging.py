@@ -241,6 +241,13 @@ class BrokerLink(Protocol):
     def reconnects(self) -> int:
         """Connections re-established after a lost one, since the bus opened."""
 
+    @property
+    def redeliveries(self) -> Mapping[str, int]:
+        """Deliveries to this bus's consumers that were not a message's first, since the bus
+        opened, by cause: ``returned`` (the broker handed the message out before, to a
+        consumer that was lost without settling it: a dropped connection, a killed
+        process) and ``retried`` (a copy the bus put back after a failed handler)."""
+
 
 __all__ = [
     "DEAD_LETTER_QUEUE_HEADER",

@@ -1,4 +1,13 @@
-"""The confidence policy (DESIGN §3): one frozen value, pure functions over it.
+"""The confidence policy: one frozen value, and the formulas every store applies with it.
+
+The policy is a value: its settings are tuned (``ConfidencePolicy(retrieval_boost=0.05)``,
+:meth:`ConfidencePolicy.from_overrides`, ``APOLLO_POLICY_<NAME>``), its formulas are fixed.
+The stores run the boosts and the decay in SQL or numpy, set-based, with the policy's
+numbers (the amount of a boost, the decay factor, the archive threshold); the methods below
+state those formulas once, and the policy contract test (``tests/contract``) runs a tuned
+policy on every store to pin the two together. So the class cannot be subclassed: a
+subclass changing a formula would change the paths computed in Python and not those the
+stores run.
 
 Every function returns a value in [0, 1] for inputs in [0, 1]; boosts never decrease a
 confidence, decay never increases one, and decay over h1 then h2 equals decay over h1 + h2.
@@ -8,6 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any, final
 
 from attrs import field, frozen, validators
 
@@ -27,8 +37,12 @@ def clamp01(value: float) -> float:
     return min(max(value, 0.0), 1.0)
 
 
+@final
 @frozen
 class ConfidencePolicy:
+    """Every number of the confidence rules (see the module docstring: a value, never
+    subclassed)."""
+
     initial_confidence: float = _unit_field(0.5)
     retrieval_boost: float = _unit_field(0.02)
     corroboration_boost: float = _unit_field(0.3)
@@ -43,6 +57,13 @@ class ConfidencePolicy:
     contradiction_similarity: float = _unit_field(0.7)
     relation_confidence_gate: float = _unit_field(0.7)
     synthesis_confidence_cap: float = _unit_field(0.7)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        raise TypeError(
+            "ConfidencePolicy is a value and cannot be subclassed: the stores apply its"
+            " formulas with its numbers; tune its settings instead, e.g."
+            " ConfidencePolicy(decay_factor_per_hour=0.999)"
+        )
 
     @classmethod
     def from_overrides(cls, **overrides: object) -> ConfidencePolicy:
@@ -63,7 +84,9 @@ class ConfidencePolicy:
     # -- boosts --------------------------------------------------------------------------
 
     def after_retrieval(self, confidence: float) -> float:
-        """Each time a query returns the entry: min(c + retrieval_boost, 1.0)."""
+        """Each time a query returns the entry (once per principal per boost window):
+        min(c + retrieval_boost, 1.0). The store applies it (``EntryRepository.boost`` with
+        ``retrieval_boost`` as the amount)."""
         return clamp01(min(clamp01(confidence) + self.retrieval_boost, 1.0))
 
     @staticmethod
@@ -72,10 +95,13 @@ class ConfidencePolicy:
         return min(1.0, 2.0 * clamp01(credibility))
 
     def corroboration_amount(self, credibility: float) -> float:
+        """What a corroborating source of that credibility adds: corroboration_boost · w."""
         return self.corroboration_boost * self.credibility_weight(credibility)
 
     def after_corroboration(self, confidence: float, credibility: float) -> float:
-        """min(c + corroboration_boost · w, 1.0)."""
+        """min(c + corroboration_boost · w, 1.0). The store applies it
+        (``EntryRepository.boost`` with :meth:`corroboration_amount` as the amount), at
+        ingest and in the corroboration checker alike."""
         return clamp01(min(clamp01(confidence) + self.corroboration_amount(credibility), 1.0))
 
     # -- decay ---------------------------------------------------------------------------
@@ -87,11 +113,15 @@ class ConfidencePolicy:
         return float(self.decay_factor_per_hour**hours)
 
     def decayed(self, confidence: float, hours: float) -> float:
-        """c · 0.998^hours: never increases, composes over consecutive intervals."""
+        """c · decay_factor_per_hour^hours: never increases, composes over consecutive
+        intervals. The store applies it to every active entry at once
+        (``EntryRepository.decay`` with ``decay_factor_per_hour``), with the hours since
+        each entry's last decay (or its creation)."""
         return clamp01(clamp01(confidence) * self.decay_multiplier(hours))
 
     def should_archive(self, confidence: float) -> bool:
-        """Periodic decay archives active entries whose confidence < archive_below."""
+        """Periodic decay archives active entries whose confidence < archive_below (the
+        store decides it in the same pass, with ``archive_below``)."""
         return confidence < self.archive_below
 
     # -- gates ---------------------------------------------------------------------------

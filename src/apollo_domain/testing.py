@@ -1,14 +1,18 @@
 """Hypothesis strategies and invariant checks for code built on Apollo's domain.
 
-A program that tunes the confidence policy, or subclasses :class:`ConfidencePolicy` to
-change a rule, can show that its policy keeps the invariants every part of Apollo relies
-on: every function returns a value in [0, 1] for inputs in [0, 1], boosts
-never decrease a confidence, decay never increases one, and decay over h1 then h2 equals
-decay over h1 + h2. ::
+The confidence policy is a value (:mod:`apollo_domain.policy`): a program tunes its
+settings, never its formulas, and :class:`ConfidencePolicy` cannot be subclassed, since the
+stores apply those formulas with the policy's numbers. Every policy whose settings lie in
+[0, 1] keeps the invariants every part of Apollo relies on: every function returns a value
+in [0, 1] for inputs in [0, 1], boosts never decrease a confidence, decay never increases
+one, and decay over h1 then h2 equals decay over h1 + h2. A program can show it for the
+policies it runs::
 
     from apollo_domain.testing import policies, policy_invariants_test
 
-    test_my_policy_keeps_the_invariants = policy_invariants_test(policies(MyPolicy))
+    test_slow_decay_keeps_the_invariants = policy_invariants_test(
+        policies(decay_factor_per_hour=st.floats(0.999, 1.0))
+    )
 
 or, to combine the check with inputs of your own::
 
@@ -156,20 +160,20 @@ POLICY_SETTINGS: tuple[str, ...] = tuple(a.name for a in fields(ConfidencePolicy
 """The names of every confidence-policy setting."""
 
 
-def policies(
-    policy_class: type[ConfidencePolicy] = ConfidencePolicy, **settings: Any
-) -> st.SearchStrategy[ConfidencePolicy]:
-    """Policies of ``policy_class`` with every setting of :class:`ConfidencePolicy` drawn
-    from [0, 1].
+def policies(**settings: Any) -> st.SearchStrategy[ConfidencePolicy]:
+    """Policies with every setting of :class:`ConfidencePolicy` drawn from [0, 1].
 
     ``settings`` fix some of them, or draw them from a narrower strategy:
-    ``policies(decay_factor_per_hour=st.floats(0.99, 1.0), archive_below=0.2)``. A
-    subclass with settings of its own gets their defaults unless ``settings`` names them.
+    ``policies(decay_factor_per_hour=st.floats(0.99, 1.0), archive_below=0.2)``; a name
+    that is not a setting is a :class:`ValueError`.
     """
+    unknown = sorted(set(settings) - set(POLICY_SETTINGS))
+    if unknown:
+        raise ValueError(f"not confidence policy settings: {', '.join(unknown)}")
     drawn: dict[str, st.SearchStrategy[Any]] = {name: unit_floats for name in POLICY_SETTINGS}
     for name, value in settings.items():
         drawn[name] = value if isinstance(value, st.SearchStrategy) else st.just(value)
-    return st.builds(policy_class, **drawn)
+    return st.builds(ConfidencePolicy, **drawn)
 
 
 # -- invariant checks ------------------------------------------------------------------

@@ -11,7 +11,7 @@ from apollo_app import Principal
 from apollo_domain import commands as c
 from apollo_domain.errors import Forbidden, ValidationError
 from apollo_domain.ports import AccessLogRecord
-from apollo_domain.services import maintenance
+from apollo_domain.services import access_log
 
 
 async def _log(apollo, *ages_in_days: float, action: str = "query") -> None:
@@ -77,7 +77,7 @@ async def test_a_trim_rolled_back_deletes_nothing(make_apollo):
 async def test_a_large_backlog_goes_in_bounded_batches(make_apollo, monkeypatch):
     """More old rows than one batch holds: every one is deleted, one batch per
     transaction, and the row written after the cutoff stays."""
-    monkeypatch.setattr(maintenance, "ACCESS_LOG_TRIM_BATCH", 3)
+    monkeypatch.setattr(access_log, "ACCESS_LOG_TRIM_BATCH", 3)
     apollo = await make_apollo()
     await _log(apollo, 31, 32, 33, 34, 35, 36, 37, 1)
     batches: list[int] = []

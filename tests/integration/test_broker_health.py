@@ -15,7 +15,7 @@ from apollo_adapters.rabbitmq import AiormqBus
 from apollo_app import Apollo
 from apollo_app.entrypoints.http import create_app
 from apollo_app.metrics import Metrics
-from apollo_domain.messaging import BrokerLink
+from apollo_domain.messaging import BrokerLink, Delivery, Message
 from apollo_domain.topology import Topology
 from tests.rabbitmq_support import close_connection_named
 
@@ -88,6 +88,9 @@ async def test_health_is_degraded_while_the_broker_connection_is_lost(
     assert f'apollo_broker_connected{{node="{address}"}} 0.0' in lost_lines
     assert f'apollo_broker_connected{{node="{address}"}} 1.0' in after_lines
     assert "apollo_broker_reconnects 1.0" in after_lines
+    for lines in (connected_lines, lost_lines, after_lines):
+        assert 'apollo_broker_redeliveries_total{cause="returned"} 0.0' in lines
+        assert 'apollo_broker_redeliveries_total{cause="retried"} 0.0' in lines
     assert not any("guest" in line for line in connected_lines + lost_lines + after_lines)
 
 
@@ -98,3 +101,52 @@ async def test_health_without_a_broker_says_nothing_of_a_bus() -> None:
         async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as http:
             response = await http.get(HEALTH)
     assert {"status": "ok", "data_available": True} == response.json()
+
+
+async def test_metrics_count_redeliveries_by_cause(rabbitmq_url: str, topology: Topology) -> None:
+    """A message whose consumer's connection is lost before it settled comes back with the
+    broker's redelivered flag (``returned``); one whose handler failed comes back as the
+    bus's retry copy (``retried``). First deliveries count nothing."""
+    name = f"apollo-test-{uuid4().hex[:8]}"
+    bus = await AiormqBus.connect(
+        str(URL(rabbitmq_url).update_query(name=name)),
+        topology=topology,
+        reconnect_timeout=PATIENCE,
+        retry_backoff=lambda attempt: 0.0,
+    )
+    metrics = Metrics()
+    metrics.watch_broker(bus)
+    held, release, done = asyncio.Event(), asyncio.Event(), asyncio.Event()
+    acked: set[bytes] = set()
+
+    async def handler(delivery: Delivery) -> None:
+        message = delivery.message
+        if message.body == b"held" and not message.redelivered:
+            held.set()
+            await release.wait()  # its connection is gone by then: the ack cannot go
+        elif message.body == b"fails" and not message.redelivered:
+            raise RuntimeError("a handler that fails once")
+        await delivery.ack()
+        acked.add(message.body)
+        if {b"fine", b"held", b"fails"} <= acked:
+            done.set()
+
+    try:
+        await bus.consume(topology.ingest_queue, handler)
+        await bus.publish(Message(topology.ingest_queue, b"fine"))
+        await bus.publish(Message(topology.ingest_queue, b"held"))
+        async with asyncio.timeout(PATIENCE):
+            await held.wait()
+        assert close_connection_named(name), "rabbitmqctl is needed"
+        await bus.publish(Message(topology.ingest_queue, b"fails"))
+        async with asyncio.timeout(PATIENCE):
+            await done.wait()
+        lines = broker_lines(metrics)
+        counted = bus.redeliveries
+    finally:
+        release.set()
+        await bus.close()
+
+    assert {"returned": 1, "retried": 1} == counted
+    assert 'apollo_broker_redeliveries_total{cause="returned"} 1.0' in lines
+    assert 'apollo_broker_redeliveries_total{cause="retried"} 1.0' in lines

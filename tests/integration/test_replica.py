@@ -142,10 +142,10 @@ async def test_a_replica_that_is_down_never_fails_a_read(
     server_folder,  # type: ignore[no-untyped-def]
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    from tests.pgbouncer_support import _free_port
+    from tests.processes import free_port
 
     nowhere = psycopg.conninfo.make_conninfo(
-        primary_store.conninfo, host=str(server_folder), port=str(_free_port())
+        primary_store.conninfo, host=str(server_folder), port=str(free_port())
     )
     await primary_store.with_replica(nowhere, wait=0.5, retry=3600)
     entry = _entry("readable with the replica down")

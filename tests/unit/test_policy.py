@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import pytest
 from attrs import fields
@@ -80,6 +81,21 @@ def test_overrides_reject_out_of_range_values_naming_the_setting(name: str, valu
 def test_overrides_accept_the_closed_unit_interval(value: float) -> None:
     """Both ends of [0, 1] are valid settings."""
     assert float(value) == ConfidencePolicy.from_overrides(archive_below=value).archive_below
+
+
+def test_the_policy_is_a_value_that_cannot_be_subclassed() -> None:
+    """A subclass could change a formula in Python and not in the stores, which apply the
+    formulas with the policy's numbers: defining one is refused, naming what to do."""
+    with pytest.raises(TypeError, match="tune its settings"):
+
+        class SlowDecay(ConfidencePolicy):  # type: ignore[misc]
+            def decayed(self, confidence: float, hours: float) -> float:
+                return confidence
+
+
+def test_policies_refuse_a_name_that_is_not_a_setting() -> None:
+    with pytest.raises(ValueError, match="retrieval_bost"):
+        policies(retrieval_bost=0.05)
 
 
 # -- every function stays within [0, 1] -------------------------------------------------
@@ -285,39 +301,47 @@ def test_the_invariant_checks_meet_every_notable_case() -> None:
     assert set(POLICY_CASES) == met
 
 
-class LowersOnRetrieval(ConfidencePolicy):
+class PolicyDouble:
+    """The default policy with one formula broken, as a program might write it by mistake:
+    a stand-in that delegates everything else (the policy itself cannot be subclassed)."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(DEFAULT_POLICY, name)
+
+
+class LowersOnRetrieval(PolicyDouble):
     def after_retrieval(self, confidence: float) -> float:
         return clamp01(confidence - 0.01)
 
 
-class EscapesOnRetrieval(ConfidencePolicy):
+class EscapesOnRetrieval(PolicyDouble):
     def after_retrieval(self, confidence: float) -> float:
         return confidence + 0.5
 
 
-class LowersOnCorroboration(ConfidencePolicy):
+class LowersOnCorroboration(PolicyDouble):
     def after_corroboration(self, confidence: float, credibility: float) -> float:
         return confidence * 0.9
 
 
-class RaisesOnDecay(ConfidencePolicy):
+class RaisesOnDecay(PolicyDouble):
     def decayed(self, confidence: float, hours: float) -> float:
         return clamp01(confidence + 0.001 * hours)
 
 
-class ForgetsWhenDecayRan(ConfidencePolicy):
+class ForgetsWhenDecayRan(PolicyDouble):
     def decayed(self, confidence: float, hours: float) -> float:
         return confidence * self.decay_factor_per_hour ** math.sqrt(hours)
 
 
-class UncappedSynthesis(ConfidencePolicy):
+class UncappedSynthesis(PolicyDouble):
     def synthesis_confidence(self, source_confidences: Sequence[float]) -> float:
         if not source_confidences:
             return 0.5
         return math.prod(source_confidences) ** (1.0 / len(source_confidences))
 
 
-class NegativeNovelty(ConfidencePolicy):
+class NegativeNovelty(PolicyDouble):
     @staticmethod
     def novelty(max_similarity: float | None) -> float:
         return (max_similarity or 0.0) - 1.0
@@ -337,7 +361,7 @@ BROKEN_IDS = [type(policy).__name__ for policy, _ in BROKEN_POLICIES]
 
 
 @pytest.mark.parametrize(("policy", "message"), BROKEN_POLICIES, ids=BROKEN_IDS)
-def test_the_check_names_the_broken_invariant(policy: ConfidencePolicy, message: str) -> None:
+def test_the_check_names_the_broken_invariant(policy: Any, message: str) -> None:
     """A policy that breaks one invariant fails the check with a message naming the call."""
     with pytest.raises(AssertionError) as raised:
         check_policy_invariants(
@@ -347,7 +371,7 @@ def test_the_check_names_the_broken_invariant(policy: ConfidencePolicy, message:
 
 
 @pytest.mark.parametrize(("policy", "message"), BROKEN_POLICIES, ids=BROKEN_IDS)
-def test_the_generated_test_finds_a_broken_policy(policy: ConfidencePolicy, message: str) -> None:
+def test_the_generated_test_finds_a_broken_policy(policy: Any, message: str) -> None:
     """policy_invariants_test draws its own points and still catches every broken rule."""
     test = settings(
         derandomize=True,

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from functools import partial
 from typing import Any
 from uuid import uuid4
@@ -57,6 +57,9 @@ _BROKER_HEADER_PREFIXES = ("x-death", "x-first-death-", "x-last-death-")
 
 PERSISTENT = 2
 TRANSIENT = 1
+#: Causes of a redelivery (:attr:`AiormqBus.redeliveries`).
+RETURNED = "returned"
+RETRIED = "retried"
 
 
 class _ConnectionLost(Exception):
@@ -100,6 +103,7 @@ class AiormqBus:
         self.login: str = URL(self._nodes[0]).user or "guest"
         #: Connections re-established after a lost one.
         self.reconnects = 0
+        self._redeliveries = {RETURNED: 0, RETRIED: 0}
         self._max_redeliveries = max_redeliveries
         self._retry_backoff = retry_backoff
         self._reconnect_timeout = reconnect_timeout
@@ -183,6 +187,19 @@ class AiormqBus:
     def node(self) -> str:
         """The address (no login) of the node the bus is, or was last, connected to."""
         return address(self._nodes[self._node])
+
+    @property
+    def redeliveries(self) -> Mapping[str, int]:
+        """Deliveries to this bus's consumers that were not a message's first, by cause:
+        ``returned`` (the broker's ``redelivered`` flag) and ``retried`` (the bus's own
+        retry copies)."""
+        return dict(self._redeliveries)
+
+    def _count_delivery(self, raw: DeliveredMessage, attempts: int) -> None:
+        if raw.redelivered:
+            self._redeliveries[RETURNED] += 1
+        elif attempts > 0:
+            self._redeliveries[RETRIED] += 1
 
     async def _connect(self, first: int) -> tuple[AbstractConnection, int]:
         """A connection to the first node from index ``first`` on (in turn) that answers."""
@@ -686,7 +703,8 @@ class _Consumer:
     async def _on_message(self, channel: AbstractChannel, raw: DeliveredMessage) -> None:
         if self._cancelled:
             return  # left unacked: back to the queue when the channel closes
-        message, _ = self._bus._message_of(raw)
+        message, attempts = self._bus._message_of(raw)
+        self._bus._count_delivery(raw, attempts)
         delivery = _Delivery(self._bus, self.queue, channel, raw, message)
         # The handler runs in a task of its own, not aiormq's: a lost channel must not
         # cancel a handler halfway through its work.

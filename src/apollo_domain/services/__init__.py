@@ -1,29 +1,21 @@
 """Use cases: application services over the ports. Async, I/O only through ports."""
 
+from .access_log import trim_access_log
 from .bulk_ingest import ingest_many
 from .context import Caller, Deps, resolve_viewer, scoped_key
-from .curation import (
-    agent_profile,
-    aggregate_expertise,
-    archive_stale,
-    deprecate_entry,
-    domains_at_risk,
-    force_decay,
-    get_expertise,
-    get_source,
-    label_source,
-    resolve_dispute,
-    run_decay_cycle,
-    unlabel_source,
-)
+from .corroboration import check_corroboration
+from .decay import archive_stale, force_decay, run_decay_cycle
 from .entity_reads import entity_history, get_entity, list_entities, related_entities
 from .erasure import erase_agent
+from .expertise import agent_profile, aggregate_expertise, domains_at_risk, get_expertise
 from .gas import process_gas_event
 from .graph import entry_relations, link_entries, related_entries
 from .group_ingest import IngestItem, ingest_each
 from .ingest import IngestRequest, ingest, prepare
-from .maintenance import check_corroboration, process_outbox, trim_access_log
+from .lifecycle import deprecate_entry, resolve_dispute
+from .outbox import process_outbox
 from .query import query
+from .sources import get_source, label_source, unlabel_source
 
 __all__ = [
     "Caller",

@@ -187,6 +187,14 @@ def bounded_int(name: str, value: object, low: int, high: int) -> int:
     return value
 
 
+def subject_agent(agent_id: object) -> str:
+    """An agent named as the subject of a command: a non-empty string within the
+    ``AGENT_ID`` bound (stripped), else :class:`ValidationError` naming ``agent_id``."""
+    if not isinstance(agent_id, str) or not agent_id.strip():
+        raise ValidationError("agent_id", "must be a non-empty string")
+    return AGENT_ID.text(agent_id.strip())
+
+
 def parse_statuses(values: object, default: Iterable[Status]) -> frozenset[Status]:
     if values is None:
         return frozenset(default)

@@ -222,6 +222,8 @@ def create_app(
     ``/metrics`` shows the connection's state."""
     converter = make_converter(round_scores=True)
     admission = admission or Admission(DEFAULT_CAPACITY)
+    if metrics is not None and broker is not None:
+        metrics.watch_broker(broker)
     auth = Authenticator(tokens)
     document = encode_json(openapi_document())
     routes: list[BaseRoute] = [
@@ -254,10 +256,6 @@ def create_app(
                 metrics.set_queue_depth("outbox", await uow.outbox.pending())
         except ApolloError as exc:
             logger.warning("outbox depth unavailable: %s", exc)
-        if broker is not None:
-            metrics.set_broker(
-                connected=broker.connected, node=broker.node, reconnects=broker.reconnects
-            )
         payload, content_type = metrics.render()
         return Response(payload, media_type=content_type)
 
