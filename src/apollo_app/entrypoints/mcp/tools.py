@@ -10,6 +10,7 @@ written per tool: a new command in the record gets its tool.
 
 from __future__ import annotations
 
+import inspect
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any, get_args, get_origin
@@ -52,6 +53,22 @@ class Tool:
     idempotent: bool
 
 
+#: Who may call a tool, as README's list says it.
+_WHO = {"read": "any role", "write": "writers, gateways, admins", "admin": "admins"}
+
+
+def describe(tool: Tool) -> str:
+    """One line of README's tool list: the name, who may call it, its hints, what it does."""
+    effect = "writes" if tool.action.mutates else "reads, leaves a trace"
+    hints = [
+        "read-only" if tool.read_only else effect,
+        *(["destructive"] if tool.destructive else []),
+        *(["idempotent"] if tool.idempotent else []),
+    ]
+    access = _WHO[tool.action.access.value]
+    return f"`{tool.name}` ({access}; {', '.join(hints)}): {tool.action.summary}"
+
+
 def mcp_actions() -> tuple[Any, ...]:
     """The actions of the record that are MCP tools, in the record's order."""
     return tuple(action for action in ACTIONS.values() if action.tool)
@@ -82,10 +99,12 @@ def _tool(action: Any, *, published: bool) -> Tool:
 
 
 def _description(summary: str, kind: type[c.Command[Any]]) -> str:
-    doc = " ".join((kind.__doc__ or "").split("\n\n", 1)[0].split())
-    if not doc or doc.startswith(kind.__name__ + "(") or doc == summary:
+    """The command's documentation, its paragraphs each on one line (the summary first)."""
+    text = inspect.getdoc(kind) or ""
+    paragraphs = [" ".join(p.split()) for p in text.split("\n\n") if p.strip()]
+    if not paragraphs or paragraphs[0].startswith(kind.__name__ + "("):
         return summary
-    return f"{summary} {doc}" if summary.rstrip(".") not in doc else doc
+    return "\n\n".join(paragraphs)
 
 
 def input_schema(kind: type[c.Command[Any]]) -> JsonSchema:
@@ -178,6 +197,7 @@ __all__ = [
     "HIDDEN_RESULT_FIELDS",
     "VIEWS",
     "Tool",
+    "describe",
     "input_schema",
     "list_key",
     "mcp_actions",
