@@ -16,13 +16,15 @@ from uuid import UUID
 import attrs
 
 from apollo_domain.model import Entry, Outcome
-from apollo_domain.results import Dispatch, IngestResult, QueryResult, reported
+from apollo_domain.results import Dispatch, IngestResult, QueryResult
 
 #: At most this many characters of one entry's content in the text (the structured
 #: content has all of it).
 CONTENT_CHARS = 600
 #: At most this many items of a list are written out; the rest are counted.
 ITEMS = 50
+#: Scores and confidences in the text: two decimals (the structured content has six).
+DIGITS = 2
 
 
 def text_of(result: Any) -> str:
@@ -57,7 +59,7 @@ def _ingested(result: IngestResult) -> str:
     status = result.status.value if result.status is not None else "unknown"
     line = f"{result.outcome.value}: entry {result.entry_id} ({status}"
     if result.confidence is not None:
-        line += f", confidence {reported(result.confidence):g}"
+        line += f", confidence {_number(result.confidence)}"
     line += ")"
     return line + (f"; {result.reason}" if result.reason else "")
 
@@ -97,7 +99,7 @@ def _knowledge(value: Any) -> str:
     head = [_scalar(value.status)]
     confidence = getattr(value, "confidence", None)
     if confidence is not None:
-        head.append(f"confidence {reported(confidence):g}")
+        head.append(f"confidence {_number(confidence)}")
     details = [f"id {value.id}"]
     for name in ("relation_type", "direction", "depth", "activation", "knowledge_domain"):
         found = getattr(value, name, None)
@@ -110,10 +112,10 @@ def _knowledge(value: Any) -> str:
         details.append(f"from {source}")
     signals: Mapping[str, float] = getattr(value, "signals", None) or {}
     if signals:
-        found_by = ", ".join(f"{name} {reported(score):g}" for name, score in signals.items())
+        found_by = ", ".join(f"{name} {_number(score)}" for name, score in signals.items())
         details.append(f"found by {found_by}")
     elif getattr(value, "similarity", None) is not None:
-        details.append(f"similarity {reported(value.similarity):g}")
+        details.append(f"similarity {_number(value.similarity)}")
     return f"[{', '.join(head)}] {content} ({'; '.join(details)})"
 
 
@@ -131,6 +133,10 @@ def _fields(value: Any) -> list[str]:
     return lines
 
 
+def _number(value: float) -> str:
+    return f"{round(value, DIGITS):g}"
+
+
 def _scalar(value: Any) -> str:
     if value is None:
         return "none"
@@ -139,7 +145,7 @@ def _scalar(value: Any) -> str:
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, float):
-        return f"{reported(value):g}"
+        return _number(value)
     if isinstance(value, datetime):
         return value.isoformat()
     if isinstance(value, UUID):
