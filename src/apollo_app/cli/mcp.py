@@ -6,13 +6,18 @@ from __future__ import annotations
 import argparse
 import getpass
 import logging
+from typing import Any
 
+from apollo_domain import commands as c
 from apollo_domain.handlers import handle
 from apollo_domain.model import Principal
 from apollo_domain.services import Caller
+from apollo_domain.services.context import UNKNOWN_AGENT
 
+from .. import bootstrap
+from ..facade import Apollo
 from ..logs import configure_logging
-from .common import EXIT_OK, load_settings, open_apollo, run_async
+from .common import EXIT_OK, UsageError, load_settings, open_apollo, run_async
 
 #: The principal of ``apollo mcp`` when neither ``--principal`` nor the login name says one.
 LOCAL_PRINCIPAL = "local"
@@ -34,23 +39,52 @@ def _login() -> str | None:
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
-    """Serve MCP on stdin/stdout until the client closes them. Logs go to stderr."""
+    """Serve MCP on stdin/stdout until the client closes them. Logs go to stderr. With
+    ``APOLLO_AMQP_URL`` the server is in client mode: no database, the tools whose commands
+    travel on the bus, carried out by the Apollo service as the broker login."""
     from ..entrypoints.mcp import ApolloMcp, local_caller, serve, stdio_streams
     from ..entrypoints.mcp.http import EDGE
-    from ..entrypoints.mcp.tools import mcp_actions, tools_of
+    from ..entrypoints.mcp.tools import bus_actions, mcp_actions, tools_of
 
     settings = load_settings(args)
     configure_logging(settings.secrets, level=logging.WARNING)
-    principal = local_principal(args)
-    caller = Caller.of(principal.agent or principal.id, principal, edge=EDGE)
+    if settings.amqp_url is not None and args.principal is not None:
+        raise UsageError(
+            "--principal: in client mode (APOLLO_AMQP_URL) the broker login is the principal"
+        )
 
     async def main() -> None:
-        async with stdio_streams() as streams, open_apollo(settings) as apollo:
+        async with stdio_streams() as streams:
+            if settings.amqp_url is not None:
+                await _client_mode(settings.amqp_url, streams)
+                return
+            principal = local_principal(args)
+            caller = Caller.of(principal.agent or principal.id, principal, edge=EDGE)
+            async with open_apollo(settings) as apollo:
 
-            async def run(who: Caller, command: object) -> object:
-                return await handle(apollo.deps, who, command)  # type: ignore[arg-type]
+                async def run(who: Caller, command: c.Command[Any]) -> Any:
+                    return await handle(apollo.deps, who, command)
 
-            edge = ApolloMcp(tools_of(mcp_actions()), run, local_caller(caller))
+                tools = tools_of(mcp_actions())
+                await serve(ApolloMcp(tools, run, local_caller(caller)), streams)
+
+    async def _client_mode(url: str, streams: Any) -> None:
+        async with Apollo.client_mode(
+            url,
+            agent_id=args.agent or UNKNOWN_AGENT,
+            topology=bootstrap.topology_of(settings),
+            rpc_timeout=settings.rpc_timeout,
+            queue_type=settings.queue_type,
+        ) as remote:
+            # The service decides what the login may do; --role says which tools to list.
+            principal = Principal(remote.principal.id, role=args.role)
+            caller = Caller.of(remote.agent_id, principal, edge=EDGE)
+
+            async def run(who: Caller, command: c.Command[Any]) -> Any:
+                return await remote.run(command)
+
+            tools = tools_of(bus_actions(), published=True)
+            edge = ApolloMcp(tools, run, local_caller(caller), resources=False)
             await serve(edge, streams)
 
     try:

@@ -22,6 +22,7 @@ from apollo_domain import commands as c
 from apollo_domain.model import Entry, Evidence
 from apollo_domain.results import Dispatch, EvidenceView
 
+from ...wire.envelope import ACTIONS as BUS_ACTIONS
 from ..http.operations import OPERATIONS
 from ..http.schema import JsonSchema, SchemaBook
 from ._provisional import ACTIONS
@@ -74,6 +75,17 @@ def mcp_actions() -> tuple[Any, ...]:
     return tuple(action for action in ACTIONS.values() if action.tool)
 
 
+def bus_actions() -> tuple[Any, ...]:
+    """The tool actions a client in client mode (no database, ``APOLLO_AMQP_URL``) carries
+    out over the bus: those whose command travels on it, and the bulk store (published
+    item by item)."""
+    return tuple(
+        action
+        for action in mcp_actions()
+        if action.command in BUS_ACTIONS or action.command is c.StoreMany
+    )
+
+
 def tools_of(actions: Sequence[Any], *, published: bool = False) -> tuple[Tool, ...]:
     """The tool of each action. ``published``: mutations return the :class:`Dispatch` of
     the message that carries them (client mode), not the use case's result."""
@@ -82,7 +94,9 @@ def tools_of(actions: Sequence[Any], *, published: bool = False) -> tuple[Tool, 
 
 def _tool(action: Any, *, published: bool) -> Tool:
     kind: type[c.Command[Any]] = action.command
-    result = Dispatch if published and action.mutates else c.result_type(kind)
+    result = c.result_type(kind)
+    if published and action.mutates:  # what the message that carries it says
+        result = list[Dispatch] if get_origin(result) is list else Dispatch
     output, key = output_schema(kind, result)
     return Tool(
         action=action,
@@ -197,6 +211,7 @@ __all__ = [
     "HIDDEN_RESULT_FIELDS",
     "VIEWS",
     "Tool",
+    "bus_actions",
     "describe",
     "input_schema",
     "list_key",
