@@ -106,9 +106,9 @@ from apollo_adapters.postgres import EmbeddedPostgres, PostgresStore, migrate
 from apollo_adapters.postgres.embedded import temporary_folder
 from apollo_adapters.rabbitmq import AiormqBus
 from apollo_app import Apollo, RemoteClient, Settings
-from apollo_domain.messaging import Delivery, Message
 from apollo_domain.normalize import clean_content, content_hash
-from apollo_domain.topology import Topology
+from apollo_domain.ports.messaging import Delivery, Message
+from apollo_domain.ports.topology import Topology
 from benchmarks._common import (
     COMPARISON_HEADER,
     DOMAINS,

@@ -38,7 +38,7 @@ from apollo_app import Apollo, Principal, RemoteClient, Settings, Status
 from apollo_app.entrypoints.service import ApolloService
 from apollo_domain.model import AccessScope
 from apollo_domain.normalize import content_hash
-from apollo_domain.topology import Topology
+from apollo_domain.ports.topology import Topology
 from benchmarks._common import (
     TextGenerator,
     embedded_database,

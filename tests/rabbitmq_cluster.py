@@ -68,7 +68,11 @@ class Node:
 
     @property
     def url(self) -> str:
-        return f"amqp://guest:guest@127.0.0.1:{self.amqp_port}/"
+        return self.url_as("guest", "guest")
+
+    def url_as(self, user: str, password: str) -> str:
+        """This node's URL with another login (see :meth:`Cluster.add_user`)."""
+        return f"amqp://{user}:{password}@127.0.0.1:{self.amqp_port}/"
 
     @property
     def running(self) -> bool:
@@ -163,6 +167,25 @@ class Cluster:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)  # the VM too, whatever the script did
         process.wait(timeout=30)
+
+    def restart(self, node: Node) -> None:
+        """Start a stopped ``node`` again and wait until it runs: it rejoins the cluster
+        from its own data folder (the queues' members on it catch up from the others)."""
+        if node.running:
+            return
+        self.start(node)
+        self.await_started(node)
+
+    def restart_stopped(self) -> None:
+        """Every node running again (a drill may have stopped some)."""
+        for node in self.nodes:
+            self.restart(node)
+
+    def add_user(self, user: str, password: str, vhost: str = "/") -> None:
+        """A login of the whole cluster with every permission on ``vhost``."""
+        asked = next(node for node in self.nodes if node.running)
+        self.ctl(asked, "add_user", user, password)
+        self.ctl(asked, "set_permissions", "-p", vhost, user, ".*", ".*", ".*")
 
     def close(self) -> None:
         for node in self.nodes:

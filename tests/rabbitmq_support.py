@@ -27,7 +27,7 @@ import pytest
 from attrs import frozen
 from yarl import URL
 
-from apollo_domain.topology import Topology
+from apollo_domain.ports.topology import Topology
 
 DEFAULT_URL = "amqp://guest:guest@127.0.0.1:5672/"
 START_TIMEOUT = 60.0

@@ -462,7 +462,10 @@ class Interleaving:
         import psycopg
 
         if self._monitor is None:
-            self._monitor = await psycopg.AsyncConnection.connect(conninfo, autocommit=True)
+            # no prepared statements: the store may lead to a transaction-mode pooler
+            self._monitor = await psycopg.AsyncConnection.connect(
+                conninfo, autocommit=True, prepare_threshold=None
+            )
         cursor = await self._monitor.execute(
             "SELECT count(*) FROM pg_stat_activity"
             " WHERE datname = current_database() AND wait_event_type = 'Lock'"

@@ -10,7 +10,7 @@ import logging
 from collections.abc import Callable
 
 from apollo_domain.errors import TransportError
-from apollo_domain.messaging import Delivery, MessageHandler
+from apollo_domain.ports.messaging import Delivery, MessageHandler
 
 log = logging.getLogger(__name__)
 

@@ -22,7 +22,6 @@ from apollo_adapters.embedders.hashing import MODEL_ID_PREFIX as HASHING_MODEL_P
 from apollo_adapters.memory import InMemoryStore
 from apollo_adapters.threads import ThreadedContradictionJudge, ThreadedEntityExtractor
 from apollo_domain.errors import ConfigurationError, ValidationError
-from apollo_domain.messaging import MessageBus
 from apollo_domain.policy import ConfidencePolicy
 from apollo_domain.ports import (
     Clock,
@@ -32,11 +31,12 @@ from apollo_domain.ports import (
     GasLanguageModel,
     Store,
 )
+from apollo_domain.ports.messaging import MessageBus
+from apollo_domain.ports.topology import Topology
 from apollo_domain.retrieval import RetrievalSettings
 from apollo_domain.retry import OutboxRetry
 from apollo_domain.services import Deps
 from apollo_domain.services.context import DEFAULT_BOOST_WINDOW
-from apollo_domain.topology import Topology
 
 from .settings import Settings
 

@@ -16,8 +16,8 @@ from prometheus_client import (
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from apollo_domain.commands import Command, QueryKnowledge
-from apollo_domain.messaging import BrokerLink
 from apollo_domain.model import Outcome
+from apollo_domain.ports.messaging import BrokerLink
 from apollo_domain.results import IngestResult, MaintenanceResult
 
 QUERY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)

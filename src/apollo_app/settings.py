@@ -15,11 +15,11 @@ from attrs import evolve, field, frozen
 from apollo_domain.errors import ConfigurationError, Forbidden, ValidationError
 from apollo_domain.model import Principal, Role
 from apollo_domain.policy import ConfidencePolicy
+from apollo_domain.ports.topology import check_queue_type
 from apollo_domain.retrieval import RetrievalSettings
 from apollo_domain.retry import OutboxRetry
 from apollo_domain.rules import check_agent_id
 from apollo_domain.secrets import MASK, redact
-from apollo_domain.topology import check_queue_type
 
 log = logging.getLogger(__name__)
 

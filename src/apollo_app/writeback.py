@@ -15,9 +15,9 @@ from uuid import uuid4
 
 from apollo_domain import commands as c
 from apollo_domain.errors import ValidationError
-from apollo_domain.messaging import Message, MessageBus
+from apollo_domain.ports.messaging import Message, MessageBus
+from apollo_domain.ports.topology import Topology
 from apollo_domain.results import Dispatch
-from apollo_domain.topology import Topology
 from apollo_domain.writeback import (
     MIN_CONTENT_CHARS,
     STORE_ROUTE,

@@ -198,6 +198,19 @@ class Relation:
     source_context: Mapping[str, Any] = field(factory=dict)
 
 
+DedupKey = tuple[str, AccessScope, str | None]
+"""``(content_hash, access_scope, owner_id)`` of :func:`dedup_key`."""
+
+
+def dedup_key(content_hash: str, access_scope: AccessScope, owner_id: str | None) -> DedupKey:
+    """The deduplication rule: two entries with one key hold the same content in one
+    partition, and at most one of them is active. The partition is (access scope, owner),
+    except that every global entry shares one whoever owns it (its owner is then None).
+    Every store keeps the rule by this key (the in-memory store) or by an index that
+    computes the same (PostgreSQL's ``entries_dedup``)."""
+    return (content_hash, access_scope, None if access_scope is AccessScope.GLOBAL else owner_id)
+
+
 @frozen
 class Entry:
     """A piece of knowledge. Values only: use cases produce changed copies with ``attrs.evolve``."""
@@ -225,11 +238,17 @@ class Entry:
     def is_active(self) -> bool:
         return self.status is not Status.ARCHIVED
 
+    @property
+    def dedup_key(self) -> DedupKey:
+        """This entry's content in its deduplication partition (:func:`dedup_key`)."""
+        return dedup_key(self.content_hash, self.access_scope, self.owner_id)
+
 
 __all__ = [
     "ACTIVE_STATUSES",
     "AccessScope",
     "ContentType",
+    "DedupKey",
     "Entry",
     "Evidence",
     "EvidenceKind",
@@ -240,4 +259,5 @@ __all__ = [
     "SourceRef",
     "Status",
     "Viewer",
+    "dedup_key",
 ]

@@ -71,7 +71,13 @@ class RetrievalSettings:
     - ``graph_seeds``: at most this many entities named in the query seed the graph fill.
     - ``graph_neighbours``: at most this many neighbours of the seeds join them, those
       that the most entries link to a seed first (a hub such as a common date or quantity
-      links to everything, and would make the scan read every entry that names it).
+      links to everything, and would make the scan read every entry that names it); and
+      at most this many entities at the far end of the seeds' typed edges are searched
+      for the question's other terms.
+    - ``hop_weight``: what one step across an edge keeps of a seed's evidence: the
+      neighbours' share of a seed's point, and the weight of a seed's name in the lexical
+      rank carried to an entry reached across a typed edge
+      (:mod:`apollo_domain.services.graph_fill`).
     - ``graph_scan``: at most this many entries tagged with the seeds or their neighbours
       are examined.
     - ``relevance_floor``: the cosine a vector match needs to count at all (see the module
@@ -87,6 +93,9 @@ class RetrievalSettings:
     graph_seeds: int = _int_field(8)
     graph_neighbours: int = _int_field(32)
     graph_scan: int = _int_field(200)
+    hop_weight: float = field(
+        default=0.5, converter=float, validator=[validators.ge(0.0), validators.le(1.0)]
+    )
     relevance_floor: float | None = field(
         default=None, converter=converters.optional(float), validator=_cosine
     )
@@ -152,6 +161,21 @@ def fuse(
     return [Fused(entry_id, scores[entry_id], signals[entry_id]) for entry_id in ordered]
 
 
+def carry(
+    ranking: Sequence[tuple[UUID, float]], carried: Sequence[tuple[UUID, float]]
+) -> list[tuple[UUID, float]]:
+    """One signal's ranking with scores carried to it from elsewhere: each entry at the
+    best of its own score and its carried one (CombMAX, Fox and Shaw, TREC-2 1994),
+    highest first, ties broken by id."""
+    if not carried:
+        return list(ranking)
+    best = dict(ranking)
+    for entry_id, score in carried:
+        if score > best.get(entry_id, float("-inf")):
+            best[entry_id] = score
+    return sorted(best.items(), key=lambda item: (-item[1], str(item[0])))
+
+
 __all__ = [
     "FUSIONS",
     "GRAPH",
@@ -160,5 +184,6 @@ __all__ = [
     "VECTOR",
     "Fused",
     "RetrievalSettings",
+    "carry",
     "fuse",
 ]

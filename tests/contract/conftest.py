@@ -14,8 +14,8 @@ from yarl import URL
 
 from apollo_adapters.inprocess import InProcessBus
 from apollo_adapters.rabbitmq import AiormqBus
-from apollo_domain.messaging import MessageBus
-from apollo_domain.topology import Topology
+from apollo_domain.ports.messaging import MessageBus
+from apollo_domain.ports.topology import Topology
 from tests.rabbitmq_support import (
     amqp_test_url,
     delete_topology,

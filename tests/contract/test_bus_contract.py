@@ -10,7 +10,7 @@ import pytest
 from attrs import evolve
 
 from apollo_domain.errors import RpcTimeout, TransportError, ValidationError
-from apollo_domain.messaging import (
+from apollo_domain.ports.messaging import (
     DEAD_LETTER_QUEUE_HEADER,
     DEAD_LETTER_REASON_HEADER,
     Delivery,

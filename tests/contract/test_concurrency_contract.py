@@ -11,6 +11,8 @@ update); a correct one makes the second wait and see the first's commit (DESIGN 
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 
 from apollo_app import InvalidTransition, Outcome, Principal, Status, TransientConflict
@@ -573,3 +575,43 @@ async def test_an_ingest_the_store_breaks_apart_runs_again_whole(make_apollo):
     async with apollo.store.unit_of_work() as uow:
         assert [1] == [r.entry_count for r in await uow.expertise.for_agent("claude-a")]
         assert 1 == await uow.outbox.pending()
+
+
+async def test_two_expertise_aggregations_at_once_both_succeed(make_apollo):
+    """The first aggregation has rewritten the expertise rows and is held before its
+    commit; a second (another process, or an admin's run) must wait for it, then rewrite
+    them over its commit: both succeed, and the rows are those of one aggregation (never a
+    unique-key failure on the rows the first inserted)."""
+    apollo = await make_apollo(interleaved=True)
+    points = apollo.deps.store
+    for agent in ("claude-a", "openai-b", "gemini-c"):
+        await apollo.client(agent).store_knowledge(content=f"{agent} knows about {TARGET}")
+    gate = points.hold("first", "commit")
+    first = points.run("first", apollo.aggregate_expertise())
+    await points.reached("first", "commit")
+    second = points.run("second", apollo.aggregate_expertise())
+    blocked = await points.blocked_or_done(second)
+    gate.set()
+    results = await points.finish(first, second)
+
+    assert blocked, "the second aggregation ran to its end beside the first's uncommitted rows"
+    assert [3, 3] == [r.affected for r in results]
+    async with apollo.store.unit_of_work() as uow:
+        rows = await uow.expertise.all()
+    assert ["claude-a", "gemini-c", "openai-b"] == sorted(r.agent_id for r in rows)
+
+
+async def test_a_decay_with_an_earlier_clock_never_decays_an_hour_twice(make_apollo):
+    """A decay whose clock reads earlier than the last decay's (another process's clock
+    behind, or a run that read the time and then waited for the rows) changes nothing and
+    leaves the entries' last decay where it was: a later decay counts the hours since the
+    latest one, so three hours in all decay by 0.998^3, never more."""
+    apollo = await make_apollo()
+    clock = apollo.deps.clock
+    entry_id = (await apollo.client("claude-a").store_knowledge(content=TARGET)).entry_id
+    start = clock.now()
+    for hours in (2, 1, 3):
+        clock.set(start + timedelta(hours=hours))
+        await apollo.run_decay_cycle()
+    entry = await apollo.get_entry(entry_id)
+    assert pytest.approx(0.5 * 0.998**3, rel=1e-12) == entry.confidence

@@ -424,7 +424,8 @@ async def test_a_tie_longer_than_the_page_is_cut_in_id_order(store: Store) -> No
 async def test_decay_is_one_exact_pass_and_idempotent_at_one_instant(store: Store) -> None:
     """Confidence × factor^hours since the last decay (or creation, never negative); below
     the threshold an entry is archived as 'decayed' and frees its dedup partition; decaying
-    again at the same instant changes nothing."""
+    again at the same instant changes nothing. The last decay's time never moves back (an
+    entry created after the decay's clock keeps its creation time)."""
     fresh = make_entry("fresh", confidence=0.5)
     weak = make_entry("weak", confidence=0.11)
     decayed_before = make_entry(
@@ -451,9 +452,10 @@ async def test_decay_is_one_exact_pass_and_idempotent_at_one_instant(store: Stor
     assert 0.5 * 0.9**4 == pytest.approx(stored[decayed_before.id].confidence)
     assert 0.5 == pytest.approx(stored[future.id].confidence)
     assert archived == stored[archived.id]
-    assert {fresh.id, weak.id, decayed_before.id, future.id} == {
+    assert {fresh.id, weak.id, decayed_before.id} == {
         i for i, e in stored.items() if e.decayed_at == now
     }
+    assert future.created_at == stored[future.id].decayed_at  # never before it existed
     assert (Status.CANDIDATE, T0) == (stored[fresh.id].status, stored[fresh.id].updated_at)
     gone = stored[weak.id]
     assert 0.11 * 0.9**10 == pytest.approx(gone.confidence)

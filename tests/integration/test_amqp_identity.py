@@ -16,8 +16,8 @@ from apollo_app import Apollo, Settings
 from apollo_app.entrypoints.service import ApolloService
 from apollo_app.wire.envelope import encode_command
 from apollo_domain.commands import StoreKnowledge
-from apollo_domain.messaging import DeadLetter, Delivery, Message
-from apollo_domain.topology import Topology
+from apollo_domain.ports.messaging import DeadLetter, Delivery, Message
+from apollo_domain.ports.topology import Topology
 
 pytestmark = pytest.mark.rabbitmq
 PATIENCE = 20.0

@@ -15,8 +15,8 @@ from apollo_adapters.rabbitmq import AiormqBus
 from apollo_app import Apollo
 from apollo_app.entrypoints.http import create_app
 from apollo_app.metrics import Metrics
-from apollo_domain.messaging import BrokerLink, Delivery, Message
-from apollo_domain.topology import Topology
+from apollo_domain.ports.messaging import BrokerLink, Delivery, Message
+from apollo_domain.ports.topology import Topology
 from tests.rabbitmq_support import close_connection_named
 
 pytestmark = pytest.mark.rabbitmq

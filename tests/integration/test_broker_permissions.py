@@ -23,9 +23,9 @@ from apollo_adapters.rabbitmq import AiormqBus
 from apollo_app import Apollo, Settings
 from apollo_app.entrypoints.service import ApolloService
 from apollo_domain.errors import TransportError
-from apollo_domain.messaging import Delivery, Message
+from apollo_domain.ports.messaging import Delivery, Message
+from apollo_domain.ports.topology import Topology
 from apollo_domain.results import QueryResult
-from apollo_domain.topology import Topology
 from tests.rabbitmq_support import configured_url, ensure_broker, rabbitmqctl
 from tests.support import eventually_within
 

@@ -18,8 +18,8 @@ from apollo_app.wire.envelope import encode_command, encode_gas_event
 from apollo_app.wire.replies import encode_error_reply
 from apollo_domain import commands as c
 from apollo_domain.errors import NotFound
-from apollo_domain.messaging import Delivery, Message
 from apollo_domain.model import EvidenceKind
+from apollo_domain.ports.messaging import Delivery, Message
 from apollo_domain.results import QueryResult
 from tests.integration import test_service_transports as transports
 from tests.integration.test_service_transports import Mesh, Transport, eventually

@@ -14,8 +14,8 @@ from apollo_app.entrypoints.service import ApolloService
 from apollo_app.entrypoints.service.drainer import OutboxDrainer
 from apollo_domain.model import AccessScope
 from apollo_domain.normalize import content_hash
+from apollo_domain.ports.topology import Topology
 from apollo_domain.results import ContradictionReport
-from apollo_domain.topology import Topology
 from tests.support import eventually_within
 
 PATIENCE = 10.0

@@ -12,8 +12,8 @@ from yarl import URL
 
 from apollo_adapters.rabbitmq import AiormqBus
 from apollo_domain.errors import RpcTimeout, TransportError
-from apollo_domain.messaging import Delivery, Message
-from apollo_domain.topology import Topology
+from apollo_domain.ports.messaging import Delivery, Message
+from apollo_domain.ports.topology import Topology
 from tests.rabbitmq_support import close_connection_named
 
 pytestmark = pytest.mark.rabbitmq

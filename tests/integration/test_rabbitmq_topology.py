@@ -16,8 +16,8 @@ from yarl import URL
 from apollo_adapters.rabbitmq import AiormqBus, declare_topology
 from apollo_adapters.rabbitmq import topology as rabbitmq_topology
 from apollo_domain.errors import TransportError
-from apollo_domain.messaging import Delivery, Message
-from apollo_domain.topology import Topology
+from apollo_domain.ports.messaging import Delivery, Message
+from apollo_domain.ports.topology import Topology
 from tests.postgres_support import PostgresTestServer
 from tests.rabbitmq_support import (
     close_connection_named,

@@ -23,7 +23,7 @@ from apollo_app.bootstrap import Overrides
 from apollo_app.entrypoints.http import create_app
 from apollo_app.entrypoints.service import ApolloService
 from apollo_domain.entities import Extraction
-from apollo_domain.topology import Topology
+from apollo_domain.ports.topology import Topology
 from tests.support import eventually_within
 
 API = "/api/apollo"

@@ -23,10 +23,10 @@ from apollo_app.entrypoints.service import ApolloService
 from apollo_app.writeback import publish_writeback
 from apollo_domain.commands import QueryKnowledge
 from apollo_domain.errors import NotFound, RpcTimeout, StoreUnavailable, ValidationError
-from apollo_domain.messaging import Message
 from apollo_domain.model import ContentType, RelationType, Status
+from apollo_domain.ports.messaging import Message
+from apollo_domain.ports.topology import Topology
 from apollo_domain.results import Dispatch
-from apollo_domain.topology import Topology
 from tests.support import (
     FaultInjectingStore,
     Interleaving,

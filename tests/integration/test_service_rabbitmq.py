@@ -28,7 +28,7 @@ from apollo_adapters.rabbitmq import AiormqBus
 from apollo_app import Apollo, Principal, RemoteClient, Settings
 from apollo_app.bootstrap import open_bus, topology_of
 from apollo_app.entrypoints.service import ApolloService
-from apollo_domain.topology import Topology
+from apollo_domain.ports.topology import Topology
 from tests.postgres_support import PostgresTestServer, fresh_store, scalar
 from tests.rabbitmq_support import (
     amqp_test_url,

@@ -8,7 +8,7 @@ from apollo_adapters.inprocess import InProcessBus
 from apollo_app import Apollo, Settings
 from apollo_app.entrypoints.service import ApolloService
 from apollo_domain.ports import AccessLogRecord
-from apollo_domain.topology import Topology
+from apollo_domain.ports.topology import Topology
 from tests.support import eventually_within
 
 

@@ -28,11 +28,11 @@ from apollo_app.entrypoints.service import ApolloService
 from apollo_app.wire.envelope import encode_gas_event
 from apollo_domain.commands import StoreKnowledge
 from apollo_domain.handlers import handle
-from apollo_domain.messaging import DeadLetter, Message, MessageBus
 from apollo_domain.model import Viewer
+from apollo_domain.ports.messaging import DeadLetter, Message, MessageBus
+from apollo_domain.ports.topology import Topology
 from apollo_domain.results import EntryView, QueryResult
 from apollo_domain.services import Caller
-from apollo_domain.topology import Topology
 from tests.postgres_support import fresh_store
 from tests.rabbitmq_support import delete_topology, start_test_broker
 from tests.support import FaultInjectingStore, SettlementRecorder, eventually_within, fast_retry

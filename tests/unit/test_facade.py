@@ -46,7 +46,7 @@ async def test_remote_store_many_publishes_one_batch_and_returns_its_envelopes()
 
     from apollo_app import RemoteClient
     from apollo_domain.errors import ValidationError
-    from apollo_domain.topology import Topology
+    from apollo_domain.ports.topology import Topology
 
     class BatchBus:
         login = "guest"

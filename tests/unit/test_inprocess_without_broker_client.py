@@ -41,8 +41,8 @@ SCRIPT = textwrap.dedent(
         raise SystemExit("the blocker let aiormq through")
 
     from apollo_adapters.inprocess import InProcessBus
-    from apollo_domain.messaging import Message
-    from apollo_domain.topology import Topology
+    from apollo_domain.ports.messaging import Message
+    from apollo_domain.ports.topology import Topology
 
 
     async def main():

@@ -36,6 +36,7 @@ from apollo_domain.errors import (
 from apollo_domain.expertise import DomainCoverage
 from apollo_domain.handlers import handler_of
 from apollo_domain.model import AccessScope, ContentType, RelationType, Status
+from apollo_domain.ports.topology import Topology
 from apollo_domain.results import (
     AgentProfile,
     DomainExpertise,
@@ -43,7 +44,6 @@ from apollo_domain.results import (
     QueryResult,
     RelatedEntry,
 )
-from apollo_domain.topology import Topology
 from apollo_domain.writeback import writeback_arguments
 
 

@@ -10,7 +10,7 @@ from hypothesis import event, given
 from hypothesis import strategies as st
 
 from apollo_domain.errors import ValidationError
-from apollo_domain.retrieval import RetrievalSettings, fuse
+from apollo_domain.retrieval import RetrievalSettings, carry, fuse
 
 A, B, C = sorted(uuid.UUID(int=i) for i in (1, 2, 3))
 
@@ -42,6 +42,23 @@ def test_ties_are_broken_by_id_and_weights_apply():
 def test_a_signal_counts_once_per_entry():
     fused = fuse({"graph": [(A, 2.0), (A, 1.0)]}, RRF)
     assert pytest.approx(0.5 / 61) == fused[0].score
+
+
+def test_a_carried_score_counts_only_where_it_is_higher():
+    """CombMAX: each entry at its best of its own and its carried score, best first."""
+    assert [(C, 5.0), (B, 3.0), (A, 1.0)] == carry([(B, 3.0), (A, 1.0)], [(A, 0.5), (C, 5.0)])
+    assert [(B, 1.0), (A, 1.0)] == carry([(B, 1.0), (A, 1.0)], [])  # nothing carried: as is
+    assert [(A, 2.0), (B, 2.0)] == carry([(B, 2.0)], [(A, 2.0)])  # ties by id
+
+
+@given(
+    st.lists(st.tuples(st.sampled_from([A, B, C]), st.floats(0, 1)), unique_by=lambda p: p[0]),
+    st.lists(st.tuples(st.sampled_from([A, B, C]), st.floats(0, 1)), unique_by=lambda p: p[0]),
+)
+def test_carrying_never_lowers_a_score_nor_drops_an_entry(own, carried):
+    merged = dict(carry(own, carried))
+    assert {e for e, _ in own} | {e for e, _ in carried} == set(merged)
+    assert all(merged[e] >= s for e, s in [*own, *carried])
 
 
 def test_relative_score_fusion_keeps_how_far_apart_a_signals_candidates_are():
@@ -100,7 +117,7 @@ def test_fusion_returns_each_ranked_entry_once_best_first(ranked, fusion):
 
 
 def test_query_names_are_word_runs_longest_first_without_lone_stop_words():
-    from apollo_domain.services.query import query_names
+    from apollo_domain.services.graph_fill import query_names
 
     names = query_names("Where did Alice Moreau's team move, in 2023?")
     assert "alice moreau" in names

@@ -37,6 +37,7 @@ from tests.strategies import (
     entries,
     make_entry,
     one_field_changed,
+    owner_ids,
     source_lists,
     sources,
     viewers,
@@ -44,6 +45,28 @@ from tests.strategies import (
 
 ENTRY_ID = UUID("00000000-0000-0000-0000-000000000001")
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
+
+# -- deduplication ----------------------------------------------------------------------
+
+
+@given(entries(), st.sampled_from(AccessScope), owner_ids, owner_ids)
+def test_the_dedup_partition_ignores_the_owner_of_global_entries(
+    entry: Entry, scope: AccessScope, one: str | None, other: str | None
+) -> None:
+    """The same content in the same scope is one key whoever owns a global entry, and one
+    key per owner otherwise."""
+    first = evolve(entry, access_scope=scope, owner_id=one)
+    second = evolve(entry, access_scope=scope, owner_id=other)
+    assert (scope is AccessScope.GLOBAL or one == other) == (first.dedup_key == second.dedup_key)
+
+
+@given(entries(), entries())
+def test_entries_of_different_content_or_scope_never_share_a_dedup_key(
+    one: Entry, other: Entry
+) -> None:
+    if (one.content_hash, one.access_scope) != (other.content_hash, other.access_scope):
+        assert one.dedup_key != other.dedup_key
+
 
 # -- visibility -------------------------------------------------------------------------
 

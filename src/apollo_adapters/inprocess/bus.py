@@ -19,14 +19,14 @@ from attrs import define, evolve, field
 
 from apollo_adapters.bus_support import exponential_backoff, run_handler
 from apollo_domain.errors import RpcTimeout, TransportError, ValidationError
-from apollo_domain.messaging import (
+from apollo_domain.ports.messaging import (
     DEAD_LETTER_QUEUE_HEADER,
     DEAD_LETTER_REASON_HEADER,
     DeadLetter,
     Message,
     MessageHandler,
 )
-from apollo_domain.topology import Topology
+from apollo_domain.ports.topology import Topology
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +52,7 @@ class _Queue:
 
 
 class InProcessBus:
-    """:class:`apollo_domain.messaging.MessageBus` in one process.
+    """:class:`apollo_domain.ports.messaging.MessageBus` in one process.
 
     ``login``, when given, plays the broker's part for ``user_id``: a publish whose
     ``user_id`` differs from it raises :class:`TransportError`.

@@ -163,13 +163,10 @@ class EntryColumns:
         return vector.astype(np.float32)
 
     def _partition_key(self, entry: Entry) -> tuple[str, int, int]:
-        """Dedup partition: (hash, scope, owner); every global entry shares one partition."""
-        owner = (
-            NO_OWNER
-            if entry.owner_id is None or entry.access_scope is AccessScope.GLOBAL
-            else self.owners.intern(entry.owner_id)
-        )
-        return (entry.content_hash, SCOPE_CODE[entry.access_scope], owner)
+        """The entry's :attr:`~apollo_domain.model.Entry.dedup_key`, its owner interned."""
+        content_hash, scope, owner = entry.dedup_key
+        code = NO_OWNER if owner is None else self.owners.intern(owner)
+        return (content_hash, SCOPE_CODE[scope], code)
 
     def _active_in(self, key: tuple[str, int, int], but: int = -1) -> int | None:
         for row in self.partitions.get(key, ()):

@@ -16,7 +16,7 @@ import numpy.typing as npt
 
 from apollo_domain.errors import Conflict, NotFound
 from apollo_domain.lexical import query_terms
-from apollo_domain.model import AccessScope, Entry, Status, Viewer
+from apollo_domain.model import AccessScope, Entry, Status, Viewer, dedup_key
 from apollo_domain.ports import (
     AgentDomainStats,
     DecayOutcome,
@@ -218,7 +218,7 @@ class EntryTable(VectorSearch):
         hours = np.maximum(0.0, (now_us - since) / US_PER_HOUR)
         confidence = self.conf[rows] * np.power(factor_per_hour, hours)
         self.conf[rows] = confidence
-        self.decayed[rows] = now_us
+        self.decayed[rows] = np.maximum(since, now_us)  # an earlier clock moves nothing back
         self.stale[rows] = True
         archived = rows[confidence < archive_below]
         self.status[archived] = ARCHIVED
@@ -299,14 +299,11 @@ class EntryTable(VectorSearch):
     def find_by_hash(
         self, content_hash: str, scope: AccessScope, owner_id: str | None
     ) -> Entry | None:
-        if owner_id is None or scope is AccessScope.GLOBAL:
-            owner = NO_OWNER
-        else:
-            code = self.owners.codes.get(owner_id)
-            if code is None:
-                return None
-            owner = code
-        row = self._active_in((content_hash, SCOPE_CODE[scope], owner))
+        content_hash, scope, owner = dedup_key(content_hash, scope, owner_id)
+        code = NO_OWNER if owner is None else self.owners.codes.get(owner)
+        if code is None:
+            return None  # an owner never interned owns nothing
+        row = self._active_in((content_hash, SCOPE_CODE[scope], code))
         return None if row is None else self.entry(row)
 
     # ------------------------------------------------------------------ queries

@@ -284,6 +284,30 @@ class GraphTable:
         ranked = sorted(support, key=lambda e: (-support[e], str(e)))
         return [(e, support[e]) for e in ranked[: max(limit, 0)]]
 
+    def mentioning_any(self, entity_ids: Collection[UUID]) -> frozenset[UUID]:
+        """The entries mentioning any of ``entity_ids``, whatever their visibility."""
+        return frozenset(e for entity in entity_ids for e in self._mentioned_by.get(entity, ()))
+
+    def reached(
+        self, entity_ids: Collection[UUID], viewer: Viewer, bridges: int
+    ) -> dict[UUID, frozenset[UUID]]:
+        """The entries mentioning the bridges of :meth:`EntityGraph.hop_search`, each with
+        the ids among ``entity_ids`` whose typed edges lead to the bridges it mentions."""
+        ends = set(entity_ids)
+        support: dict[UUID, int] = {}
+        origins: dict[UUID, set[UUID]] = {}
+        for edge in self.edges(ends, viewer, None, typed=True):
+            for near, far in ((edge.src_id, edge.dst_id), (edge.dst_id, edge.src_id)):
+                if near in ends and far not in ends:
+                    support[far] = support.get(far, 0) + len(edge.entry_ids)
+                    origins.setdefault(far, set()).add(near)
+        kept = sorted(support, key=lambda e: (-support[e], str(e)))[: max(bridges, 0)]
+        found: dict[UUID, set[UUID]] = {}
+        for bridge in kept:
+            for entry_id in self._mentioned_by.get(bridge, ()):
+                found.setdefault(entry_id, set()).update(origins[bridge])
+        return {entry_id: frozenset(seeds) for entry_id, seeds in found.items()}
+
     def _edge_visible(self, edge_id: UUID, viewer: Viewer) -> bool:
         return any(self._visible(e, viewer) for e in self._support.get(edge_id, ()))
 

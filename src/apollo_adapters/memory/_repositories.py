@@ -7,9 +7,11 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 from uuid import UUID
 
+import attrs
+
 from apollo_adapters.threads import off_loop
 from apollo_domain.entities import Entity, EntityEdge, EntityMention
-from apollo_domain.lexical import occurrences
+from apollo_domain.lexical import occurrences, query_terms
 from apollo_domain.model import (
     AccessScope,
     Entry,
@@ -347,6 +349,40 @@ class InMemoryEntityGraph(_Repository):
     ) -> list[tuple[UUID, frozenset[UUID]]]:
         found = await self.entries_mentioning(entity_ids, flt, limit)
         return [(entry.id, matched) for entry, matched in found]
+
+    async def hop_search(
+        self,
+        entity_ids: Collection[UUID],
+        text: str,
+        flt: SearchFilter,
+        limit: int,
+        *,
+        bridges: int,
+    ) -> list[tuple[UUID, float, frozenset[UUID]]]:
+        self._uow._open("graph")
+        entries = self._store._entries
+        reached = entries.graph.reached(entity_ids, flt.viewer, bridges)
+        if flt.only_ids is not None:
+            reached = {e: seeds for e, seeds in reached.items() if e in flt.only_ids}
+        if not reached or limit <= 0:
+            return []
+        about = entries.graph.mentioning_any(entity_ids)
+        if flt.only_ids is not None:
+            about &= flt.only_ids
+        answering = entries.matching(attrs.evolve(flt, only_ids=about), embedded=False)
+        unanswered = [
+            term
+            for term in query_terms(text)
+            if answering is None or not entries.lexical.scores([term], answering)
+        ]
+        if not unanswered:
+            return []
+        holding = entries.lexical_search(
+            " ".join(unanswered), attrs.evolve(flt, only_ids=frozenset(reached)), len(reached)
+        )
+        within = attrs.evolve(flt, only_ids=frozenset(hit.entry.id for hit in holding))
+        hits = entries.lexical_search(text, within, limit)
+        return [(hit.entry.id, hit.similarity, reached[hit.entry.id]) for hit in hits]
 
     async def prune(self) -> int:
         return self._store._entries.graph.prune(self._uow._open("graph"))

@@ -15,7 +15,7 @@ from psycopg.types.json import Jsonb
 
 from apollo_domain.errors import Conflict, NotFound
 from apollo_domain.lexical import STOPWORDS
-from apollo_domain.model import AccessScope, ContentType, Entry, Status, Viewer
+from apollo_domain.model import AccessScope, ContentType, Entry, Status, Viewer, dedup_key
 from apollo_domain.ports import (
     AgentDomainStats,
     BatchNeighbours,
@@ -94,7 +94,7 @@ _DECAY = sql.SQL(
     " changed AS ("
     " UPDATE entries SET"
     "  confidence = {decayed},"
-    "  decayed_at = %(now)s,"
+    "  decayed_at = GREATEST(COALESCE(decayed_at, created_at), %(now)s),"
     "  status = CASE WHEN {decayed} < %(below)s THEN 'archived' ELSE status END,"
     "  updated_at = CASE WHEN {decayed} < %(below)s THEN %(now)s ELSE updated_at END,"
     "  source_context = CASE WHEN {decayed} < %(below)s"
@@ -138,12 +138,12 @@ _EARNED_BOOST = (
 # The OR of the query's lexemes under the ``simple`` configuration, stop words dropped, each
 # lexeme quoted for the tsquery syntax (backslashes and quotes doubled); NULL when nothing is
 # left to match.
-_LEXICAL_QUERY = (
+LEXICAL_TERMS = (
     r"SELECT string_agg(DISTINCT '''' || replace(replace(lexeme, '\', '\\'), '''', '''''')"
     " || '''', ' | ')::tsquery AS terms"
     " FROM unnest(to_tsvector('simple'::regconfig, {text})) WHERE lexeme <> ALL({stop})"
 )
-_STOPWORDS = sorted(STOPWORDS)
+LEXICAL_STOPWORDS = sorted(STOPWORDS)
 
 
 _ENTRY_INSERT_COLUMNS = (
@@ -153,11 +153,19 @@ _ENTRY_INSERT_COLUMNS = (
     " updated_at, confirmed_at, decayed_at"
 )
 _ENTRY_ROW = "(" + ", ".join(["%s"] * 22) + ")"
+# The deduplication rule (:func:`apollo_domain.model.dedup_key`) is kept by the unique index
+# ``entries_dedup`` (content_hash, access_scope, and the owner, '' for every global entry)
+# over active entries; an insert names the index, a look-up states the key's partition.
 _INSERT_ENTRIES = (
     "INSERT INTO entries (" + _ENTRY_INSERT_COLUMNS + ") VALUES {values}"
     " ON CONFLICT (content_hash, access_scope,"
     " (CASE WHEN access_scope = 'global' THEN '' ELSE COALESCE(owner_id, '') END))"
     " WHERE status <> 'archived' DO NOTHING RETURNING id"
+)
+_IN_KEYS_PARTITION = (
+    "content_hash = {hash} AND access_scope = {scope}"
+    " AND (access_scope = 'global' OR owner_id IS NOT DISTINCT FROM {owner})"
+    " AND status <> 'archived'"
 )
 _ROWS_PER_INSERT = 1_000  # 22 parameters a row: far below the protocol's 65,535
 
@@ -266,13 +274,13 @@ class PostgresEntryRepository:
     ) -> Entry | None:
         # FOR UPDATE waits for a concurrent writer, then rechecks the WHERE clause against
         # the row it committed: an entry archived meanwhile is not returned.
+        key_hash, scope, owner = dedup_key(content_hash, access_scope, owner_id)
+        partition = _IN_KEYS_PARTITION.format(hash="%s", scope="%s", owner="%s")
         row = await self._s.row(
-            sql.SQL(
-                "SELECT {} FROM entries WHERE content_hash = %s AND access_scope = %s"
-                " AND (access_scope = 'global' OR owner_id IS NOT DISTINCT FROM %s)"
-                " AND status <> 'archived'{}"
-            ).format(ENTRY_COLUMNS, sql.SQL(" FOR UPDATE" if lock else "")),
-            (content_hash, access_scope.value, owner_id),
+            sql.SQL("SELECT {} FROM entries WHERE " + partition + "{}").format(
+                ENTRY_COLUMNS, sql.SQL(" FOR UPDATE" if lock else "")
+            ),
+            (key_hash, scope.value, owner),
         )
         return None if row is None else entry_from_row(row)
 
@@ -281,18 +289,17 @@ class PostgresEntryRepository:
     ) -> list[Entry | None]:
         if not keys:
             return []
+        partition = _IN_KEYS_PARTITION.format(hash="k.hash", scope="k.scope", owner="k.owner")
+        normalized = [dedup_key(*key) for key in keys]
         rows = await self._s.rows(
             sql.SQL(
                 "SELECT k.i AS key_index, {} FROM unnest(%s::text[], %s::text[], %s::text[])"
-                " WITH ORDINALITY AS k(hash, scope, owner, i)"
-                " JOIN entries ON content_hash = k.hash AND access_scope = k.scope"
-                " AND (access_scope = 'global' OR owner_id IS NOT DISTINCT FROM k.owner)"
-                " AND status <> 'archived'"
+                " WITH ORDINALITY AS k(hash, scope, owner, i) JOIN entries ON " + partition
             ).format(ENTRY_COLUMNS),
             (
-                [k[0] for k in keys],
-                [k[1].value for k in keys],
-                [k[2] for k in keys],
+                [k[0] for k in normalized],
+                [k[1].value for k in normalized],
+                [k[2] for k in normalized],
             ),
         )
         found: list[Entry | None] = [None] * len(keys)
@@ -487,8 +494,8 @@ class PostgresEntryRepository:
             return []
         where = Where()
         where.matching(flt)
-        terms = sql.SQL(_LEXICAL_QUERY).format(
-            text=where.param(query), stop=where.param(_STOPWORDS)
+        terms = sql.SQL(LEXICAL_TERMS).format(
+            text=where.param(query), stop=where.param(LEXICAL_STOPWORDS)
         )
         statement = sql.SQL(
             "WITH q AS ({terms}) SELECT {columns}, ts_rank(lexical, q.terms) AS score"

@@ -20,11 +20,15 @@ from apollo_domain.entities import (
 from apollo_domain.model import Entry, Viewer
 from apollo_domain.ports import SearchFilter
 
+from .entries import LEXICAL_STOPWORDS
 from .filters import Where
 from .rows import ENTRY_COLUMNS, as_utc, entry_from_row
 from .session import Row, Session
 
 _ENTITY = "en.id, en.name, en.key, en.kind, en.created_at"
+# A lexeme quoted for the tsquery syntax (backslashes and quotes doubled), as the lexical
+# search quotes the query's terms.
+_QUOTED_LEXEME = r"'''' || replace(replace(lexeme, '\', '\\'), '''', '''''') || ''''"
 _EDGE = "ed.id, ed.src_id, ed.dst_id, ed.relation, ed.valid_from, ed.valid_to, ed.superseded_by"
 
 
@@ -334,6 +338,62 @@ class PostgresEntityGraph:
             " GROUP BY 1 ORDER BY support DESC, id LIMIT {limit}"
         ).format(ids=ids, visible=where.sql(), limit=where.param(limit))
         return [(row["id"], row["support"]) for row in await self._s.rows(query, where.params)]
+
+    async def hop_search(
+        self,
+        entity_ids: Collection[UUID],
+        text: str,
+        flt: SearchFilter,
+        limit: int,
+        *,
+        bridges: int,
+    ) -> list[tuple[UUID, float, frozenset[UUID]]]:
+        if not entity_ids or limit <= 0 or bridges <= 0:
+            return []
+        where = Where()
+        where.visible_to(flt.viewer, alias="stating")
+        where.add("stating.status <> 'archived'")
+        supported = where.sql()
+        where.clauses = []
+        where.matching(flt)
+        ids = where.param(list(entity_ids))
+        query = sql.SQL(
+            "WITH words AS (SELECT DISTINCT " + _QUOTED_LEXEME + " AS quoted"
+            " FROM unnest(to_tsvector('simple'::regconfig, {text})) WHERE lexeme <> ALL({stop})),"
+            " q AS (SELECT string_agg(quoted, ' | ')::tsquery AS terms FROM words),"
+            # The terms no entry about a seed holds: what only a hop can answer.
+            " open AS (SELECT string_agg(quoted, ' | ')::tsquery AS terms FROM words"
+            " WHERE NOT EXISTS (SELECT 1 FROM entity_mentions m"
+            " JOIN entries ON entries.id = m.entry_id WHERE m.entity_id = ANY({ids})"
+            " AND entries.lexical @@ words.quoted::tsquery AND {where})),"
+            # The far ends of the visible live typed edges, the most supported first.
+            " bridge AS (SELECT CASE WHEN ed.src_id = ANY({ids}) THEN ed.dst_id"
+            " ELSE ed.src_id END AS id, array_agg(DISTINCT CASE WHEN ed.src_id = ANY({ids})"
+            " THEN ed.src_id ELSE ed.dst_id END) AS seeds, count(*) AS support"
+            " FROM entity_edges ed JOIN entity_edge_entries s ON s.edge_id = ed.id"
+            " JOIN entries stating ON stating.id = s.entry_id"
+            " WHERE (ed.src_id = ANY({ids}) OR ed.dst_id = ANY({ids}))"
+            " AND NOT (ed.src_id = ANY({ids}) AND ed.dst_id = ANY({ids}))"
+            " AND ed.valid_to IS NULL AND ed.relation <> 'co_occurs' AND {supported}"
+            " GROUP BY 1 ORDER BY support DESC, id LIMIT {bridges}),"
+            " reached AS (SELECT m.entry_id, array_agg(DISTINCT seed) AS seeds"
+            " FROM bridge JOIN entity_mentions m ON m.entity_id = bridge.id"
+            " CROSS JOIN LATERAL unnest(bridge.seeds) AS seed GROUP BY m.entry_id)"
+            " SELECT entries.id, ts_rank(entries.lexical, q.terms) AS score, reached.seeds"
+            " FROM reached JOIN entries ON entries.id = reached.entry_id CROSS JOIN q"
+            " CROSS JOIN open WHERE open.terms IS NOT NULL AND entries.lexical @@ open.terms"
+            " AND {where} ORDER BY score DESC, entries.id LIMIT {limit}"
+        ).format(
+            text=where.param(text),
+            stop=where.param(LEXICAL_STOPWORDS),
+            ids=ids,
+            supported=supported,
+            bridges=where.param(bridges),
+            where=where.sql(),
+            limit=where.param(limit),
+        )
+        rows = await self._s.rows(query, where.params)
+        return [(row["id"], float(row["score"]), frozenset(row["seeds"])) for row in rows]
 
     async def entries_mentioning(
         self, entity_ids: Collection[UUID], flt: SearchFilter, limit: int

@@ -261,6 +261,11 @@ class PostgresExpertiseRepository:
         )
 
     async def replace_all(self, records: Sequence[ExpertiseRecord]) -> None:
+        # Rewriters take turns: a second one waits for the first's commit, then its DELETE
+        # sees (and removes) the rows the first inserted, instead of inserting beside them.
+        await self._s.execute(
+            "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", ("apollo-expertise",)
+        )
         await self._s.execute("DELETE FROM expertise")
         await self._s.executemany(
             "INSERT INTO expertise (agent_id, knowledge_domain, entry_count, proficiency,"

@@ -33,15 +33,15 @@ from yarl import URL
 
 from apollo_adapters.bus_support import describe, exponential_backoff, run_handler
 from apollo_domain.errors import RpcTimeout, TransportError, ValidationError
-from apollo_domain.messaging import (
+from apollo_domain.ports.messaging import (
     DEAD_LETTER_QUEUE_HEADER,
     DEAD_LETTER_REASON_HEADER,
     DeadLetter,
     Message,
     MessageHandler,
 )
+from apollo_domain.ports.topology import Topology, check_queue_type
 from apollo_domain.secrets import redact
-from apollo_domain.topology import Topology, check_queue_type
 
 from .nodes import address, node_urls
 from .topology import declare_topology, translate_amqp_errors
@@ -67,7 +67,7 @@ class _ConnectionLost(Exception):
 
 
 class AiormqBus:
-    """:class:`apollo_domain.messaging.MessageBus` over RabbitMQ. Open with :meth:`connect`.
+    """:class:`apollo_domain.ports.messaging.MessageBus` over RabbitMQ. Open with :meth:`connect`.
 
     ``url`` names one RabbitMQ node or several, comma-separated (the nodes of one cluster,
     all with the same login): the bus connects to the first that answers and, when the

@@ -10,7 +10,7 @@ import aiormq
 
 from apollo_adapters.bus_support import describe
 from apollo_domain.errors import TransportError
-from apollo_domain.topology import Queue, Topology, check_queue_type
+from apollo_domain.ports.topology import Queue, Topology, check_queue_type
 
 if TYPE_CHECKING:
     from aiormq.abc import AbstractChannel
@@ -28,7 +28,7 @@ QUORUM_DELIVERY_LIMIT = 20
 
 def queue_arguments(queue: Queue, queue_type: str) -> dict[str, Any]:
     """The ``x-`` arguments ``queue`` is declared with as a ``queue_type`` queue
-    (:data:`apollo_domain.topology.QUEUE_TYPES`)."""
+    (:data:`apollo_domain.ports.topology.QUEUE_TYPES`)."""
     arguments: dict[str, Any] = {"x-queue-type": check_queue_type(queue_type)}
     if queue.dead_letter_exchange is not None:
         arguments["x-dead-letter-exchange"] = queue.dead_letter_exchange

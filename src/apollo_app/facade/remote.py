@@ -33,9 +33,10 @@ from apollo_domain.errors import ConfigurationError, RpcTimeout, ValidationError
 from apollo_domain.expertise import DomainCoverage
 from apollo_domain.handlers import ingest_request
 from apollo_domain.lifecycle import parse_resolution, validate_decay_factor, validate_stale_days
-from apollo_domain.messaging import Message, MessageBus
 from apollo_domain.model import Principal
 from apollo_domain.ports import ExpertiseRecord
+from apollo_domain.ports.messaging import Message, MessageBus
+from apollo_domain.ports.topology import Topology
 from apollo_domain.results import (
     AgentProfile,
     Dispatch,
@@ -63,7 +64,6 @@ from apollo_domain.services.entity_reads import (
 )
 from apollo_domain.services.graph import parse_id
 from apollo_domain.services.query import DEFAULT_STATUSES, MAX_LIMIT
-from apollo_domain.topology import Topology
 from apollo_domain.traversal import parse_relation_types, validate_depth
 from apollo_domain.validation import bounded_float
 

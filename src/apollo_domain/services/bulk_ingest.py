@@ -24,7 +24,7 @@ from attrs import define, evolve, field
 from .. import admission
 from ..entities import Extraction
 from ..errors import TransientConflict
-from ..model import AccessScope, Entry, Evidence, EvidenceKind, Outcome, Viewer
+from ..model import DedupKey, Entry, Evidence, EvidenceKind, Outcome, Viewer
 from ..ports import AccessLogRecord, ScoredEntry, SearchFilter, UnitOfWork
 from ..results import IngestResult
 from .context import (
@@ -48,14 +48,12 @@ from .ingest import (
     ingest_chunk_in_order,
     ingest_log_record,
     new_entry,
-    partition_key,
     replayed,
     support_outcome,
     supports,
 )
 
 BATCH_SIZE = 256
-_Key = tuple[str, AccessScope, str | None]
 
 
 async def ingest_many(
@@ -95,9 +93,7 @@ async def _ingest_chunk(
     try:
         async with store.unit_of_work() as uow:
             if not await first_application(uow, "store_many", idempotency_key, deps.clock.now()):
-                return replayed(
-                    await uow.entries.find_by_hashes([partition_key(r) for r in requests])
-                )
+                return replayed(await uow.entries.find_by_hashes([r.dedup_key for r in requests]))
             chunk = await _Chunk.read(deps, uow, viewer, requests, embeddings)
             results = [chunk.decide(i, deps.clock.now()) for i in range(len(requests))]
             await chunk.write(uow, extractions)
@@ -120,7 +116,7 @@ class _Chunk:
     embeddings: Sequence[tuple[float, ...]]
     credibility: dict[str, float]
     #: each request's live entry holding its content (store or chunk), by partition key
-    live: dict[_Key, uuid.UUID]
+    live: dict[DedupKey, uuid.UUID]
     #: each searched request's stored neighbours and earlier requests of its batch
     stored: dict[int, list[ScoredEntry]]
     earlier: dict[int, list[tuple[int, float]]]
@@ -157,7 +153,7 @@ class _Chunk:
             for i, r in enumerate(requests)
             if admission.check_credibility(policy, credibility[r.source.agent_id]).admitted
         ]
-        found = await uow.entries.find_by_hashes([partition_key(requests[i]) for i in admitted])
+        found = await uow.entries.find_by_hashes([requests[i].dedup_key for i in admitted])
         duplicates = {i: e for i, e in zip(admitted, found, strict=True) if e is not None}
         stored: dict[int, list[ScoredEntry]] = {}
         earlier: dict[int, list[tuple[int, float]]] = {}
@@ -200,7 +196,7 @@ class _Chunk:
             requests=requests,
             embeddings=embeddings,
             credibility=credibility,
-            live={partition_key(requests[i]): e.id for i, e in duplicates.items()},
+            live={requests[i].dedup_key: e.id for i, e in duplicates.items()},
             stored=stored,
             earlier=earlier,
             entries=entries,
@@ -216,7 +212,7 @@ class _Chunk:
         floor = admission.check_credibility(self.deps.policy, credibility)
         if not floor.admitted:
             return IngestResult(Outcome.REJECTED, reason=f"{floor.reason}: {floor.detail}")
-        existing = self.live.get(partition_key(request))
+        existing = self.live.get(request.dedup_key)
         if existing is not None:  # step 4
             result = self._duplicate(request, self.entries[existing], credibility, now)
         else:
@@ -247,7 +243,7 @@ class _Chunk:
     ) -> IngestResult:
         policy, viewer = self.deps.policy, self.viewer
         neighbours = self._neighbours(i)
-        if any(_key_of(n.entry) == partition_key(request) for n in neighbours):
+        if any(n.entry.dedup_key == request.dedup_key for n in neighbours):
             raise _Interrupted  # a concurrent writer committed this very content
         for kind in (EvidenceKind.CORROBORATION, EvidenceKind.AGREEMENT):  # step 6
             for n in neighbours:
@@ -265,7 +261,7 @@ class _Chunk:
             return IngestResult(Outcome.REJECTED, reason=f"{decision.reason}: {decision.detail}")
         entry = new_entry(policy, request, self.embeddings[i], now)  # step 8
         self.created[i] = self.entries[entry.id] = entry
-        self.live[partition_key(request)] = entry.id
+        self.live[request.dedup_key] = entry.id
         self.new_entries.append(entry)
         self._record(Evidence(entry.id, request.source, 1.0, now, EvidenceKind.ORIGIN, credibility))
         self.scans.append((entry.id, now))
@@ -300,11 +296,13 @@ class _Chunk:
         """The corroboration boost of newly recorded corroboration; the confidence after."""
         entry = self.entries[entry_id]
         if added and kind is EvidenceKind.CORROBORATION:
-            amount = self.deps.policy.corroboration_amount(credibility)
+            policy = self.deps.policy
             entry = self.entries[entry_id] = evolve(
-                entry, confidence=min(entry.confidence + amount, 1.0), updated_at=now
+                entry,
+                confidence=policy.after_corroboration(entry.confidence, credibility),
+                updated_at=now,
             )
-            self.boosts.append((entry_id, amount, now))
+            self.boosts.append((entry_id, policy.corroboration_amount(credibility), now))
         return entry.confidence
 
     # ------------------------------------------------------------------ writes
@@ -323,11 +321,6 @@ class _Chunk:
             await index_entry(uow, entry.id, extractions[i], entry.created_at)
         await uow.expertise.record_activities(self.activities)
         await uow.access_log.record(self.log)
-
-
-def _key_of(entry: Entry) -> _Key:
-    owner = None if entry.access_scope is AccessScope.GLOBAL else entry.owner_id
-    return (entry.content_hash, entry.access_scope, owner)
 
 
 def _same_source(a: Evidence, b: Evidence) -> bool:

@@ -4,6 +4,7 @@ partner or their own agreeing sources corroborate (DESIGN §2 "Corroboration", "
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
@@ -166,12 +167,23 @@ async def _confirm_agreement(deps: Deps, uow: UnitOfWork, candidate: Entry) -> b
     if len(agreeing) < 2:
         return False
     credibility = await current_credibility(uow, agreeing[1].agent_id)
-    boosted = deps.policy.after_corroboration(locked.confidence, credibility)
+    now = deps.clock.now()
+    boosted = await corroboration_boost(deps, uow, locked, credibility, now)
     sources = [s.agent_id for s in agreeing]
-    await uow.entries.update(
-        confirm(locked, boosted, deps.clock.now(), bootstrap={"agreement": sources})
-    )
+    await uow.entries.update(confirm(locked, boosted, now, bootstrap={"agreement": sources}))
     return True
+
+
+async def corroboration_boost(
+    deps: Deps, uow: UnitOfWork, entry: Entry, credibility: float, now: datetime
+) -> float:
+    """Raise ``entry``'s confidence for a corroborating source of ``credibility``, as the
+    policy says (:meth:`~apollo_domain.policy.ConfidencePolicy.after_corroboration`),
+    through the store's atomic boost; returns the confidence after it (the entry's own
+    when the store skipped it: archived meanwhile). Ingest and the checker both boost here."""
+    amount = deps.policy.corroboration_amount(credibility)
+    boosted = await uow.entries.boost([entry.id], amount, now, count_access=False)
+    return boosted.get(entry.id, entry.confidence)
 
 
 async def _promote(
@@ -195,13 +207,13 @@ async def _promote(
     candidate = locked
     now = deps.clock.now()
     credibility = await current_credibility(uow, by.source.agent_id)
-    boosted = deps.policy.after_corroboration(candidate.confidence, credibility)
     context: dict[str, Any] = {}
     if bootstrap_partner is not None:
         context["bootstrap"] = {"paired_with": str(bootstrap_partner)}
-    promoted = confirm(candidate, boosted, now, **context)
     try:
         async with uow.savepoint():
+            boosted = await corroboration_boost(deps, uow, candidate, credibility, now)
+            promoted = confirm(candidate, boosted, now, **context)
             created = await uow.relations.add(
                 Relation(
                     candidate.id,

@@ -31,7 +31,7 @@ from ..results import (
 )
 from ..validation import shown
 from .context import Caller, Deps, bounded_int, resolve_viewer
-from .query import query_names
+from .graph_fill import query_names
 
 #: ``entities``: default and largest ``limit``.
 DEFAULT_ENTITIES: Final = 20

@@ -22,7 +22,7 @@ from ..results import IngestResult
 from .bulk_ingest import _Chunk, _Interrupted
 from .context import INGEST_PARTS, Caller, Deps, embed_readings, resolve_viewer
 from .entities import extract
-from .ingest import IngestRequest, ingest, partition_key, replayed
+from .ingest import IngestRequest, ingest, replayed
 
 
 @frozen
@@ -107,7 +107,7 @@ async def _in_order(
     stored = dict(
         zip(
             replays,
-            await uow.entries.find_by_hashes([partition_key(items[i].request) for i in replays]),
+            await uow.entries.find_by_hashes([items[i].request.dedup_key for i in replays]),
             strict=True,
         )
     )
@@ -155,7 +155,7 @@ def _replay(chunk: _Chunk | None, request: IngestRequest, stored: Entry | None) 
     it now (its own writes included), else as stored."""
     entry = stored
     if chunk is not None:
-        entry_id = chunk.live.get(partition_key(request))
+        entry_id = chunk.live.get(request.dedup_key)
         if entry_id is None and stored is not None:
             entry_id = stored.id
         entry = None if entry_id is None else chunk.entries.get(entry_id, stored)

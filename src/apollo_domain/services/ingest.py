@@ -17,6 +17,7 @@ from ..errors import Conflict, ValidationError
 from ..model import (
     AccessScope,
     ContentType,
+    DedupKey,
     Entry,
     Evidence,
     EvidenceKind,
@@ -24,6 +25,7 @@ from ..model import (
     SourceRef,
     Status,
     Viewer,
+    dedup_key,
 )
 from ..normalize import (
     clean_content,
@@ -50,6 +52,7 @@ from .context import (
     resolve_viewer,
     unit_float,
 )
+from .corroboration import corroboration_boost
 from .entities import extract, index_entry
 
 NEIGHBOURS = 5
@@ -74,6 +77,11 @@ class IngestRequest:
     owner_id: str | None
     context: Mapping[str, Any]
     initial_confidence: float | None = None
+
+    @property
+    def dedup_key(self) -> DedupKey:
+        """The request's content in its deduplication partition (:func:`dedup_key`)."""
+        return dedup_key(self.content_hash, self.access_scope, self.owner_id)
 
     @property
     def corroborator(self) -> Corroborator:
@@ -219,15 +227,6 @@ def ingest_log_record(request: IngestRequest, result: IngestResult, now: Any) ->
     )
 
 
-def _same_partition(entry: Entry, request: IngestRequest) -> bool:
-    """``entry`` holds this request's content in its dedup partition."""
-    return (
-        entry.content_hash == request.content_hash
-        and entry.access_scope is request.access_scope
-        and (entry.access_scope is AccessScope.GLOBAL or entry.owner_id == request.owner_id)
-    )
-
-
 def _replayed(entry: Entry | None) -> IngestResult:
     if entry is None:
         return IngestResult(Outcome.DEDUPLICATED, reason="already processed")
@@ -245,9 +244,7 @@ async def _find_duplicate(
 ) -> Entry | None:
     """The live entry holding this content in its partition; ``lock``: under its row lock,
     as the entry a duplicate is recorded against must be."""
-    return await uow.entries.find_by_hash(
-        request.content_hash, request.access_scope, request.owner_id, lock=lock
-    )
+    return await uow.entries.find_by_hash(*request.dedup_key, lock=lock)
 
 
 def supports(
@@ -314,10 +311,7 @@ async def _record_duplicate(
     )
     confidence = existing.confidence
     if added and kind is EvidenceKind.CORROBORATION:
-        boosted = await uow.entries.boost(
-            [existing.id], deps.policy.corroboration_amount(credibility), now, count_access=False
-        )
-        confidence = boosted.get(existing.id, confidence)
+        confidence = await corroboration_boost(deps, uow, existing, credibility, now)
     return duplicate_outcome(existing, kind, added, confidence)
 
 
@@ -371,12 +365,12 @@ async def _place(
             NEIGHBOURS,
             ingest=True,
         )
-    if any(_same_partition(n.entry, request) for n in neighbours):
+    if any(n.entry.dedup_key == request.dedup_key for n in neighbours):
         # a concurrent writer committed this very content meanwhile
         same = await _find_duplicate(uow, request, lock=True)
         if same is not None:
             return await _record_duplicate(deps, uow, viewer, request, same, credibility, now)
-        neighbours = [n for n in neighbours if not _same_partition(n.entry, request)]
+        neighbours = [n for n in neighbours if n.entry.dedup_key != request.dedup_key]
     evidence = await uow.evidence.for_entries(
         [n.entry.id for n in neighbours if evidence_matters(policy, viewer, request, n)]
     )
@@ -457,10 +451,7 @@ async def _support(
     )
     confidence = target.confidence
     if added and kind is EvidenceKind.CORROBORATION:
-        boosted = await uow.entries.boost(
-            [target.id], deps.policy.corroboration_amount(credibility), now, count_access=False
-        )
-        confidence = boosted.get(target.id, confidence)
+        confidence = await corroboration_boost(deps, uow, target, credibility, now)
     return support_outcome(target, similarity, kind, confidence)
 
 
@@ -538,12 +529,6 @@ def new_entry(
         source_context=dict(request.context),
         embedding=embedding,
     )
-
-
-def partition_key(request: IngestRequest) -> tuple[str, AccessScope, str | None]:
-    """The request's content in its dedup partition (every global entry shares one)."""
-    owner = None if request.access_scope is AccessScope.GLOBAL else request.owner_id
-    return (request.content_hash, request.access_scope, owner)
 
 
 async def ingest_chunk_in_order(

@@ -4,19 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime
-from math import fsum
 from typing import Any, Final
 from uuid import UUID
 
 from ..bounds import QUERY, QUERY_LIMIT
-from ..entities import normalize_entity_name
 from ..errors import ValidationError
-from ..lexical import STOPWORDS
 from ..model import Entry, Status
 from ..normalize import normalize_domain_filter, normalize_tag_filter
 from ..ports import AccessLogRecord, Reads, SearchFilter, UnitOfWork
 from ..results import EntryView, QueryResult
-from ..retrieval import GRAPH, LEXICAL, VECTOR, Fused, RetrievalSettings, fuse
+from ..retrieval import GRAPH, LEXICAL, VECTOR, Fused, carry, fuse
 from ..validation import bounded_float, shown
 from .context import (
     Caller,
@@ -28,6 +25,7 @@ from .context import (
     resolve_viewer,
     unit_float,
 )
+from .graph_fill import GraphFill, graph_fill
 
 BROWSE_BELOW_CHARS = 3
 MAX_LIMIT = QUERY_LIMIT.limit
@@ -43,9 +41,6 @@ Ranking = list[tuple[UUID, float]]
 #: One signal's ranking (best first, each entry id with the signal's own score) and the
 #: entries it read whole (none when fusing: the winners are read afterwards).
 Candidates = tuple[Ranking, list[Entry]]
-#: Names of up to this many words are looked for in the query text.
-MAX_NAME_WORDS = 4
-_EDGE_PUNCTUATION = ".,;:!?\"'()[]{}<>“”‘’"
 
 
 def query_text(query: object) -> str:
@@ -153,10 +148,13 @@ async def query(
             return [(h.entry.id, h.similarity) for h in hits], [h.entry for h in hits]
 
         reads[LEXICAL] = lexical
+    filled: list[GraphFill] = []
     if fused:
 
         async def graph(reads: Reads) -> Candidates:
-            return await graph_fill(reads, text, flt, deps.retrieval, depth), []
+            fill = await graph_fill(reads, text, flt, deps.retrieval, depth)
+            filled.append(fill)
+            return fill.ranking, []
 
         reads[GRAPH] = graph
     # The signals are independent reads: the store may run them at once. The graph fill,
@@ -173,6 +171,8 @@ async def query(
             ranking, entries = candidates[signal]
             found.update((entry.id, entry) for entry in entries)
             rankings[signal] = ranking
+        if filled:  # the lexical rank carried across the seeds' typed edges
+            rankings[LEXICAL] = carry(rankings[LEXICAL], filled[-1].carried)
         ranked = fuse(rankings, deps.retrieval)[:count]
         _lap(deps, "fuse", started)
         unread = [r.entry_id for r in ranked if r.entry_id not in found]
@@ -249,59 +249,3 @@ def _detail(ranked: Fused) -> dict[str, Any]:
     if VECTOR in ranked.signals:
         detail["similarity"] = ranked.signals[VECTOR]
     return detail
-
-
-def query_names(text: str) -> list[str]:
-    """The normalized names a query may mention: every run of one to ``MAX_NAME_WORDS``
-    words (punctuation at word edges and a possessive ``'s`` dropped), except a lone stop
-    word; longest first."""
-    words = []
-    for raw in text.split():
-        word = raw.strip(_EDGE_PUNCTUATION)
-        for suffix in ("'s", "’s"):
-            word = word.removesuffix(suffix)
-        if word:
-            words.append(word)
-    names: dict[str, None] = {}
-    for size in range(min(MAX_NAME_WORDS, len(words)), 0, -1):
-        for start in range(len(words) - size + 1):
-            name = normalize_entity_name(" ".join(words[start : start + size]))
-            if name and not (size == 1 and name in STOPWORDS):
-                names.setdefault(name)
-    return list(names)
-
-
-async def graph_fill(
-    uow: Reads, text: str, flt: SearchFilter, settings: RetrievalSettings, limit: int
-) -> Ranking:
-    """The graph signal: entries tagged with entities the query names (the seeds, at most
-    ``graph_seeds``, longest names first) or with their neighbours over live edges either
-    way (at most ``graph_neighbours``, those the most entries link to a seed first); a
-    capped scan of ``graph_scan`` entries, newest first. Each seed holds 1 point and each
-    neighbour 0.5, shared equally among the scanned entries that mention it: an entry
-    scores the sum of its entities' shares, so a name few entries mention says more about
-    each of them than a common city or date does (inverse document frequency; the node
-    specificity of HippoRAG, Gutiérrez et al., NeurIPS 2024). The best ``limit`` entry ids
-    by score (newest first on ties). Only entities and edges the viewer may see take
-    part."""
-    names = query_names(text)
-    if not names:
-        return []
-    visible = {e.key: e for e in await uow.graph.find(names, flt.viewer)}
-    seeds = [visible[name].id for name in names if name in visible][: settings.graph_seeds]
-    if not seeds:
-        return []
-    seed_set = set(seeds)
-    linked = await uow.graph.neighbours(seeds, flt.viewer, settings.graph_neighbours)
-    neighbours = [entity_id for entity_id, _ in linked]
-    tagged = await uow.graph.mentioning([*seeds, *neighbours], flt, settings.graph_scan)
-    mentions: dict[UUID, int] = {}
-    for _, matched in tagged:
-        for entity in matched:
-            mentions[entity] = mentions.get(entity, 0) + 1
-    scored = [
-        (entry_id, fsum((1.0 if e in seed_set else 0.5) / mentions[e] for e in matched))
-        for entry_id, matched in tagged
-    ]
-    scored.sort(key=lambda item: -item[1])  # stable: newest first among equals
-    return scored[:limit]

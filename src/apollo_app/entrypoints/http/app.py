@@ -20,7 +20,7 @@ from apollo_domain import commands as c
 from apollo_domain.bounds import MESSAGE
 from apollo_domain.errors import ApolloError, ValidationError
 from apollo_domain.handlers import handle
-from apollo_domain.messaging import BrokerLink
+from apollo_domain.ports.messaging import BrokerLink
 from apollo_domain.services import Caller
 
 from ...facade import Apollo

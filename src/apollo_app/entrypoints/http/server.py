@@ -12,7 +12,7 @@ import uvicorn
 from starlette.types import ASGIApp
 
 from apollo_domain.errors import ApolloError
-from apollo_domain.messaging import BrokerLink
+from apollo_domain.ports.messaging import BrokerLink
 
 from ...facade import Apollo
 from ...metrics import Metrics

@@ -38,15 +38,20 @@ any other failure (the store or the broker unavailable, anything unexpected) is 
 with backoff, a bounded number of times, then dead-lettered. Nothing is dropped silently.
 
 Nothing here is process-local: several service processes may consume the same queues.
+Periodic work (decay, expertise, corroboration, the access log's retention) runs once per
+period of its interval across them (:meth:`ApolloService.run_periodic`), and the outbox
+drainers of several processes claim different items (leases).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Collection, Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from attrs import define, field
@@ -54,18 +59,19 @@ from attrs import define, field
 from apollo_domain import commands as c
 from apollo_domain.errors import ApolloError, TransportError
 from apollo_domain.handlers import handle, handler_of, store_item
-from apollo_domain.messaging import (
+from apollo_domain.model import Principal, Role
+from apollo_domain.ports.messaging import (
     Delivery,
     MessageBus,
     MessageHandler,
     Subscription,
     reply_queue_refusal,
 )
-from apollo_domain.model import Principal, Role
+from apollo_domain.ports.topology import Topology
+from apollo_domain.results import ContradictionReport
 from apollo_domain.rules import check_agent_id
 from apollo_domain.secrets import redact
 from apollo_domain.services import Caller, IngestItem, ingest_each
-from apollo_domain.topology import Topology
 
 from ...bootstrap import topology_of
 from ...budget import within_budget
@@ -87,6 +93,8 @@ if TYPE_CHECKING:
     from ...metrics import Metrics
 
 log = logging.getLogger("apollo.service")
+#: Who the service's own periodic work runs as.
+_SERVICE = Caller("apollo", Principal(None, role=Role.ADMIN), trusted=True)
 
 OUTBOX_BATCH = 50
 #: The edge bus messages come over: what an ingest records as ``submitted_from``.
@@ -121,7 +129,7 @@ class ApolloService:
         self._subscriptions: list[Subscription] = []
         self._periodic = Periodic()
         self._drainer = OutboxDrainer(
-            self._job(c.ProcessOutbox(limit=OUTBOX_BATCH)),
+            self.drain_outbox,
             settings.outbox_interval,
             settings.outbox_workers,
         )
@@ -164,21 +172,8 @@ class ApolloService:
         except BaseException:
             await self.stop()
             raise
-        settings = self.settings
-        jobs: list[tuple[str, float, c.Command[Any]]] = [
-            ("decay", settings.decay_interval, c.RunDecayCycle()),
-            ("expertise", settings.expertise_interval, c.AggregateExpertise()),
-            (
-                "corroboration",
-                settings.corroboration_interval,
-                c.CheckCorroboration(limit=settings.corroboration_batch),
-            ),
-        ]
-        if settings.access_log_retention_days > 0:
-            retention = c.TrimAccessLog(days=settings.access_log_retention_days)
-            jobs.append(("access-log retention", settings.decay_interval, retention))
-        for name, interval, command in jobs:
-            self._periodic.every(name, interval, self._job(command))
+        for name, (interval, _) in self.periodic_jobs().items():
+            self._periodic.every(name, interval, self._period_of(name))
         self._drainer.start()
         log.info("consuming %s", ", ".join(queue for queue, _ in consumers))
 
@@ -227,9 +222,49 @@ class ApolloService:
         """The time budget of one message (a batch of them shares one)."""
         return self.settings.request_timeout
 
-    def _job(self, command: c.Command[Any]) -> Callable[[], Awaitable[Any]]:
-        caller = Caller("apollo", Principal(None, role=Role.ADMIN), trusted=True)
-        return lambda: self._run(caller, command)
+    # -- periodic work -----------------------------------------------------------------------
+
+    def periodic_jobs(self) -> dict[str, tuple[float, c.Command[Any]]]:
+        """The periodic jobs this service's actors run: name → (interval in seconds, the
+        command). The outbox drainer is not among them: it runs as work is queued."""
+        settings = self.settings
+        jobs: dict[str, tuple[float, c.Command[Any]]] = {
+            "decay": (settings.decay_interval, c.RunDecayCycle()),
+            "expertise": (settings.expertise_interval, c.AggregateExpertise()),
+            "corroboration": (
+                settings.corroboration_interval,
+                c.CheckCorroboration(limit=settings.corroboration_batch),
+            ),
+        }
+        if settings.access_log_retention_days > 0:
+            retention = c.TrimAccessLog(days=settings.access_log_retention_days)
+            jobs["access-log retention"] = (settings.decay_interval, retention)
+        return jobs
+
+    async def run_periodic(self, name: str) -> Any:
+        """One run of the periodic job ``name``, as its actor runs it every interval, for
+        the period of that interval the clock is in now (period ``floor(now / interval)``
+        since the epoch). The period is the run's idempotency key, recorded in the
+        transaction of its effects: of the processes of a fleet whose actors tick in one
+        period, the first does the work and the others wait for its commit and change
+        nothing, so no job's effect multiplies with the number of processes. A run that
+        fails (or a process killed mid-run) records nothing, and the next process to tick
+        does the work. A lone process's runs are an interval apart, so each has a period of
+        its own. The processes of a fleet must share the intervals."""
+        interval, command = self.periodic_jobs()[name]
+        return await self._run(
+            _SERVICE, command, period_key(name, interval, self.apollo.deps.clock.now())
+        )
+
+    def _period_of(self, name: str) -> Callable[[], Awaitable[Any]]:
+        return lambda: self.run_periodic(name)
+
+    async def drain_outbox(self) -> ContradictionReport:
+        """One run of an outbox drainer's worker: up to :data:`OUTBOX_BATCH` due items,
+        each claimed under a lease, so the drainers of several processes never run one
+        item at once."""
+        result: ContradictionReport = await self._run(_SERVICE, c.ProcessOutbox(limit=OUTBOX_BATCH))
+        return result
 
     def _caller(self, delivery: Delivery) -> Caller:
         """The broker-verified user is the principal (its role from the settings,
@@ -438,6 +473,12 @@ class _Batch:
     due: bool = False
 
 
+def period_key(name: str, interval: float, now: datetime) -> str:
+    """The idempotency key of periodic job ``name``'s run in the period of ``interval``
+    seconds that ``now`` falls in (periods counted from the Unix epoch)."""
+    return f"periodic:{name}:{interval:g}:{math.floor(now.timestamp() / interval)}"
+
+
 async def _ack(delivery: Delivery) -> None:
     try:
         await delivery.ack()
@@ -464,4 +505,4 @@ async def _retry(delivery: Delivery, reason: str) -> None:
         log.warning("could not requeue %s (%s); it returns later", delivery.message.message_id, exc)
 
 
-__all__ = ["OUTBOX_BATCH", "ApolloService"]
+__all__ = ["OUTBOX_BATCH", "ApolloService", "period_key"]

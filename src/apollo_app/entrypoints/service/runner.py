@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from apollo_domain.errors import ApolloError, ConfigurationError
-from apollo_domain.messaging import BrokerLink
+from apollo_domain.ports.messaging import BrokerLink
 
 from ... import bootstrap
 from ...facade import Apollo

@@ -1,0 +1,150 @@
+"""Two-hop retrieval: the graph fill carries a query's entity across one typed edge
+(DESIGN §4 "Query"; :mod:`apollo_domain.services.graph_fill`)."""
+
+from __future__ import annotations
+
+import attrs
+import pytest
+
+from apollo_app import Apollo, Principal
+from apollo_domain.lexical import rank
+from apollo_domain.retrieval import RetrievalSettings
+
+QUESTION = "Where are the headquarters of Alice Moreau's employer?"
+# The question's terms: headquarters, alice, moreau, employer. The seed Alice Moreau names
+# two of them; the other two are the residual question.
+ASKED, NAMED, RESIDUAL = 4, 2, 2
+# No vector match counts: what is found, the lexical and graph signals found.
+ASK = {"query": QUESTION, "min_similarity": 0.99, "limit": 20}
+
+
+def carried(own_terms: int) -> float:
+    """The lexical rank carried to an entry holding ``own_terms`` residual terms once, and
+    reached across one of Alice Moreau's typed edges: its own rank for the residual,
+    scaled to the whole question, plus half the rank her name earns."""
+    own = rank([1] * own_terms, RESIDUAL) * RESIDUAL / ASKED
+    return own + 0.5 * rank([1] * NAMED, ASKED)
+
+
+async def _world(apollo: Apollo, edge_owner: Principal | None = None) -> dict[str, object]:
+    """Alice Moreau works at Acme Corp (stated by ``edge_owner``'s private note when
+    given); the headquarters of Acme Corp and of Globex, which no edge of hers reaches."""
+    writer = apollo.client("writer")
+    stating = writer if edge_owner is None else apollo.client("writer", edge_owner)
+    scope = "global" if edge_owner is None else "private"
+    ids = {
+        "edge": await stating.store_knowledge(
+            content="Alice Moreau works at Acme Corp.", access_scope=scope
+        ),
+        "hobby": await writer.store_knowledge(content="Alice Moreau enjoys sailing."),
+        "acme": await writer.store_knowledge(content="Acme Corp keeps its headquarters in Oslo."),
+        "globex": await writer.store_knowledge(content="Globex keeps its headquarters in Paris."),
+    }
+    return {name: result.entry_id for name, result in ids.items()}
+
+
+async def test_a_question_reaches_an_entry_across_a_typed_edge(make_apollo):
+    """The answer names only Acme Corp, which Alice Moreau's ``works_at`` edge leads to: it
+    is carried the lexical rank of her name at half weight, and ranks above the other
+    headquarters note, which holds the same term and no edge reaches."""
+    apollo = await make_apollo()
+    ids = await _world(apollo)
+    result = await apollo.client("reader").query_knowledge(**ASK)
+    by_id = {view.id: view for view in result.entries}
+    assert pytest.approx(carried(1), rel=1e-6) == by_id[ids["acme"]].signals["lexical"]
+    assert pytest.approx(rank([1], ASKED), rel=1e-6) == by_id[ids["globex"]].signals["lexical"]
+    ranked = [view.id for view in result.entries]
+    assert ranked.index(ids["acme"]) < ranked.index(ids["globex"])
+
+
+async def test_only_what_the_seeds_own_entries_leave_open_is_carried(make_apollo):
+    """Once an entry about Alice Moreau holds ``headquarters``, that term is answered
+    without a hop: the Acme Corp note keeps its own rank."""
+    apollo = await make_apollo()
+    ids = await _world(apollo)
+    await apollo.client("writer").store_knowledge(content="Alice Moreau toured the headquarters.")
+    result = await apollo.client("reader").query_knowledge(**ASK)
+    by_id = {view.id: view for view in result.entries}
+    assert pytest.approx(rank([1], ASKED), rel=1e-6) == by_id[ids["acme"]].signals["lexical"]
+
+
+async def test_a_hop_follows_typed_edges_only(make_apollo):
+    """``co_occurs`` is no relation: an entity named beside Alice Moreau is no bridge."""
+    apollo = await make_apollo()
+    writer = apollo.client("writer")
+    await writer.store_knowledge(content="Alice Moreau and Acme Corp were in the news.")
+    acme = await writer.store_knowledge(content="Acme Corp keeps its headquarters in Oslo.")
+    result = await apollo.client("reader").query_knowledge(**ASK)
+    by_id = {view.id: view for view in result.entries}
+    assert pytest.approx(rank([1], ASKED), rel=1e-6) == by_id[acme.entry_id].signals["lexical"]
+
+
+async def test_an_edge_known_only_from_a_hidden_entry_carries_nothing(make_apollo):
+    """Alice's private note states the edge: her query is carried across it, Bob's is not
+    (for him Alice Moreau's only visible entry is the hobby note)."""
+    apollo = await make_apollo()
+    ids = await _world(apollo, edge_owner=Principal("alice"))
+    bob = await apollo.client("reader", Principal("bob")).query_knowledge(**ASK)
+    seen_by_bob = {view.id: view for view in bob.entries}
+    assert ids["edge"] not in seen_by_bob
+    assert pytest.approx(rank([1], ASKED), rel=1e-6) == seen_by_bob[ids["acme"]].signals["lexical"]
+    alice = await apollo.client("reader", Principal("alice")).query_knowledge(**ASK)
+    seen_by_alice = {view.id: view for view in alice.entries}
+    assert pytest.approx(carried(1), rel=1e-6) == seen_by_alice[ids["acme"]].signals["lexical"]
+
+
+async def test_an_archived_edge_carries_nothing(make_apollo):
+    """Archived knowledge vouches for nothing: once the note stating the edge is
+    deprecated, the Acme Corp note keeps its own rank."""
+    apollo = await make_apollo()
+    ids = await _world(apollo)
+    admin = apollo.client("curator", Principal("curator", role="admin"))
+    await admin.deprecate_entry(entry_id=ids["edge"], reason="left the company")
+    result = await apollo.client("reader").query_knowledge(**ASK)
+    by_id = {view.id: view for view in result.entries}
+    assert pytest.approx(rank([1], ASKED), rel=1e-6) == by_id[ids["acme"]].signals["lexical"]
+
+
+async def test_a_term_only_a_hidden_entry_holds_stays_open(make_apollo):
+    """Whether a term is answered is judged on the entries the caller may see: Alice's
+    private note about the headquarters closes the term for her alone, so Bob's query
+    is still carried across the public edge (and learns nothing of her note)."""
+    apollo = await make_apollo()
+    ids = await _world(apollo)
+    await apollo.client("writer", Principal("alice")).store_knowledge(
+        content="Alice Moreau toured the headquarters.", access_scope="private"
+    )
+    bob = await apollo.client("reader", Principal("bob")).query_knowledge(**ASK)
+    assert (
+        pytest.approx(carried(1), rel=1e-6)
+        == {v.id: v for v in bob.entries}[ids["acme"]].signals["lexical"]
+    )
+    alice = await apollo.client("reader", Principal("alice")).query_knowledge(**ASK)
+    assert (
+        pytest.approx(rank([1], ASKED), rel=1e-6)
+        == {v.id: v for v in alice.entries}[ids["acme"]].signals["lexical"]
+    )
+
+
+async def test_the_bridges_are_the_most_supported_far_ends(make_apollo):
+    """With room for one bridge, the edge two notes state wins over the edge one states."""
+    apollo = await make_apollo()
+    writer = apollo.client("writer")
+    for content in (
+        "Alice Moreau works at Acme Corp.",
+        "As of May, Alice Moreau works at Acme Corp.",
+        "Alice Moreau lives in Porto.",
+    ):
+        await writer.store_knowledge(content=content)
+    acme = await writer.store_knowledge(content="Acme Corp keeps its headquarters in Oslo.")
+    porto = await writer.store_knowledge(content="A bank keeps its headquarters in Porto.")
+    narrow = Apollo(attrs.evolve(apollo.deps, retrieval=RetrievalSettings(graph_neighbours=1)))
+    result = await narrow.client("reader").query_knowledge(**ASK)
+    lexical = {view.id: view.signals.get("lexical") for view in result.entries}
+    assert pytest.approx(carried(1), rel=1e-6) == lexical[acme.entry_id]
+    assert pytest.approx(rank([1], ASKED), rel=1e-6) == lexical[porto.entry_id]
+    wide = await apollo.client("reader").query_knowledge(**ASK)
+    assert (
+        pytest.approx(carried(1), rel=1e-6)
+        == {v.id: v for v in wide.entries}[porto.entry_id].signals["lexical"]
+    )
