@@ -12,7 +12,7 @@ import pytest
 
 from apollo_adapters.postgres.embedded import temporary_folder
 from apollo_app.entrypoints.mcp.tools import bus_actions
-from apollo_domain.topology import Topology
+from apollo_domain.ports.topology import Topology
 from tests.mcp_support import ok, refused, stdio_client, tool_names
 from tests.postgres_support import PostgresTestServer
 from tests.rabbitmq_support import amqp_test_url, delete_topology, release_test_broker
