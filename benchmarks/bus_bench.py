@@ -5,6 +5,7 @@ Run from the repository root::
 
     PYTHONPATH=src:. .venv/bin/python benchmarks/bus_bench.py            # full size
     PYTHONPATH=src:. .venv/bin/python benchmarks/bus_bench.py --quick    # smoke run, < 60 s
+    PYTHONPATH=src:. .venv/bin/python benchmarks/bus_bench.py --queue-types  # classic/quorum
 
 Needs the local broker (``--amqp-url``, default ``amqp://guest:guest@127.0.0.1:5672/``):
 the run creates a vhost of its own with ``rabbitmqctl`` and deletes it at the end (without
@@ -68,6 +69,17 @@ Phases (``time.perf_counter``; the output and JSON name each baseline):
    entry is visible in the database (polled every 2 ms on its content hash). The batched
    service is also measured at half its own measured rate.
 
+``--queue-types`` runs another comparison instead, on nodes of the test harness's cluster
+(``tests/rabbitmq_cluster.py``: the installed ``rabbitmq-server`` with its own node names,
+ports and folders; the machine's broker is not used): classic queues on one node, quorum
+queues on one node (a fresh node), quorum queues on a fresh three-node cluster. For each,
+raw aiormq publish with confirms + consume with ack on a queue of that type (publisher on
+the second node, consumer on the first), then Apollo's ingest end to end through one
+service process (connected to the node list, first node first; the client publishes
+through the second node) as in phase 2, then the lone-message latency as in phase 4, every
+set-up under the same load: half of the classic set-up's rate. Writes
+``bus_queue_types.json``.
+
 Writes ``benchmarks/results/bus.json`` (``--quick``: ``bus_quick.json``).
 """
 
@@ -99,6 +111,7 @@ import psycopg
 from pamqp import commands as spec
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
+from tests.rabbitmq_cluster import Cluster, start_cluster
 from yarl import URL
 
 from apollo_adapters.embedders import HashingEmbedder
@@ -162,6 +175,11 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
         type=int,
         default=None,
         help="APOLLO_INGEST_BATCH of the group-commit runs (default: the service's)",
+    )
+    parser.add_argument(
+        "--queue-types",
+        action="store_true",
+        help="only compare classic and quorum queues, on one node and on a three-node cluster",
     )
     parser.add_argument("--quick", action="store_true", help="small sizes (smoke run)")
     parser.add_argument("--output", type=Path, default=None, help="results folder")
@@ -280,6 +298,11 @@ def _children(parent: int) -> list[int]:
     return found
 
 
+def _tree_cpu(pid: int) -> float:
+    """CPU seconds of ``pid`` and its live descendants."""
+    return _proc_cpu(pid) + sum(_tree_cpu(child) for child in _children(pid))
+
+
 def _named(command: str) -> list[int]:
     pids = []
     for comm in Path("/proc").glob("[0-9]*/comm"):
@@ -301,19 +324,28 @@ def _machine_busy() -> tuple[float, float]:
 
 class CpuMeter:
     """CPU seconds spent by the service processes, the PostgreSQL server (embedded only:
-    the postmaster, its live backends and the ones it reaped), the broker (``beam.smp``,
-    shared with anything else using it), this process, and the whole machine."""
+    the postmaster, its live backends and the ones it reaped), the broker (the process
+    trees of ``broker_pids``, else every ``beam.smp``, shared with anything else using
+    it), this process, and the whole machine."""
 
-    def __init__(self, services: Services, postmaster: int | None) -> None:
+    def __init__(
+        self, services: Services, postmaster: int | None, broker_pids: Sequence[int] = ()
+    ) -> None:
         self.services = services
         self.postmaster = postmaster
+        self.broker_pids = tuple(broker_pids)
 
     def snapshot(self) -> dict[str, float | None]:
         busy, total = _machine_busy()
         return {
             "services": sum(_proc_cpu(p.process.pid) for p in self.services.processes if p.process),
             "postgres": postgres_cpu(self.postmaster),
-            "broker": sum(_proc_cpu(pid) for pid in _named("beam.smp")) or None,
+            "broker": (
+                sum(_tree_cpu(pid) for pid in self.broker_pids)
+                if self.broker_pids
+                else sum(_proc_cpu(pid) for pid in _named("beam.smp"))
+            )
+            or None,
             "benchmark": time.process_time(),
             "machine_busy": busy,
             "machine_total": total,
@@ -551,6 +583,7 @@ def service_env(
     topology: Topology,
     args: argparse.Namespace,
     ingest_batch: int | None = None,
+    queue_type: str | None = None,
 ) -> dict[str, str]:
     prefix = topology.exchange.removesuffix(Topology().exchange)
     env = {
@@ -575,6 +608,8 @@ def service_env(
         env["APOLLO_PREFETCH"] = str(args.prefetch)
     if ingest_batch is not None:
         env["APOLLO_INGEST_BATCH"] = str(ingest_batch)
+    if queue_type is not None:
+        env["APOLLO_QUEUE_TYPE"] = queue_type
     return env
 
 
@@ -652,9 +687,11 @@ def _raw_publisher(
     return send
 
 
-async def declare_raw(channel: aiormq.abc.AbstractChannel, name: str) -> None:
+async def declare_raw(
+    channel: aiormq.abc.AbstractChannel, name: str, queue_type: str = "classic"
+) -> None:
     await channel.exchange_declare(name, exchange_type="direct", durable=True)
-    await channel.queue_declare(name, durable=True)
+    await channel.queue_declare(name, durable=True, arguments={"x-queue-type": queue_type})
     await channel.queue_bind(name, name, routing_key=name)
     await channel.queue_purge(name)
 
@@ -721,15 +758,23 @@ async def publish_only(
 
 
 async def raw_roundtrip(
-    url: str, prefix: str, bodies: Sequence[bytes], prefetch: int, window: int
+    url: str,
+    prefix: str,
+    bodies: Sequence[bytes],
+    prefetch: int,
+    window: int,
+    *,
+    queue_type: str = "classic",
+    consumer_url: str | None = None,
 ) -> dict[str, Any]:
-    """Publish (confirms, persistent, mandatory) and consume (manual ack) ``bodies``."""
+    """Publish (confirms, persistent, mandatory) and consume (manual ack) ``bodies`` on a
+    ``queue_type`` queue; the consumer connects to ``consumer_url`` (default ``url``)."""
     name = f"{prefix}raw"
     publisher = await aiormq.connect(url)
-    consumer = await aiormq.connect(url)
+    consumer = await aiormq.connect(consumer_url or url)
     try:
         channel = await publisher.channel()
-        await declare_raw(channel, name)
+        await declare_raw(channel, name, queue_type)
         inbound = await consumer.channel(publisher_confirms=False)
         await inbound.basic_qos(prefetch_count=prefetch)
         total = len(bodies)
@@ -761,6 +806,7 @@ async def raw_roundtrip(
     seconds = finished[0] - started
     return {
         "messages": total,
+        "queue_type": queue_type,
         "body_bytes_mean": sum(len(b) for b in bodies) / total,
         "prefetch": prefetch,
         "window": window,
@@ -862,12 +908,16 @@ async def ingest_through_services(
     items: Sequence[dict[str, Any]],
     args: argparse.Namespace,
     postmaster: int | None,
+    queue_type: str = "quorum",
+    broker_pids: Sequence[int] = (),
 ) -> dict[str, Any]:
     topology, url = services.topology, broker.url
-    meter = CpuMeter(services, postmaster)
+    meter = CpuMeter(services, postmaster, broker_pids)
     startup = await services.wait_consuming(url)
     total = len(items)
-    bus = await AiormqBus.connect(url, topology=topology, publish_window=args.window)
+    bus = await AiormqBus.connect(
+        url, topology=topology, publish_window=args.window, queue_type=queue_type
+    )
     poller = await psycopg.AsyncConnection.connect(conninfo, autocommit=True)
     try:
         client = RemoteClient(bus, agent_id=AGENT, topology=topology, rpc_timeout=60.0)
@@ -1021,13 +1071,19 @@ PROBE_GAP = 0.1  # seconds from one probe's arrival to the next probe
 
 
 async def lone_latency(
-    url: str, conninfo: str, topology: Topology, load_rate: float, seconds: float, seed: int
+    url: str,
+    conninfo: str,
+    topology: Topology,
+    load_rate: float,
+    seconds: float,
+    seed: int,
+    queue_type: str = "quorum",
 ) -> dict[str, Any]:
     """Probe ingests one at a time over a background load of ``load_rate`` ingests/s:
     each from before its publish until its entry is visible."""
     texts = TextGenerator(seed).texts(int(load_rate * (seconds + 5)) + 200, 80, 150)
     load_texts, probe_texts = texts[:-200], texts[-200:]
-    bus = await AiormqBus.connect(url, topology=topology)
+    bus = await AiormqBus.connect(url, topology=topology, queue_type=queue_type)
     poller = await psycopg.AsyncConnection.connect(conninfo, autocommit=True)
     client = RemoteClient(bus, agent_id=AGENT, topology=topology, rpc_timeout=60.0)
     stop = asyncio.Event()
@@ -1093,7 +1149,366 @@ async def count_entries_of(store: PostgresStore) -> int:
     return int(row[0]) if row else 0
 
 
+# ------------------------------------------------------------------------- queue types
+
+#: (label, queue type, nodes) of the ``--queue-types`` comparison, in the order run.
+QUEUE_TYPE_SETUPS = (
+    ("classic queues, 1 node", "classic", 1),
+    ("quorum queues, 1 node", "quorum", 1),
+    ("quorum queues, 3-node cluster", "quorum", 3),
+)
+
+
+#: The bus-only baseline of ``--queue-types``: deliveries held in batches of this many for
+#: ``GROUP_HOLD`` seconds before they are acknowledged together, as a group commit does.
+GROUP_SIZE = 16
+GROUP_HOLD = 0.02
+
+
+async def bus_in_groups(
+    publisher_url: str,
+    consumer_url: str,
+    bodies: Sequence[bytes],
+    queue_type: str,
+    prefetch: int,
+    window: int,
+) -> dict[str, Any]:
+    """Apollo's bus with no store: ``bodies`` published with ``publish_many`` onto the
+    ingest queue of a fresh topology of ``queue_type`` queues and consumed by another bus
+    with ``prefetch``; deliveries are held in groups of ``GROUP_SIZE`` (or what arrived
+    within ``GROUP_HOLD``) for ``GROUP_HOLD`` seconds, then acknowledged together, each
+    handler returning once its delivery is settled. Measured from the first publish to the
+    last acknowledgement."""
+    topology = Topology().with_prefix(f"grp{uuid.uuid4().hex[:6]}.")
+    consumer = await AiormqBus.connect(consumer_url, topology=topology, queue_type=queue_type)
+    publisher = await AiormqBus.connect(
+        publisher_url, topology=topology, queue_type=queue_type, publish_window=window
+    )
+    total = len(bodies)
+    waiting: list[tuple[Delivery, asyncio.Future[None]]] = []
+    acked = 0
+    done = asyncio.Event()
+
+    async def settle() -> None:
+        nonlocal acked
+        group = waiting[:]
+        del waiting[:]
+        await asyncio.sleep(GROUP_HOLD)  # the batch's "commit"
+        await asyncio.gather(*(delivery.ack() for delivery, _ in group))
+        acked += len(group)
+        for _, settled in group:
+            settled.set_result(None)
+        if acked >= total:
+            done.set()
+
+    settling: set[asyncio.Task[None]] = set()
+
+    def start_settling() -> None:
+        if waiting:
+            task = asyncio.get_running_loop().create_task(settle())
+            settling.add(task)
+            task.add_done_callback(settling.discard)
+
+    async def handle(delivery: Delivery) -> None:
+        settled = asyncio.get_running_loop().create_future()
+        waiting.append((delivery, settled))
+        if len(waiting) >= GROUP_SIZE:
+            start_settling()
+        elif len(waiting) == 1:  # the group's window
+            asyncio.get_running_loop().call_later(GROUP_HOLD / 2, start_settling)
+        await settled
+
+    try:
+        await consumer.consume(topology.ingest_queue, handle, prefetch=prefetch)
+        messages = [Message(topology.ingest_queue, body) for body in bodies]
+        started = time.perf_counter()
+        await publisher.publish_many(messages)
+        async with asyncio.timeout(max(120.0, total / MIN_RATE)):
+            await done.wait()
+        seconds = time.perf_counter() - started
+    finally:
+        await publisher.close()
+        await consumer.close()
+    return {
+        "messages": total,
+        "prefetch": prefetch,
+        "group": GROUP_SIZE,
+        "hold_seconds": GROUP_HOLD,
+        "seconds": seconds,
+        "messages_per_s": rate(total, seconds),
+    }
+
+
+async def queue_type_setup(
+    label: str,
+    queue_type: str,
+    cluster: Cluster,
+    databases: Databases,
+    items: Sequence[dict[str, Any]],
+    bodies: Sequence[bytes],
+    args: argparse.Namespace,
+    workdir: Path,
+    postmaster: int | None,
+    load_rate: float | None,
+) -> dict[str, Any]:
+    """One set-up of the comparison on ``cluster``'s nodes: raw aiormq publish + consume
+    with ack on a ``queue_type`` queue, then Apollo's ingest through one service process
+    (group commit) and the lone-message latency under ``load_rate`` ingests/s (None: half
+    of this set-up's own rate). The service and the raw consumer connect to the first
+    node (which declares the queues, so leads them), the publishers to the next one."""
+    nodes = cluster.nodes
+    service_node, client_node = nodes[0], nodes[1 % len(nodes)]
+    run = uuid.uuid4().hex[:6]
+    prefetch = args.prefetch or Settings().prefetch
+    raw = await raw_roundtrip(
+        client_node.url,
+        f"qt{run}.",
+        bodies,
+        prefetch,
+        args.window,
+        queue_type=queue_type,
+        consumer_url=service_node.url,
+    )
+    grouped = await bus_in_groups(
+        client_node.url,
+        service_node.url,
+        bodies,
+        queue_type,
+        2 * (args.ingest_batch or Settings().ingest_batch),
+        args.window,
+    )
+    conninfo = await databases.create(f"qt{run}")
+    topology = Topology().with_prefix(f"qt{run}.")
+    declaring = await AiormqBus.connect(service_node.url, topology=topology, queue_type=queue_type)
+    await declaring.close()
+    node_list = ",".join(node.url for node in nodes)
+    env = service_env(node_list, conninfo, topology, args, args.ingest_batch, queue_type)
+    async with Services(1, env, workdir, topology) as services:
+        try:
+            ingest = await ingest_through_services(
+                services,
+                Broker(client_node.url),
+                conninfo,
+                items,
+                args,
+                postmaster,
+                queue_type,
+                [node.process.pid for node in nodes if node.process is not None],
+            )
+            load = load_rate or ingest["messages_per_s"] / 2
+            latency = await lone_latency(
+                client_node.url,
+                conninfo,
+                topology,
+                load,
+                args.latency_seconds,
+                args.seed + 3000,
+                queue_type,
+            )
+        except BaseException:
+            for process in services.processes:
+                print(f"--- {process.log}\n{process.output()}", file=sys.stderr)
+            raise
+        codes = await services.stop()
+    return {
+        "label": label,
+        "queue_type": queue_type,
+        "nodes": len(nodes),
+        "raw_aiormq": raw,
+        "bus_in_groups": grouped,
+        "ingest": {**ingest, "exit_codes": codes},
+        "lone_latency": latency,
+    }
+
+
+async def run_queue_types(args: argparse.Namespace) -> dict[str, Any]:
+    """``--queue-types``: the three set-ups of :data:`QUEUE_TYPE_SETUPS`, each on fresh
+    nodes of the test harness's cluster (``tests/rabbitmq_cluster.py``: one node, then
+    three, with the same node settings), in one run on one PostgreSQL server."""
+    started = time.perf_counter()
+    load_before = os.getloadavg()
+    items = ingest_items(args.messages, args.seed)
+    bodies = await client_bodies(items)
+    workdir = temporary_folder("apollo-bus-bench-")
+    server: EmbeddedPostgres | None = None
+    databases: Databases | None = None
+    setups: list[dict[str, Any]] = []
+    version = None
+    try:
+        server, admin, postmaster, mode = await open_server(args, workdir)
+        databases = Databases(admin)
+        load_rate: float | None = None
+        for size in sorted({nodes for _, _, nodes in QUEUE_TYPE_SETUPS}):
+            cluster = await asyncio.to_thread(start_cluster, size)
+            try:
+                version = version or cluster.ctl(cluster.nodes[0], "version").strip()
+                for label, queue_type, nodes in QUEUE_TYPE_SETUPS:
+                    if nodes != size:
+                        continue
+                    setup = await queue_type_setup(
+                        label,
+                        queue_type,
+                        cluster,
+                        databases,
+                        items,
+                        bodies,
+                        args,
+                        workdir,
+                        postmaster,
+                        load_rate,
+                    )
+                    setups.append(setup)
+                    # every set-up's lone messages under the same load: half classic's rate
+                    load_rate = load_rate or setup["lone_latency"]["load_per_s"]
+            finally:
+                await asyncio.to_thread(cluster.close)
+        settings = await server_settings(admin)
+        settings["mode"] = mode
+    finally:
+        if databases is not None:
+            with contextlib.suppress(Exception):
+                await databases.drop_all()
+        if server is not None:
+            await server.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+    return {
+        "name": "bus_queue_types",
+        "command": "PYTHONPATH=src:. .venv/bin/python benchmarks/bus_bench.py --queue-types"
+        + (" --quick" if args.quick else ""),
+        "machine": {
+            **machine(),
+            "load_average_before": load_before,
+            "load_average": os.getloadavg(),
+        },
+        "broker": {"rabbitmq": version, "nodes": "tests/rabbitmq_cluster.py harness"},
+        "server": settings,
+        "config": {
+            "messages": args.messages,
+            "window": args.window,
+            "batch": args.batch,
+            "ingest_batch": args.ingest_batch or Settings().ingest_batch,
+            "latency_seconds": args.latency_seconds,
+            "seed": args.seed,
+        },
+        "setups": setups,
+        "wall_seconds": time.perf_counter() - started,
+    }
+
+
+def report_queue_types(result: dict[str, Any]) -> str:
+    setups = result["setups"]
+    classic = setups[0]
+    rows = []
+    for setup in setups:
+        rows.append(
+            comparison_row(
+                f"{setup['label']}: ingest store_many -> 1 service -> committed, msg/s"
+                " (vs raw aiormq publish with confirms + consume with ack, same queues)",
+                setup["ingest"]["messages_per_s"],
+                setup["raw_aiormq"]["messages_per_s"],
+                "",
+                None,
+            )
+        )
+    for setup in setups:
+        grouped = setup["bus_in_groups"]
+        rows.append(
+            comparison_row(
+                f"{setup['label']}: ingest msg/s (vs Apollo's bus alone, deliveries"
+                f" acknowledged in groups of {grouped['group']} after"
+                f" {1000 * grouped['hold_seconds']:.0f} ms, no store)",
+                setup["ingest"]["messages_per_s"],
+                grouped["messages_per_s"],
+                "",
+                None,
+            )
+        )
+    for setup in setups[1:]:
+        ratio = setup["ingest"]["messages_per_s"] / classic["ingest"]["messages_per_s"]
+        rows.append(
+            comparison_row(
+                f"{setup['label']}: Apollo ingest msg/s (vs {classic['label']})",
+                setup["ingest"]["messages_per_s"],
+                classic["ingest"]["messages_per_s"],
+                ">= 0.8x",
+                ratio >= 0.8,
+            )
+        )
+        rows.append(
+            comparison_row(
+                f"{setup['label']}: raw aiormq msg/s (vs {classic['label']})",
+                setup["raw_aiormq"]["messages_per_s"],
+                classic["raw_aiormq"]["messages_per_s"],
+                "",
+                None,
+            )
+        )
+    base = classic["lone_latency"]
+    for setup in setups:
+        lone = setup["lone_latency"]
+        for stat in ("p50_ms", "p95_ms"):
+            first = setup is classic
+            rows.append(
+                comparison_row(
+                    f"{setup['label']}: lone message {stat} under {lone['load_per_s']:.0f}"
+                    f" msg/s (vs {classic['label']})",
+                    lone[stat],
+                    None if first else base[stat],
+                    "" if first or stat == "p50_ms" else "<= 2x",
+                    None if first or stat == "p50_ms" else lone[stat] <= 2 * base[stat],
+                )
+            )
+    server = result["server"]
+    notes = [
+        f"- machine: {result['machine']['cpus']} CPUs, load average before"
+        f" {tuple(round(x, 2) for x in result['machine']['load_average_before'])}, after"
+        f" {tuple(round(x, 2) for x in result['machine']['load_average'])};"
+        f" RabbitMQ {result['broker']['rabbitmq']} (harness nodes)",
+        f"- store: {server['mode']}; PostgreSQL {server['server_version']}, fsync"
+        f" {server['fsync']}, synchronous_commit {server['synchronous_commit']}",
+        f"- {result['config']['messages']:,} messages per set-up; APOLLO_INGEST_BATCH"
+        f" {result['config']['ingest_batch']}",
+    ]
+    for setup in setups:
+        ingest = setup["ingest"]
+        cpu = ingest["cpu_seconds"]
+        notes.append(
+            f"- {setup['label']}: {ingest['seconds']:.2f} s end to end; stored"
+            f" {ingest['stored']:,}, dead letters {ingest['dead_letters']}, left in queue"
+            f" {ingest['left_in_queue']}; CPU per message: service"
+            f" {_per_message(cpu['services'], ingest)}, PostgreSQL"
+            f" {_per_message(cpu['postgres'], ingest)}, broker nodes"
+            f" {_per_message(cpu['broker'], ingest)} (cores: service"
+            f" {_cores(cpu['services'], ingest)}, PostgreSQL {_cores(cpu['postgres'], ingest)},"
+            f" broker {_cores(cpu['broker'], ingest)}); machine busy"
+            f" {_share(cpu['machine_busy_share'])}; lone-message publish confirm p50 /"
+            f" p95 {setup['lone_latency']['confirm']['p50_ms']:.1f} /"
+            f" {setup['lone_latency']['confirm']['p95_ms']:.1f} ms"
+        )
+    notes.append(f"- wall time {result['wall_seconds']:.1f} s")
+    return table(rows, COMPARISON_HEADER) + "\n\n" + "\n".join(notes)
+
+
 # ---------------------------------------------------------------------------------- run
+
+
+async def open_server(
+    args: argparse.Namespace, workdir: Path
+) -> tuple[EmbeddedPostgres | None, str, int | None, str]:
+    """The PostgreSQL server of the run: (embedded server or None, admin conninfo, its
+    postmaster's pid, a description)."""
+    if args.admin_url:
+        return None, args.admin_url, None, "given server (--admin-url)"
+    server = EmbeddedPostgres(
+        workdir / "pgdata",
+        database="postgres",
+        settings=UNSAFE_SETTINGS if args.fsync_off else None,
+    )
+    await server.start()
+    mode = "embedded, " + (
+        "fsync/synchronous_commit/full_page_writes OFF" if args.fsync_off else "defaults"
+    )
+    return server, server.admin_conninfo, postmaster_pid(server.data_dir), mode
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -1107,22 +1522,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     databases: Databases | None = None
     keep_logs = False
     try:
-        postmaster: int | None = None
-        if args.admin_url:
-            admin = args.admin_url
-            mode = "given server (--admin-url)"
-        else:
-            server = EmbeddedPostgres(
-                workdir / "pgdata",
-                database="postgres",
-                settings=UNSAFE_SETTINGS if args.fsync_off else None,
-            )
-            await server.start()
-            admin = server.admin_conninfo
-            postmaster = postmaster_pid(server.data_dir)
-            mode = "embedded, " + (
-                "fsync/synchronous_commit/full_page_writes OFF" if args.fsync_off else "defaults"
-            )
+        server, admin, postmaster, mode = await open_server(args, workdir)
         databases = Databases(admin)
         await asyncio.to_thread(broker.open)
         prefetch = args.prefetch or Settings().prefetch
@@ -1439,6 +1839,14 @@ def report(result: dict[str, Any]) -> str:
     return table(rows, COMPARISON_HEADER) + "\n\n" + "\n".join(notes)
 
 
+def _per_message(seconds: float | None, ingest: dict[str, Any]) -> str:
+    return "n/a" if seconds is None else f"{1000 * seconds / ingest['messages']:.1f} ms"
+
+
+def _cores(seconds: float | None, ingest: dict[str, Any]) -> str:
+    return "n/a" if seconds is None else f"{seconds / ingest['seconds']:.2f}"
+
+
 def _seconds(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.1f} s"
 
@@ -1453,6 +1861,13 @@ def _share(value: float | None) -> str:
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     args = parse(argv)
+    if args.queue_types:
+        result = asyncio.run(run_queue_types(args))
+        name = "bus_queue_types_quick" if args.quick else "bus_queue_types"
+        path = write_json(name, result, args.output)
+        print(report_queue_types(result))
+        print(f"\nwritten to {path}")
+        return result
     result = asyncio.run(run(args))
     name = "bus_quick" if args.quick else "bus"
     path = write_json(name, result, args.output)

@@ -37,8 +37,8 @@ from pathlib import Path
 from typing import Any
 
 from apollo_adapters.embedders import HashingEmbedder
+from apollo_adapters.heuristics import extract_entities
 from apollo_domain.contradiction import heuristic_contradicts
-from apollo_domain.extraction import extract_entities
 from apollo_domain.gas_rules import extract_entities as gas_entity_names
 from apollo_domain.lexical import occurrences
 from apollo_domain.normalize import MAX_CONTENT_CHARS, content_hash

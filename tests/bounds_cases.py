@@ -118,7 +118,7 @@ CASES: dict[str, Case] = {
         ),
         Case(
             b.RELATION_TYPES,
-            c.Traverse,
+            c.RelatedEntries,
             {"entry_id": ENTRY, "relation_types": over_items(b.RELATION_TYPES, lambda i: "is_a")},
             b.RELATION_TYPES.field,
         ),

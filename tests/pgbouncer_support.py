@@ -16,9 +16,7 @@ import os
 import pwd
 import shutil
 import signal
-import socket
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,7 +26,15 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from apollo_adapters.postgres.embedded import SYSTEM_USER, temporary_folder
 from tests.postgres_support import DisposablePostgresStore, PostgresTestServer, hashing_model_id
-from tests.processes import free_port
+from tests.processes import (
+    alive,
+    command_line,
+    free_port,
+    stop_pid,
+    stop_with_parent,
+    wait_for_port,
+)
+from tests.replica_support import LocalServer
 
 PGBOUNCER = "/usr/sbin/pgbouncer"
 #: Server connections per database and user: fewer than the store's pool (10 by default)
@@ -39,12 +45,28 @@ STOP_SECONDS = 10.0
 
 
 class PgBouncer:
-    """One pgbouncer process in transaction mode in front of ``server``."""
+    """One pgbouncer process in transaction mode in front of ``server``: ``pool_size``
+    server connections per database and user, at most ``max_client_conn`` clients.
 
-    def __init__(self, server: PostgresTestServer, folder: Path) -> None:
+    ``detached``: a process of its own session that outlives the one that started it
+    (``scripts/cluster``); else it gets SIGTERM when its starter dies."""
+
+    def __init__(
+        self,
+        server: PostgresTestServer | LocalServer,
+        folder: Path,
+        *,
+        pool_size: int = POOL_SIZE,
+        max_client_conn: int = 500,
+        port: int | None = None,
+        detached: bool = False,
+    ) -> None:
         self.server = server
         self.folder = folder
-        self.port = free_port()
+        self.port = port or free_port()
+        self.pool_size = pool_size
+        self.max_client_conn = max_client_conn
+        self.detached = detached
         self._process: subprocess.Popen[bytes] | None = None
 
     def _config(self) -> Path:
@@ -68,8 +90,8 @@ class PgBouncer:
                     f"logfile = {self.folder / 'pgbouncer.log'}",
                     f"pidfile = {self.folder / 'pgbouncer.pid'}",
                     "pool_mode = transaction",
-                    f"default_pool_size = {POOL_SIZE}",
-                    "max_client_conn = 500",
+                    f"default_pool_size = {self.pool_size}",
+                    f"max_client_conn = {self.max_client_conn}",
                     "server_reset_query =",
                     "ignore_startup_parameters = extra_float_digits",
                     "",
@@ -79,7 +101,21 @@ class PgBouncer:
         )
         return config
 
+    @property
+    def pid(self) -> int | None:
+        """The running pgbouncer's pid (None when it is not running): the process this
+        object started, else the one its pid file names (another process started it)."""
+        if self._process is not None and self._process.poll() is None:
+            return self._process.pid
+        try:  # another process may have started it again since
+            pid = int((self.folder / "pgbouncer.pid").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            return None
+        ours = str(self.folder / "pgbouncer.ini") in command_line(pid)  # not a reused pid
+        return pid if ours and alive(pid) else None
+
     def start(self) -> None:
+        """Start it on its port (again, after :meth:`stop`) and wait until it listens."""
         config = self._config()
         command = [PGBOUNCER, "-q", str(config)]
         if os.geteuid() == 0:  # pgbouncer refuses to run as root
@@ -88,34 +124,39 @@ class PgBouncer:
                 os.chown(path, account.pw_uid, account.pw_gid)
             os.chown(self.folder, account.pw_uid, account.pw_gid)
             command[1:1] = ["-u", SYSTEM_USER]
-        self._process = subprocess.Popen(
-            command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-        )
-        deadline = time.monotonic() + START_SECONDS
-        while time.monotonic() < deadline:
-            if self._process.poll() is not None:
-                _, err = self._process.communicate()
-                raise RuntimeError(f"pgbouncer exited at start: {err.decode(errors='replace')}")
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
-                    return
-            except OSError:
-                time.sleep(0.05)  # polling a port that opens; no ordering depends on it
-        self.stop()
-        raise RuntimeError(f"pgbouncer did not listen on port {self.port} in {START_SECONDS}s")
-
-    def stop(self) -> None:
-        process, self._process = self._process, None
-        if process is None or process.poll() is not None:
-            return
-        os.kill(process.pid, signal.SIGINT)  # SIGINT: close every connection, then exit
+        errors = self.folder / "pgbouncer.stderr"
+        with errors.open("ab") as output:
+            self._process = subprocess.Popen(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=output,
+                start_new_session=self.detached,
+                preexec_fn=None if self.detached else stop_with_parent,
+            )
         try:
-            process.wait(timeout=STOP_SECONDS)
-        except subprocess.TimeoutExpired:
-            os.kill(process.pid, signal.SIGKILL)
-            process.wait()
-        if process.stderr is not None:
-            process.stderr.close()
+            wait_for_port(self.port, START_SECONDS, self._process)
+        except RuntimeError as exc:
+            self.stop()
+            said = errors.read_text(errors="replace").strip()[-2000:]
+            raise RuntimeError(f"pgbouncer did not start: {exc}: {said}") from None
+
+    def stop(self, *, immediate: bool = False) -> None:
+        """SIGINT (safe shutdown: it waits for the transactions in flight), or with
+        ``immediate`` SIGTERM (every connection closed at once, transactions in flight
+        cut); SIGKILL after ``STOP_SECONDS``."""
+        pid = self.pid
+        process, self._process = self._process, None
+        if pid is not None:
+            sig = signal.SIGTERM if immediate else signal.SIGINT
+            ours = process if process is not None and process.pid == pid else None
+            stop_pid(pid, grace=STOP_SECONDS, sig=sig, child=ours)
+
+    def restart(self) -> None:
+        """Stop it at once (clients' connections cut mid-transaction), start it again on
+        the same port."""
+        self.stop(immediate=True)
+        self.start()
 
     def conninfo(self, database: str) -> str:
         """A connection to ``database`` through this pooler."""

@@ -6,18 +6,19 @@ re-exported here, so each is defined once; the rest serve only Apollo's own test
 
 from __future__ import annotations
 
+import functools
 import math
 from datetime import UTC, datetime, timedelta
-from typing import Any
-from uuid import UUID, uuid4
+from uuid import UUID
 
 from attrs import evolve, frozen
 from benchmarks._common import ADVERSARIAL_UNITS
 from hypothesis import strategies as st
 
+from apollo_domain import testing
 from apollo_domain.confusables import CONFUSABLES
 from apollo_domain.model import AccessScope, ContentType, Entry, Relation, SourceRef, Status, Viewer
-from apollo_domain.normalize import content_hash, make_source
+from apollo_domain.normalize import make_source
 from apollo_domain.retry import OutboxRetry
 from apollo_domain.rules import Corroborator
 from apollo_domain.testing import (
@@ -357,26 +358,19 @@ def disguised_texts(draw: st.DrawFn) -> tuple[str, str]:
 # -- example factory -------------------------------------------------------------------
 
 
-def make_entry(**overrides: Any) -> Entry:
-    """A plain confirmed global entry; keyword arguments replace any field."""
-    content = overrides.pop("content", "PostgreSQL uses MVCC for concurrency control")
-    base = Entry(
-        id=uuid4(),
-        content=content,
-        content_hash=content_hash(content),
-        content_type=ContentType.FACT,
-        knowledge_domain="databases",
-        tags=("databases",),
-        confidence=0.5,
-        status=Status.CONFIRMED,
-        source=SourceRef("claude-researcher", "claude", "slack"),
-        access_scope=AccessScope.GLOBAL,
-        owner_id="alice",
-        created_at=EPOCH,
-        updated_at=EPOCH + timedelta(hours=1),
-        source_context={"origin": "test"},
-    )
-    return evolve(base, **overrides)
+#: A plain confirmed global entry of alice's: :func:`apollo_domain.testing.make_entry` with
+#: the defaults these property tests share; keyword arguments replace any field.
+make_entry = functools.partial(
+    testing.make_entry,
+    content="PostgreSQL uses MVCC for concurrency control",
+    knowledge_domain="databases",
+    tags=("databases",),
+    status=Status.CONFIRMED,
+    source=SourceRef("claude-researcher", "claude", "slack"),
+    owner_id="alice",
+    created_at=EPOCH,
+    updated_at=EPOCH + timedelta(hours=1),
+)
 
 
 __all__ = [

@@ -9,17 +9,14 @@ import contextvars
 import hashlib
 import inspect
 import math
-import uuid
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
-from datetime import datetime
 from typing import Any
 
 import numpy as np
 import pytest
 
 from apollo_domain.errors import PersistenceFailed, StoreUnavailable
-from apollo_domain.model import AccessScope, ContentType, Entry, SourceRef, Status
 
 
 async def eventually_within(
@@ -40,38 +37,6 @@ async def eventually_within(
 def fast_retry(attempt: int) -> float:
     """A redelivery back-off for tests: 20 ms whatever the attempt."""
     return 0.02
-
-
-def candidate_entry(
-    content: str = "BGP uses TCP port 179",
-    *,
-    embedding: Sequence[float] | None,
-    created_at: datetime,
-    **fields: Any,
-) -> Entry:
-    """A new global candidate entry of agent ``claude-1`` in ``networking``, as the store
-    tests write it; keyword arguments replace any field. Each suite binds its own
-    embedding (of its store's dimension) and time, e.g.
-    ``make_entry = functools.partial(candidate_entry, embedding=..., created_at=T0)``."""
-    values: dict[str, Any] = {
-        "id": uuid.uuid4(),
-        "content": content,
-        "content_hash": hashlib.sha256(content.encode()).hexdigest(),
-        "content_type": ContentType.FACT,
-        "knowledge_domain": "networking",
-        "tags": ("networking",),
-        "confidence": 0.5,
-        "status": Status.CANDIDATE,
-        "source": SourceRef("claude-1", "claude"),
-        "access_scope": AccessScope.GLOBAL,
-        "owner_id": None,
-        "created_at": created_at,
-        "updated_at": created_at,
-        "source_context": {"origin": "test"},
-        "embedding": None if embedding is None else tuple(embedding),
-    }
-    values.update(fields)
-    return Entry(**values)
 
 
 def unit(vector: Sequence[float]) -> list[float]:
@@ -456,27 +421,43 @@ class Interleaving:
         await self.inner.preflight(parts)
 
     async def _lock_waiters(self) -> int:
-        conninfo = getattr(self.inner, "_conninfo", None)
-        if conninfo is None:  # the in-memory store: one asyncio.Lock serializes everything
-            return len(getattr(self.inner._lock, "_waiters", None) or ())
-        import psycopg
-
-        if self._monitor is None:
-            # no prepared statements: the store may lead to a transaction-mode pooler
-            self._monitor = await psycopg.AsyncConnection.connect(
-                conninfo, autocommit=True, prepare_threshold=None
-            )
-        cursor = await self._monitor.execute(
-            "SELECT count(*) FROM pg_stat_activity"
-            " WHERE datname = current_database() AND wait_event_type = 'Lock'"
-        )
-        row = await cursor.fetchone()
-        return int(row[0]) if row else 0
+        if self._monitor is None and getattr(self.inner, "_conninfo", None) is not None:
+            self._monitor = await lock_monitor(self.inner)
+        return await lock_waiters(self.inner, self._monitor)
 
     async def close(self) -> None:
         if self._monitor is not None:
             await self._monitor.close()
         await self.inner.close()
+
+
+async def lock_monitor(store: Any) -> Any:
+    """An autocommit connection to a PostgreSQL store's database that asks
+    :func:`lock_waiters` (no prepared statements: the store may lead to a transaction-mode
+    pooler)."""
+    import psycopg
+
+    return await psycopg.AsyncConnection.connect(
+        store._conninfo, autocommit=True, prepare_threshold=None
+    )
+
+
+async def lock_waiters(store: Any, monitor: Any = None) -> int:
+    """How many units of work of ``store`` wait for a lock another one holds: the in-memory
+    store's one lock that serializes them, or PostgreSQL's locks (``pg_stat_activity``),
+    asked on ``monitor`` (:func:`lock_monitor`; None: a connection opened for the
+    question)."""
+    if getattr(store, "_conninfo", None) is None:  # in memory: one unit of work at a time
+        return int(store.waiting)
+    if monitor is None:
+        async with await lock_monitor(store) as opened:
+            return await lock_waiters(store, opened)
+    cursor = await monitor.execute(
+        "SELECT count(*) FROM pg_stat_activity"
+        " WHERE datname = current_database() AND wait_event_type = 'Lock'"
+    )
+    row = await cursor.fetchone()
+    return int(row[0]) if row else 0
 
 
 class _PointProxy:

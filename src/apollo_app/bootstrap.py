@@ -19,8 +19,8 @@ from attrs import evolve, frozen
 from apollo_adapters.clock import ManualClock, SystemClock
 from apollo_adapters.embedders import CachingEmbedder, HashingEmbedder
 from apollo_adapters.embedders.hashing import MODEL_ID_PREFIX as HASHING_MODEL_PREFIX
+from apollo_adapters.heuristics import HeuristicContradictionJudge, HeuristicEntityExtractor
 from apollo_adapters.memory import InMemoryStore
-from apollo_adapters.threads import ThreadedContradictionJudge, ThreadedEntityExtractor
 from apollo_domain.errors import ConfigurationError, ValidationError
 from apollo_domain.policy import ConfidencePolicy
 from apollo_domain.ports import (
@@ -152,12 +152,12 @@ def wire(store: Store, overrides: Overrides = Overrides()) -> Deps:
         store=store,
         embedder=embedder,
         query_embedder=CachingEmbedder(model, max_entries=QUERY_CACHE_SIZE),
-        judge=overrides.judge or ThreadedContradictionJudge(),
+        judge=overrides.judge or HeuristicContradictionJudge(),
         clock=overrides.clock or SystemClock(),
         policy=overrides.policy or ConfidencePolicy(),
         llm=overrides.llm,
         retrieval=retrieval,
-        extractor=overrides.extractor or ThreadedEntityExtractor(),
+        extractor=overrides.extractor or HeuristicEntityExtractor(),
         outbox_retry=overrides.outbox_retry or OutboxRetry(),
         boost_window=(
             DEFAULT_BOOST_WINDOW if overrides.boost_window is None else overrides.boost_window

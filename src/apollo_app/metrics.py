@@ -15,7 +15,7 @@ from prometheus_client import (
 )
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from apollo_domain.commands import Command, QueryKnowledge
+from apollo_domain.commands import Command, QueryKnowledge, Retrieve
 from apollo_domain.model import Outcome
 from apollo_domain.ports.messaging import BrokerLink
 from apollo_domain.results import IngestResult, MaintenanceResult
@@ -153,7 +153,7 @@ class Metrics:
         latency, decayed and archived counts."""
         if isinstance(result, IngestResult):
             self.observe_ingest(result.outcome)
-        elif isinstance(command, QueryKnowledge):
+        elif isinstance(command, QueryKnowledge | Retrieve):
             self.observe_query(seconds)
         elif isinstance(result, MaintenanceResult):
             decayed = result.affected if result.action in ("decay", "force_decay") else 0

@@ -3,6 +3,7 @@
 No I/O happens here; adapters implement the ports in :mod:`apollo_domain.ports`.
 """
 
+from . import commands as commands  # each command declares its record in .actions
 from ._version import __version__ as __version__
 from .credibility import SourceCredibility
 from .errors import (

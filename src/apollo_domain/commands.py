@@ -21,6 +21,7 @@ from typing import Any, Final, Generic, TypeVar, get_args, get_origin
 from attrs import field, frozen
 
 from . import bounds as b
+from .actions import Access, Bus, action
 from .errors import ValidationError
 from .expertise import DomainCoverage
 from .model import AccessScope, ContentType, Entry, Evidence, RelationType, Status
@@ -54,6 +55,7 @@ from .services.query import DEFAULT_MODE, MAX_LIMIT, MAX_QUERY_CHARS, QUERY_MODE
 from .traversal import MAX_DEPTH
 
 R = TypeVar("R")
+READ, WRITE, ADMIN = Access.READ, Access.WRITE, Access.ADMIN
 
 
 def doc(description: str, **schema: Any) -> dict[str, Any]:
@@ -83,6 +85,7 @@ _MIN_SIMILARITY = doc(
     minimum=-1.0,
     maximum=1.0,
 )
+_LIMIT = doc("Maximum entries returned.", minimum=1, maximum=MAX_LIMIT)
 _QUERY_TEXT = doc(
     "Search text; under 3 characters browses newest first.", maxLength=MAX_QUERY_CHARS
 )
@@ -106,6 +109,14 @@ def result_type(kind: type[Command[Any]]) -> Any:
 # ------------------------------------------------------------------------------ writes
 
 
+@action(
+    "store_knowledge",
+    WRITE,
+    bus=Bus.INGEST,
+    http=("POST", "/ingest"),
+    tool=True,
+    aliases=("ingest",),
+)
 @frozen(kw_only=True)
 class StoreKnowledge(Command[IngestResult]):
     """Store knowledge: created, deduplicated, corroborated or rejected."""
@@ -171,6 +182,7 @@ class StoreKnowledge(Command[IngestResult]):
     )
 
 
+@action("store_many", WRITE, tool=True)
 @frozen(kw_only=True)
 class StoreMany(Command[list[IngestResult]]):
     """Bulk store: the same rules and outcomes as storing the items one by one, in order."""
@@ -180,6 +192,7 @@ class StoreMany(Command[list[IngestResult]]):
     )
 
 
+@action("link_entries", WRITE, bus=Bus.INGEST, tool=True, aliases=("link",), idempotent=True)
 @frozen(kw_only=True)
 class LinkEntries(Command[LinkResult]):
     """Manual curation: a typed relation between two entries the caller can see."""
@@ -192,6 +205,16 @@ class LinkEntries(Command[LinkResult]):
     weight: float = field(default=1.0, metadata=doc("Edge weight in (0, 1].", **_UNIT))
 
 
+@action(
+    "deprecate_entry",
+    WRITE,
+    bus=Bus.INGEST,
+    http=("POST", "/entries/{entry_id}/deprecate"),
+    tool=True,
+    aliases=("deprecate",),
+    destructive=True,
+    idempotent=True,
+)
 @frozen(kw_only=True)
 class DeprecateEntry(Command[LifecycleResult]):
     """Archive an entry with a reason; repeating the same call is a no-op."""
@@ -202,6 +225,16 @@ class DeprecateEntry(Command[LifecycleResult]):
     )
 
 
+@action(
+    "resolve_dispute",
+    ADMIN,
+    bus=Bus.INGEST,
+    http=("POST", "/entries/{entry_id}/resolve"),
+    tool=True,
+    aliases=("resolve",),
+    destructive=True,
+    idempotent=True,
+)
 @frozen(kw_only=True)
 class ResolveDispute(Command[LifecycleResult]):
     """Resolve a disputed entry: accept/keep confirm it, reject archives it."""
@@ -215,6 +248,15 @@ class ResolveDispute(Command[LifecycleResult]):
     )
 
 
+@action(
+    "force_decay",
+    ADMIN,
+    bus=Bus.INGEST,
+    http=("POST", "/maintenance/decay"),
+    tool=True,
+    destructive=True,
+    idempotent=False,
+)
 @frozen(kw_only=True)
 class ForceDecay(Command[MaintenanceResult]):
     """Multiply the confidence of every non-archived entry by ``factor``; never archives."""
@@ -222,6 +264,15 @@ class ForceDecay(Command[MaintenanceResult]):
     factor: float = field(metadata=doc("Multiplier of every non-archived confidence.", **_UNIT))
 
 
+@action(
+    "archive_stale",
+    ADMIN,
+    bus=Bus.INGEST,
+    http=("POST", "/maintenance/archive-stale"),
+    tool=True,
+    destructive=True,
+    idempotent=True,
+)
 @frozen(kw_only=True)
 class ArchiveStale(Command[MaintenanceResult]):
     """Archive non-archived entries untouched for ``days`` days."""
@@ -231,6 +282,14 @@ class ArchiveStale(Command[MaintenanceResult]):
     )
 
 
+@action(
+    "label_source",
+    ADMIN,
+    http=("PUT", "/sources/{agent_id}/label"),
+    tool=True,
+    destructive=True,
+    idempotent=True,
+)
 @frozen(kw_only=True)
 class LabelSource(Command[SourceReport]):
     """Label a source: moderator/admin → credibility 1.0, troll/flagged → 0.05."""
@@ -239,6 +298,14 @@ class LabelSource(Command[SourceReport]):
     label: str = field(metadata=doc("The label.", enum=["moderator", "admin", "troll", "flagged"]))
 
 
+@action(
+    "unlabel_source",
+    ADMIN,
+    http=("DELETE", "/sources/{agent_id}/label"),
+    tool=True,
+    destructive=True,
+    idempotent=True,
+)
 @frozen(kw_only=True)
 class UnlabelSource(Command[SourceReport]):
     """Remove a source's label: its credibility is α / (α + β) again."""
@@ -246,6 +313,7 @@ class UnlabelSource(Command[SourceReport]):
     target_agent_id: str = field(metadata=doc("The source (agent id).", **_SUBJECT))
 
 
+@action("get_source", READ, http=("GET", "/sources/{agent_id}"), tool=True)
 @frozen(kw_only=True)
 class GetSource(Command[SourceReport]):
     """A source's standing: α, β, credibility, label, validated and refuted evidence."""
@@ -253,6 +321,7 @@ class GetSource(Command[SourceReport]):
     target_agent_id: str = field(metadata=doc("The source (agent id).", **_SUBJECT))
 
 
+@action("erase_agent", ADMIN, destructive=True, idempotent=True)
 @frozen(kw_only=True)
 class EraseAgent(Command[ErasureResult]):
     """Erase an agent: its unconfirmed entries go, its confirmed ones are redacted."""
@@ -260,6 +329,7 @@ class EraseAgent(Command[ErasureResult]):
     target_agent_id: str = field(metadata=doc("The agent to erase.", **_SUBJECT))
 
 
+@action("process_gas_event", WRITE, bus=Bus.GAS, idempotent=True)
 @frozen(kw_only=True)
 class ProcessGasEvent(Command[GasResult]):
     """An ``llm.audit.complete`` event: comprehend, deposit, relate, synthesize."""
@@ -267,6 +337,7 @@ class ProcessGasEvent(Command[GasResult]):
     event: dict[str, Any] = field(metadata=doc("The audit event as its exchange carries it."))
 
 
+@action("writeback_store", WRITE, bus=Bus.WRITEBACK_STORE, idempotent=False)
 @frozen(kw_only=True)
 class WritebackStore(Command[IngestResult]):
     """A qualifying LLM response that already carries its embedding.
@@ -281,6 +352,7 @@ class WritebackStore(Command[IngestResult]):
     metadata: dict[str, Any] = field(factory=dict, metadata=doc("Ingest arguments and context."))
 
 
+@action("writeback_vectorize", WRITE, bus=Bus.WRITEBACK_VECTORIZE, idempotent=False)
 @frozen(kw_only=True)
 class WritebackVectorize(Command[IngestResult]):
     """A qualifying LLM response without an embedding (``metadata`` as for WritebackStore)."""
@@ -293,26 +365,12 @@ class WritebackVectorize(Command[IngestResult]):
 
 
 @frozen(kw_only=True)
-class QueryKnowledge(Command[QueryResult]):
-    """Search the visible entries (newest-first browse under three characters).
-
-    Each returned entry gets the retrieval boost; with ``count_access`` also an access
-    count and one access-log row.
-    """
+class _Search(Command[QueryResult]):
+    """The fields every search takes (:class:`QueryKnowledge`, :class:`Retrieve`)."""
 
     query: str = field(metadata=_QUERY_TEXT)
     min_confidence: float = field(default=0.3, metadata=_MIN_CONFIDENCE)
-    limit: int = field(
-        default=10, metadata=doc("Maximum entries returned.", minimum=1, maximum=MAX_LIMIT)
-    )
-    status: tuple[str, ...] | str | None = field(
-        default=None,
-        metadata=doc(
-            "Statuses to include (default: confirmed and candidate). Archived entries are "
-            "returned as they are: never boosted, counted or logged.",
-            examples=[[s.value for s in Status]],
-        ),
-    )
+    limit: int = field(default=10, metadata=_LIMIT)
     tags: tuple[str, ...] | None = field(default=None, metadata=_TAG_FILTER)
     knowledge_domain: str | None = field(default=None, metadata=_DOMAIN_FILTER)
     min_similarity: float = field(default=0.0, metadata=_MIN_SIMILARITY)
@@ -324,13 +382,61 @@ class QueryKnowledge(Command[QueryResult]):
             enum=list(QUERY_MODES),
         ),
     )
-    count_access: bool = field(
-        default=True, metadata=doc("Count the access and write access-log rows.")
+
+
+@action(
+    "query_knowledge",
+    READ,
+    bus=Bus.QUERY,
+    http=("POST", "/query"),
+    tool=True,
+    aliases=("query",),
+    read_only=False,  # boosts what it returns, counts the access, writes access-log rows
+)
+@frozen(kw_only=True)
+class QueryKnowledge(_Search):
+    """Search the visible entries (newest-first browse under three characters).
+
+    Each returned entry gets the retrieval boost, an access count and one access-log row.
+    """
+
+    status: tuple[str, ...] | str | None = field(
+        default=None,
+        metadata=doc(
+            "Statuses to include (default: confirmed and candidate). Archived entries are "
+            "returned as they are: never boosted, counted or logged.",
+            examples=[[s.value for s in Status]],
+        ),
     )
 
 
+@action(
+    "retrieve",
+    READ,
+    bus=Bus.QUERY,
+    http=("POST", "/retrieve"),
+    tool=True,
+    read_only=False,  # boosts what it returns
+)
 @frozen(kw_only=True)
-class Traverse(Command[list[RelatedEntry]]):
+class Retrieve(_Search):
+    """Search the confirmed and candidate entries like ``query_knowledge``, the retrieval
+    boost included, without access counts or access-log rows."""
+
+    limit: int = field(default=5, metadata=_LIMIT)
+
+
+@action(
+    "related_entries",
+    READ,
+    bus=Bus.QUERY,
+    http=("POST", "/traverse"),
+    tool=True,
+    aliases=("traverse",),
+    read_only=False,  # writes an access-log row for a known agent
+)
+@frozen(kw_only=True)
+class RelatedEntries(Command[list[RelatedEntry]]):
     """Spreading activation over outgoing relations from a visible entry: at most
     ``MAX_RELATED`` (100) related entries, highest activation first."""
 
@@ -349,6 +455,7 @@ class Traverse(Command[list[RelatedEntry]]):
     )
 
 
+@action("get_entry", READ, http=("GET", "/entries/{entry_id}"), tool=True)
 @frozen(kw_only=True)
 class GetEntry(Command[Entry]):
     """One entry the caller may see (unknown and invisible ids are not found)."""
@@ -356,6 +463,7 @@ class GetEntry(Command[Entry]):
     entry_id: str = field(metadata=_ENTRY_ID)
 
 
+@action("get_evidence", READ, http=("GET", "/entries/{entry_id}/evidence"), tool=True)
 @frozen(kw_only=True)
 class GetEvidence(Command[list[Evidence]]):
     """The evidence recorded on an entry the caller may see."""
@@ -363,6 +471,7 @@ class GetEvidence(Command[list[Evidence]]):
     entry_id: str = field(metadata=_ENTRY_ID)
 
 
+@action("get_relations", READ, http=("GET", "/entries/{entry_id}/relations"), tool=True)
 @frozen(kw_only=True)
 class GetRelations(Command[list[LinkedEntry]]):
     """The relations of an entry the caller may see, both ways, with the entries at their
@@ -371,6 +480,14 @@ class GetRelations(Command[list[LinkedEntry]]):
     entry_id: str = field(metadata=_ENTRY_ID)
 
 
+@action(
+    "get_expertise",
+    READ,
+    bus=Bus.QUERY,
+    http=("GET", "/expertise/{domain}"),
+    tool=True,
+    aliases=("expertise",),
+)
 @frozen(kw_only=True)
 class GetExpertise(Command[list[ExpertiseRecord]]):
     """Agents by proficiency in a domain."""
@@ -379,6 +496,14 @@ class GetExpertise(Command[list[ExpertiseRecord]]):
     min_proficiency: float = field(default=0.0, metadata=doc("Proficiency floor.", **_UNIT))
 
 
+@action(
+    "domains_at_risk",
+    READ,
+    bus=Bus.QUERY,
+    http=("GET", "/expertise/at-risk"),
+    tool=True,
+    aliases=("at_risk",),
+)
 @frozen(kw_only=True)
 class DomainsAtRisk(Command[list[DomainCoverage]]):
     """Domains covered by fewer than ``min_agents`` agents."""
@@ -386,6 +511,14 @@ class DomainsAtRisk(Command[list[DomainCoverage]]):
     min_agents: int = field(default=2, metadata=doc("Coverage threshold.", minimum=1))
 
 
+@action(
+    "agent_profile",
+    READ,
+    bus=Bus.QUERY,
+    http=("GET", "/agents/{agent_id}/profile"),
+    tool=True,
+    aliases=("profile",),
+)
 @frozen(kw_only=True)
 class GetAgentProfile(Command[AgentProfile]):
     """An agent's domains, counts, average confidence and last activity."""
@@ -393,6 +526,7 @@ class GetAgentProfile(Command[AgentProfile]):
     target_agent_id: str = field(metadata=doc("The agent described.", **_SUBJECT))
 
 
+@action("stats", READ, http=("GET", "/stats"), tool=True)
 @frozen(kw_only=True)
 class Stats(Command[StoreStats]):
     """Counts over the entries the caller may see."""
@@ -408,6 +542,7 @@ _ENTITY_NAME = doc(
 )
 
 
+@action("entities", READ, bus=Bus.QUERY, http=("GET", "/entities"), tool=True)
 @frozen(kw_only=True)
 class ListEntities(Command[list[EntitySummary]]):
     """Entities the caller may see: those a text names, or whose name starts with a prefix
@@ -431,6 +566,7 @@ class ListEntities(Command[list[EntitySummary]]):
     )
 
 
+@action("entity", READ, bus=Bus.QUERY, http=("GET", "/entities/{name:path}"), tool=True)
 @frozen(kw_only=True)
 class GetEntity(Command[EntityDetail]):
     """One entity the caller may see: its live edges (typed first, then co_occurs; at most
@@ -439,6 +575,13 @@ class GetEntity(Command[EntityDetail]):
     name: str = field(metadata=_ENTITY_NAME)
 
 
+@action(
+    "entity_history",
+    READ,
+    bus=Bus.QUERY,
+    http=("GET", "/entities/{name:path}/history"),
+    tool=True,
+)
 @frozen(kw_only=True)
 class GetEntityHistory(Command[EntityHistory]):
     """An entity's typed edges as they were live at a time (bi-temporal), or its whole
@@ -455,6 +598,13 @@ class GetEntityHistory(Command[EntityHistory]):
     )
 
 
+@action(
+    "related_entities",
+    READ,
+    bus=Bus.QUERY,
+    http=("GET", "/entities/{name:path}/related"),
+    tool=True,
+)
 @frozen(kw_only=True)
 class RelatedEntities(Command[list[RelatedEntity]]):
     """Entities within ``depth`` live edges of an entity, nearest first (breadth first), at
@@ -499,11 +649,19 @@ def unalias(kind: type[Command[Any]], data: Mapping[str, Any]) -> dict[str, Any]
 # ------------------------------------------------------------------------ periodic work
 
 
+@action(
+    "run_decay_cycle",
+    ADMIN,
+    http=("POST", "/maintenance/decay"),  # the route's call without a factor
+    destructive=True,
+    idempotent=False,
+)
 @frozen(kw_only=True)
 class RunDecayCycle(Command[MaintenanceResult]):
     """Decay every entry by the hours since its last decay, then archive the faded."""
 
 
+@action("check_corroboration", ADMIN, idempotent=False)
 @frozen(kw_only=True)
 class CheckCorroboration(Command[CorroborationReport]):
     """Promote candidates that a confirmed entry or an independent partner corroborates."""
@@ -511,11 +669,13 @@ class CheckCorroboration(Command[CorroborationReport]):
     limit: int = field(default=100, metadata=doc("Candidates examined at most.", minimum=1))
 
 
+@action("aggregate_expertise", ADMIN, idempotent=True)
 @frozen(kw_only=True)
 class AggregateExpertise(Command[MaintenanceResult]):
     """Recompute every agent's proficiency per domain."""
 
 
+@action("process_outbox", ADMIN, idempotent=False)
 @frozen(kw_only=True)
 class ProcessOutbox(Command[ContradictionReport]):
     """Run queued contradiction scans."""
@@ -523,6 +683,7 @@ class ProcessOutbox(Command[ContradictionReport]):
     limit: int = field(default=50, metadata=doc("Outbox items processed at most.", minimum=1))
 
 
+@action("trim_access_log", ADMIN, destructive=True, idempotent=True)
 @frozen(kw_only=True)
 class TrimAccessLog(Command[MaintenanceResult]):
     """Delete the access-log rows older than ``days`` days (retention)."""
@@ -561,12 +722,13 @@ __all__ = [
     "ProcessOutbox",
     "QueryKnowledge",
     "RelatedEntities",
+    "RelatedEntries",
     "ResolveDispute",
+    "Retrieve",
     "RunDecayCycle",
     "Stats",
     "StoreKnowledge",
     "StoreMany",
-    "Traverse",
     "TrimAccessLog",
     "UnlabelSource",
     "WritebackStore",

@@ -11,7 +11,10 @@ what the other says:
   "port 180"), or the two texts are the same sentence with different numbers.
 
 The rules are symmetric (``heuristic_contradicts(a, b) == heuristic_contradicts(b, a)``)
-and a text never contradicts itself. Pure, deterministic, no I/O.
+and a text never contradicts itself. Pure, deterministic, no I/O. The polarity reading is
+a domain rule in its own right (:func:`flips_negation`: a negated restatement never
+corroborates); the judge that runs :func:`heuristic_contradicts` for the contradiction scan
+is an adapter (:class:`apollo_adapters.heuristics.HeuristicContradictionJudge`).
 """
 
 from __future__ import annotations
@@ -405,17 +408,8 @@ def heuristic_contradicts(new: str, existing: str) -> bool:
     return flipped or _number_mismatch(a, b)
 
 
-@frozen
-class HeuristicContradictionJudge:
-    """The :class:`~apollo_domain.ports.ContradictionJudge` used when no LLM is configured."""
-
-    async def contradicts(self, new: str, existing: str) -> bool:
-        return heuristic_contradicts(new, existing)
-
-
 __all__ = [
     "HEURISTIC_ANTONYMS",
-    "HeuristicContradictionJudge",
     "flips_negation",
     "heuristic_contradicts",
 ]

@@ -1,5 +1,8 @@
 """The command handler table: each command type → the use case that carries it out.
 
+Who may run a command is its action's record (:mod:`apollo_domain.actions`), checked here
+by :func:`authorize` for every edge.
+
 ``await handle(deps, caller, command)`` is the one entry point of every edge (library
 client, HTTP, bus consumer, CLI). It runs the use case with the caller's identity and
 returns the use case's result value; what an edge does with it (a JSON body, an RPC reply,
@@ -17,14 +20,14 @@ from another principal is another command.
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Final, TypeVar
 
-from attrs import evolve, frozen
+from attrs import evolve
 
 from . import commands as c
 from . import services
+from .actions import Access, action_of
 from .bounds import STORE_MANY, SUBMITTED_BY, SUBMITTED_FROM
 from .disclosure import AGENT_VIEWS, hide_agents
 from .errors import Forbidden, NotFound, ValidationError
@@ -58,28 +61,6 @@ from .writeback import writeback_arguments
 
 R = TypeVar("R")
 Run = Callable[[Deps, Caller, Any, str | None], Awaitable[Any]]
-
-
-class Access(enum.Enum):
-    """Who may run a command: every role (``READ``), roles that write (``WRITE``: writer,
-    gateway, admin), or only ``ADMIN``."""
-
-    READ = "read"
-    WRITE = "write"
-    ADMIN = "admin"
-
-
-@frozen
-class Handler:
-    """How a command is carried out, and who may run it."""
-
-    run: Run
-    access: Access
-
-    @property
-    def mutation(self) -> bool:
-        """Whether the command changes the store."""
-        return self.access is not Access.READ
 
 
 def _submission(caller: Caller, submitted_by: object, submitted_from: object) -> dict[str, Any]:
@@ -180,14 +161,30 @@ async def _query(
         status=command.status,
         tags=command.tags,
         knowledge_domain=command.knowledge_domain,
-        count_access=command.count_access,
+        min_similarity=command.min_similarity,
+        mode=command.mode,
+    )
+
+
+async def _retrieve(
+    deps: Deps, caller: Caller, command: c.Retrieve, key: str | None
+) -> QueryResult:
+    return await services.query(
+        deps,
+        caller.acting_as(command.agent_id),
+        command.query,
+        min_confidence=command.min_confidence,
+        limit=command.limit,
+        tags=command.tags,
+        knowledge_domain=command.knowledge_domain,
+        count_access=False,
         min_similarity=command.min_similarity,
         mode=command.mode,
     )
 
 
 async def _traverse(
-    deps: Deps, caller: Caller, command: c.Traverse, key: str | None
+    deps: Deps, caller: Caller, command: c.RelatedEntries, key: str | None
 ) -> list[RelatedEntry]:
     return await services.related_entries(
         deps,
@@ -390,62 +387,47 @@ async def _related_entities(
     return await services.related_entities(deps, caller, command.name, command.depth)
 
 
-def _read(run: Run) -> Handler:
-    return Handler(run, Access.READ)
-
-
-def _write(run: Run) -> Handler:
-    return Handler(run, Access.WRITE)
-
-
-def _admin(run: Run) -> Handler:
-    return Handler(run, Access.ADMIN)
-
-
-#: Every command type and how it is handled.
-COMMAND_HANDLERS: Final[Mapping[type[c.Command[Any]], Handler]] = {
-    c.StoreKnowledge: _write(_store),
-    c.StoreMany: _write(_store_many),
-    c.WritebackStore: _write(_writeback),
-    c.WritebackVectorize: _write(_writeback),
-    c.LinkEntries: _write(_link),
-    c.DeprecateEntry: _write(_deprecate),
-    c.ResolveDispute: _admin(_resolve),
-    c.ForceDecay: _admin(_force_decay),
-    c.ArchiveStale: _admin(_archive_stale),
-    c.EraseAgent: _admin(_erase),
-    c.LabelSource: _admin(_label),
-    c.UnlabelSource: _admin(_unlabel),
-    c.GetSource: _read(_source),
-    c.ProcessGasEvent: _write(_gas),
-    c.QueryKnowledge: _read(_query),
-    c.Traverse: _read(_traverse),
-    c.GetEntry: _read(_get_entry),
-    c.GetEvidence: _read(_get_evidence),
-    c.GetRelations: _read(_relations),
-    c.ListEntities: _read(_entities),
-    c.GetEntity: _read(_entity),
-    c.GetEntityHistory: _read(_entity_history),
-    c.RelatedEntities: _read(_related_entities),
-    c.GetExpertise: _read(_expertise),
-    c.DomainsAtRisk: _read(_at_risk),
-    c.GetAgentProfile: _read(_profile),
-    c.Stats: _read(_stats),
-    c.RunDecayCycle: _admin(_decay_cycle),
-    c.CheckCorroboration: _admin(_corroboration),
-    c.AggregateExpertise: _admin(_aggregate),
-    c.ProcessOutbox: _admin(_outbox),
-    c.TrimAccessLog: _admin(_trim_access_log),
+#: Every command type and the use case that carries it out.
+COMMAND_HANDLERS: Final[Mapping[type[c.Command[Any]], Run]] = {
+    c.StoreKnowledge: _store,
+    c.StoreMany: _store_many,
+    c.WritebackStore: _writeback,
+    c.WritebackVectorize: _writeback,
+    c.LinkEntries: _link,
+    c.DeprecateEntry: _deprecate,
+    c.ResolveDispute: _resolve,
+    c.ForceDecay: _force_decay,
+    c.ArchiveStale: _archive_stale,
+    c.EraseAgent: _erase,
+    c.LabelSource: _label,
+    c.UnlabelSource: _unlabel,
+    c.GetSource: _source,
+    c.ProcessGasEvent: _gas,
+    c.QueryKnowledge: _query,
+    c.Retrieve: _retrieve,
+    c.RelatedEntries: _traverse,
+    c.GetEntry: _get_entry,
+    c.GetEvidence: _get_evidence,
+    c.GetRelations: _relations,
+    c.ListEntities: _entities,
+    c.GetEntity: _entity,
+    c.GetEntityHistory: _entity_history,
+    c.RelatedEntities: _related_entities,
+    c.GetExpertise: _expertise,
+    c.DomainsAtRisk: _at_risk,
+    c.GetAgentProfile: _profile,
+    c.Stats: _stats,
+    c.RunDecayCycle: _decay_cycle,
+    c.CheckCorroboration: _corroboration,
+    c.AggregateExpertise: _aggregate,
+    c.ProcessOutbox: _outbox,
+    c.TrimAccessLog: _trim_access_log,
 }
 
 
-def handler_of(command: c.Command[Any] | type[c.Command[Any]]) -> Handler:
-    """The handler of a command (or command type); :class:`ValidationError` if none."""
-    kind = command if isinstance(command, type) else type(command)
-    found = COMMAND_HANDLERS.get(kind)
-    if found is None:
-        raise ValidationError("command", f"{kind.__name__} is not an Apollo command")
-    return found
+def handler_of(command: c.Command[Any] | type[c.Command[Any]]) -> Run:
+    """The use case of a command (or command type); :class:`ValidationError` if none."""
+    return COMMAND_HANDLERS[action_of(command).command]
 
 
 def _attributed(command: c.Command[Any]) -> list[str]:
@@ -462,17 +444,17 @@ def authorize(caller: Caller, command: c.Command[Any]) -> None:
     to anyone but gateways and admins (so one caller cannot pose as several independent
     sources). An agent id Apollo reserves for itself is refused to everyone
     (:class:`ValidationError` naming ``agent_id``)."""
-    handler = handler_of(command)
+    record = action_of(command)
     role = caller.principal.role
     name = type(command).__name__
-    if handler.access is Access.ADMIN and not role.administers:
+    if record.access is Access.ADMIN and not role.administers:
         raise Forbidden(f"{name} needs the admin role; the caller is a {role.value}")
-    if handler.access is Access.WRITE and not role.writes:
+    if record.access is Access.WRITE and not role.writes:
         raise Forbidden(f"{name} needs a role that writes; the caller is a {role.value}")
     if type(command) in AGENT_VIEWS and _anonymous(caller):
         raise Forbidden(f"{name} names agents; an anonymous caller sees no agent names")
     attributed = _attributed(command)
-    if handler.mutation:
+    if record.mutates:
         for agent in attributed:
             check_agent_id("agent_id", agent)
     if role.speaks_for_others:
@@ -493,7 +475,7 @@ async def handle(
     use case's result."""
     authorize(caller, command)
     key = _scoped(caller, idempotency_key)
-    result: R = await handler_of(command).run(deps, caller, command, key)
+    result: R = await handler_of(command)(deps, caller, command, key)
     if _anonymous(caller):
         hidden: R = hide_agents(result)
         return hidden
@@ -512,8 +494,6 @@ def _scoped(caller: Caller, key: str | None) -> str | None:
 
 __all__ = [
     "COMMAND_HANDLERS",
-    "Access",
-    "Handler",
     "authorize",
     "handle",
     "handler_of",

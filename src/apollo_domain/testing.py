@@ -34,6 +34,7 @@ import math
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
+from uuid import uuid4
 
 from attrs import fields
 
@@ -152,6 +153,41 @@ def entries(
         created_at=created,
         updated_at=updated,  # type: ignore[arg-type]  # a store may leave it unset
     )
+
+
+#: When :func:`make_entry`'s entries are created, unless told otherwise.
+ENTRY_TIME = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def make_entry(content: str = "BGP uses TCP port 179", **fields: Any) -> Entry:
+    """One entry, as a store test writes it: a new global candidate of agent ``claude-1``
+    (provider ``claude``) in ``networking``, with no owner and no embedding, created (and
+    last updated) at :data:`ENTRY_TIME`, with a fresh id. Keyword arguments replace any
+    field; the content hash follows ``content`` unless given, and ``updated_at`` follows
+    ``created_at``. A suite binds what its entries share, e.g.
+    ``functools.partial(make_entry, embedding=(1.0, 0.0, 0.0))``."""
+    created = fields.pop("created_at", ENTRY_TIME)
+    values: dict[str, Any] = {
+        "id": uuid4(),
+        "content": content,
+        "content_hash": content_hash(content),
+        "content_type": ContentType.FACT,
+        "knowledge_domain": "networking",
+        "tags": ("networking",),
+        "confidence": 0.5,
+        "status": Status.CANDIDATE,
+        "source": SourceRef("claude-1", "claude"),
+        "access_scope": AccessScope.GLOBAL,
+        "owner_id": None,
+        "created_at": created,
+        "updated_at": created,
+        "source_context": {"origin": "test"},
+    }
+    values.update(fields)
+    embedding = values.get("embedding")
+    if embedding is not None:
+        values["embedding"] = tuple(float(x) for x in embedding)
+    return Entry(**values)
 
 
 # -- policies --------------------------------------------------------------------------
@@ -358,6 +394,7 @@ __all__ = [
     "CORROBORATION_RAISED",
     "DECAY_COMPOSED",
     "DECAY_LOWERED",
+    "ENTRY_TIME",
     "GROUP_NAMES",
     "KNOWN_PROVIDER_NAMES",
     "POLICY_CASES",
@@ -377,6 +414,7 @@ __all__ = [
     "hours",
     "knowledge_domains",
     "known_providers",
+    "make_entry",
     "owner_ids",
     "policies",
     "policy_invariants_test",

@@ -24,10 +24,10 @@ import pytest
 from attrs import define, evolve
 
 from apollo_adapters.clock import ManualClock
+from apollo_adapters.heuristics import HeuristicContradictionJudge
 from apollo_adapters.inprocess import InProcessBus
 from apollo_app import Apollo, Settings
 from apollo_app.entrypoints.service import ApolloService
-from apollo_domain.contradiction import HeuristicContradictionJudge
 from apollo_domain.ports import AccessLogRecord
 from apollo_domain.results import ContradictionReport, CorroborationReport, MaintenanceResult
 from apollo_domain.services.outbox import OUTBOX_CLAIM

@@ -8,7 +8,13 @@ import pytest
 
 from apollo_app import Apollo, Principal
 from apollo_domain.lexical import rank
+from apollo_domain.model import Status, Viewer
+from apollo_domain.ports import SearchFilter
 from apollo_domain.retrieval import RetrievalSettings
+from tests.contract.stores import POOLED_STORE_KINDS, pooled_store_kind
+
+# Through a transaction-mode pooler too: the graph fill's reads go in one pipeline.
+store_kind = pytest.fixture(params=POOLED_STORE_KINDS)(pooled_store_kind)
 
 QUESTION = "Where are the headquarters of Alice Moreau's employer?"
 # The question's terms: headquarters, alice, moreau, employer. The seed Alice Moreau names
@@ -148,3 +154,44 @@ async def test_the_bridges_are_the_most_supported_far_ends(make_apollo):
         pytest.approx(carried(1), rel=1e-6)
         == {v.id: v for v in wide.entries}[porto.entry_id].signals["lexical"]
     )
+
+
+@pytest.mark.parametrize("viewer", [Viewer("bob"), Viewer("alice")])
+async def test_surroundings_read_what_their_three_reads_read(make_apollo, viewer):
+    """The graph fill's one read after its seeds are known returns what
+    ``neighbours``, ``mentioning`` and ``hop_search`` return, whoever asks and with the
+    caps biting."""
+    apollo = await make_apollo()
+    await _world(apollo, edge_owner=Principal("alice"))
+    writer = apollo.client("writer")
+    for content in (
+        "Alice Moreau lives in Porto.",
+        "Alice Moreau met Bruno Diaz in Porto.",
+        "A bank keeps its headquarters in Porto.",
+        "Bruno Diaz builds boats in Porto.",
+    ):
+        await writer.store_knowledge(content=content)
+    flt = SearchFilter(viewer, frozenset({Status.CANDIDATE, Status.CONFIRMED}))
+    async with apollo.store.unit_of_work() as uow:
+        seeds = [entity.id for entity in await uow.graph.find(["alice moreau"], viewer)]
+        for neighbours, scan in ((1, 2), (8, 50)):
+            read = await uow.graph.surroundings(
+                seeds,
+                flt,
+                neighbours=neighbours,
+                scan=scan,
+                hop_text="headquarters employer",
+                hop_limit=5,
+                bridges=neighbours,
+            )
+            linked = await uow.graph.neighbours(seeds, viewer, neighbours)
+            assert linked == read.neighbours
+            named = [*seeds, *(entity_id for entity_id, _ in linked)]
+            assert await uow.graph.mentioning(named, flt, scan) == read.mentioning
+            hops = await uow.graph.hop_search(
+                seeds, "headquarters employer", flt, 5, bridges=neighbours
+            )
+            assert hops == read.hops
+            assert read.hops  # the caps leave something to compare
+        unhopped = await uow.graph.surroundings(seeds, flt, neighbours=8, scan=50)
+        assert ([], read.mentioning) == (unhopped.hops, unhopped.mentioning)

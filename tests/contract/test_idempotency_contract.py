@@ -20,8 +20,9 @@ from apollo_adapters.clock import ManualClock
 from apollo_app import Apollo, Principal
 from apollo_domain import commands as c
 from apollo_domain import services
+from apollo_domain.actions import ACTIONS
 from apollo_domain.errors import PersistenceFailed
-from apollo_domain.handlers import COMMAND_HANDLERS, handle
+from apollo_domain.handlers import handle
 from apollo_domain.lifecycle import dispute
 from apollo_domain.model import Outcome
 from apollo_domain.redaction import REDACTED
@@ -344,7 +345,7 @@ CASES = [
 
 def test_every_mutation_has_an_idempotency_case():
     """A new mutating command cannot be added without showing it is idempotent."""
-    mutations = {kind for kind, handler in COMMAND_HANDLERS.items() if handler.mutation}
+    mutations = {kind for kind, record in ACTIONS.items() if record.mutates}
     assert mutations == {case.kind for case in CASES}
 
 

@@ -10,15 +10,13 @@ import pytest
 from apollo_app import Principal
 from apollo_domain.model import (
     ACTIVE_STATUSES,
-    AccessScope,
-    ContentType,
     Entry,
     SourceRef,
     Status,
     Viewer,
 )
-from apollo_domain.normalize import content_hash
 from apollo_domain.ports import SearchFilter
+from apollo_domain.testing import make_entry
 
 ACTIVE = frozenset({Status.CANDIDATE, Status.CONFIRMED})
 WHEN = datetime(2026, 1, 1, tzinfo=UTC)
@@ -42,20 +40,13 @@ async def _store(apollo, text: str, agent: str = "writer", **kwargs):
 
 
 def _entry(text: str) -> Entry:
-    return Entry(
-        id=uuid.uuid4(),
-        content=text,
-        content_hash=content_hash(text),
-        content_type=ContentType.FACT,
+    return make_entry(
+        text,
         knowledge_domain="general",
         tags=(),
-        confidence=0.5,
-        status=Status.CANDIDATE,
         source=SourceRef("writer"),
-        access_scope=AccessScope.GLOBAL,
-        owner_id=None,
         created_at=WHEN,
-        updated_at=WHEN,
+        source_context={},
     )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import attrs
 import pytest
 
 from apollo_app import NotFound, Outcome, Principal, RelationType, Status
@@ -227,15 +228,7 @@ async def test_gas_with_llm_relates_and_synthesizes(make_apollo):
             }
         ],
     )
-    apollo.deps = apollo.deps.__class__(
-        **{
-            **{
-                a: getattr(apollo.deps, a)
-                for a in ("store", "embedder", "judge", "clock", "policy")
-            },
-            "llm": llm,
-        }
-    )
+    apollo.deps = attrs.evolve(apollo.deps, llm=llm)
     event = {
         "request_id": "req-2",
         "messages": [],

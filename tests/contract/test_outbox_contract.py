@@ -19,7 +19,6 @@ from attrs import evolve
 
 from apollo_app import Principal, RelationType, Status
 from apollo_domain.retry import OutboxRetry
-from tests.contract.stores import EPOCH
 from tests.support import KeyedEmbedder, at_cosine
 
 ADMIN = Principal("ops", role="admin")
@@ -315,45 +314,6 @@ async def test_a_malformed_item_fails_alone_and_the_rest_of_its_batch_is_done(ma
     assert (2, 1, 1) == (report.processed, report.contradictions, report.failed)
     assert [(new, old)] == await _contradictions(apollo, new)
     assert 1 == await _pending(apollo)
-
-
-async def test_a_committed_claim_is_a_lease_and_a_failure_waits_for_its_retry(store):
-    """Through the port: a claimed item is invisible to every later claim until its lease
-    ends, then due again with its attempts unchanged; a failed one is due at its retry
-    time, not before; completing or failing a finished item changes nothing."""
-    t0 = EPOCH
-    async with store.unit_of_work() as uow:
-        for n in range(2):
-            await uow.outbox.enqueue("contradiction_scan", {"n": n}, t0)
-        await uow.commit()
-    async with store.unit_of_work() as uow:
-        first, second = await uow.outbox.claim(5, t0, lease_until=t0 + LEASE)
-        await uow.commit()
-
-    async def claim(at):
-        async with store.unit_of_work() as uow:
-            found = await uow.outbox.claim(5, at, lease_until=at + LEASE)
-            await uow.commit()
-        return [(i.payload["n"], i.attempts) for i in found]
-
-    assert [] == await claim(t0 + LEASE - timedelta(microseconds=1))
-    assert [(0, 0), (1, 0)] == await claim(t0 + LEASE)  # abandoned: leased again
-    retry_at = t0 + 3 * LEASE
-    async with store.unit_of_work() as uow:
-        await uow.outbox.fail(first.id, "judge down", retry_at=retry_at)
-        await uow.outbox.complete(second.id)
-        await uow.outbox.complete(second.id)
-        await uow.outbox.fail(second.id, "late", retry_at=None)
-        assert 1 == await uow.outbox.pending()
-        await uow.commit()
-    assert [] == await claim(retry_at - timedelta(microseconds=1))
-    assert [(0, 1)] == await claim(retry_at)
-    async with store.unit_of_work() as uow:
-        await uow.outbox.fail(first.id, "judge down", retry_at=None)
-        await uow.commit()
-    assert [] == await claim(retry_at + timedelta(days=365))
-    async with store.unit_of_work() as uow:
-        assert 0 == await uow.outbox.pending()
 
 
 # ------------------------------------------------------------------- checker fairness

@@ -1,8 +1,8 @@
 """What only the PostgreSQL store has: migrations, units of work open at once on separate
 connections, the HNSW index under a selective filter, error translation and reconnection.
 
-The Store port's contract, which it shares with the in-memory store, is checked in
-``tests/contract/test_store_contract.py``."""
+The Store port's contract, which it shares with the in-memory store, is checked by
+:class:`apollo_app.testing.StoreContract` (``tests/contract/test_store_contract.py``)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import attrs
 import psycopg
 import pytest
 
@@ -37,16 +36,15 @@ from apollo_domain.errors import (
 from apollo_domain.model import (
     ACTIVE_STATUSES,
     AccessScope,
-    ContentType,
     Entry,
     SourceRef,
-    Status,
     Viewer,
 )
 from apollo_domain.normalize import content_hash
 from apollo_domain.ports import (
     SearchFilter,
 )
+from apollo_domain.testing import make_entry
 from tests.postgres_support import (
     DisposablePostgresStore,
     PostgresTestServer,
@@ -73,24 +71,16 @@ def entry(
     created_at: datetime = NOW,
     **changes: Any,
 ) -> Entry:
-    base = Entry(
-        id=uuid.uuid4(),
-        content=content,
-        content_hash=f"hash-{content}",
-        content_type=ContentType.FACT,
+    """A physics candidate of ``agent-a`` with a unit embedding of this suite's dimension."""
+    return make_entry(
+        content,
         knowledge_domain="physics",
         tags=("science",),
-        confidence=0.5,
-        status=Status.CANDIDATE,
         source=SourceRef("agent-a", "openai", "chat"),
-        access_scope=AccessScope.GLOBAL,
-        owner_id=None,
         created_at=created_at,
-        updated_at=created_at,
-        source_context={"origin": "test"},
         embedding=None if embedding is None else unit(*embedding),
+        **changes,
     )
-    return attrs.evolve(base, **changes)
 
 
 async def add(store: PostgresStore, *entries: Entry) -> None:

@@ -4,7 +4,10 @@ lost connection, requests in flight failed, and no password in any error."""
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
+import subprocess
+import sys
 from uuid import uuid4
 
 import pytest
@@ -14,7 +17,9 @@ from apollo_adapters.rabbitmq import AiormqBus
 from apollo_domain.errors import RpcTimeout, TransportError
 from apollo_domain.ports.messaging import Delivery, Message
 from apollo_domain.ports.topology import Topology
+from tests.postgres_support import PostgresTestServer
 from tests.rabbitmq_support import close_connection_named
+from tests.service_processes import SOURCES, service_environment
 
 pytestmark = pytest.mark.rabbitmq
 
@@ -142,3 +147,39 @@ async def test_a_request_in_flight_fails_with_a_transport_error_when_the_connect
 
     assert not isinstance(failed.value, RpcTimeout)
     assert "lost before the reply" in str(failed.value)
+
+
+@pytest.mark.postgres
+async def test_apollo_serve_names_every_node_it_could_not_reach_without_a_password(
+    postgres_server: PostgresTestServer,
+) -> None:
+    """``apollo serve`` with a list of three nodes that all refuse: exit code 1 and one
+    error line naming each node by address; no password of any node in its output."""
+    nodes = [down("amqp://apollo@127.0.0.1/", f"node-secret-{n}") for n in range(3)]
+    database = await postgres_server.create_database(dimension=384)
+    environ = service_environment(
+        amqp_url=",".join(nodes),
+        database_url=postgres_server.conninfo(database),
+        http_enabled="false",
+    )
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("APOLLO_")} | environ
+    environ["PYTHONPATH"] = os.pathsep.join([SOURCES, *filter(None, [environ.get("PYTHONPATH")])])
+    try:
+        done = await asyncio.to_thread(
+            subprocess.run,
+            [sys.executable, "-m", "apollo_app.cli", "serve"],
+            capture_output=True,
+            text=True,
+            env=environ,
+            timeout=120,
+            check=False,
+        )
+    finally:
+        await postgres_server.drop_database(database)
+
+    errors = [line for line in done.stderr.splitlines() if "no RabbitMQ node answered" in line]
+    assert 1 == done.returncode, done.stderr
+    assert 1 == len(errors), done.stderr
+    for node in nodes:
+        assert str(URL(node).with_user(None)) in errors[0]
+    assert "node-secret" not in done.stderr + done.stdout

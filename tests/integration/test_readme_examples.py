@@ -6,6 +6,7 @@ import re
 import tomllib
 from pathlib import Path
 
+from apollo_app.testing import StoreContract
 from apollo_domain.testing import POLICY_CASES
 from tests.pytest_runs import run_pytest
 
@@ -50,15 +51,31 @@ def test_the_install_command_works_from_a_checkout() -> None:
     }
 
 
-def test_the_section_shows_a_policy_test_and_a_fixture_test() -> None:
-    """The section holds exactly the two examples the test below runs."""
-    assert ["test_my_policy.py", "test_my_agents.py"] == list(section_examples())
+def test_the_section_shows_a_policy_test_a_fixture_test_and_a_store_test() -> None:
+    """The section holds exactly the three examples the tests below run."""
+    assert ["test_my_policy.py", "test_my_agents.py", "test_my_store.py"] == list(
+        section_examples()
+    )
+
+
+def store_contract_tests() -> int:
+    """How many tests :class:`StoreContract` holds, each parametrization counted."""
+    count = 0
+    for name, member in vars(StoreContract).items():
+        if name.startswith("test_"):
+            cases = 1
+            for mark in getattr(member, "pytestmark", []):
+                if mark.name == "parametrize":
+                    cases *= len(mark.args[1])
+            count += cases
+    return count
 
 
 def test_the_examples_pass_and_the_checks_report_their_cases(tmp_path: Path) -> None:
-    """Both examples pass as pytest files with the plugin and the section's pytest
-    configuration, without a warning, and the hypothesis statistics show the invariant
-    checks met each notable case."""
+    """The examples pass as pytest files with the plugin and the section's pytest
+    configuration, without a warning (the store example: every test of the store contract
+    suite), and the hypothesis statistics show the invariant checks met each notable
+    case."""
     for name, code in section_examples().items():
         (tmp_path / name).write_text(code)
 
@@ -70,7 +87,19 @@ def test_the_examples_pass_and_the_checks_report_their_cases(tmp_path: Path) -> 
     )
 
     assert 0 == run.returncode, run.output
-    assert run.summary.startswith("3 passed"), run.output
+    assert run.summary.startswith(f"{3 + store_contract_tests()} passed"), run.output
     assert "warning" not in run.summary, run.output
     missing = [case for case in POLICY_CASES if case not in run.output]
     assert [] == missing, run.output
+
+
+def test_the_store_example_passes_in_strict_asyncio_mode_too(tmp_path: Path) -> None:
+    """A project that leaves pytest-asyncio in its default strict mode runs the store
+    contract suite all the same."""
+    (tmp_path / "test_my_store.py").write_text(section_examples()["test_my_store.py"])
+
+    run = run_pytest(tmp_path, "-o", "asyncio_mode=strict")
+
+    assert 0 == run.returncode, run.output
+    assert run.summary.startswith(f"{store_contract_tests()} passed"), run.output
+    assert "warning" not in run.summary, run.output

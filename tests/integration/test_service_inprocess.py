@@ -102,7 +102,7 @@ async def test_store_knowledge_returns_a_dispatch_envelope_and_the_service_store
         access_scope="private",
     )
     assert isinstance(dispatch, Dispatch)
-    assert "ingest" == dispatch.action
+    assert "store_knowledge" == dispatch.action
     assert 32 == len(dispatch.message_id)
     assert "BGP route reflectors reduce full-mesh iBGP complexity" == dispatch.payload["content"]
     assert ("fact", ["bgp", "routing"]) == (
@@ -138,7 +138,7 @@ async def test_traversal_expertise_and_profile_over_rpc(mesh: Mesh):
     first, second = sorted(views, key=lambda v: v.content)
 
     link = await mesh.client.link_entries(first.id, second.id, "depends_on", 0.9)
-    assert ("link", "depends_on") == (link.action, link.payload["relation_type"])
+    assert ("link_entries", "depends_on") == (link.action, link.payload["relation_type"])
 
     async def linked() -> list[Any]:
         return await mesh.client.related_entries(first.id, depth=1)

@@ -6,12 +6,8 @@ import pytest
 from hypothesis import event, given
 from hypothesis import strategies as st
 
-from apollo_domain.contradiction import (
-    HEURISTIC_ANTONYMS,
-    HeuristicContradictionJudge,
-    flips_negation,
-    heuristic_contradicts,
-)
+from apollo_adapters.heuristics import HeuristicContradictionJudge
+from apollo_domain.contradiction import HEURISTIC_ANTONYMS, flips_negation, heuristic_contradicts
 from apollo_domain.ports import ContradictionJudge
 from tests.strategies import restatements
 

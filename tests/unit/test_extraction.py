@@ -1,10 +1,11 @@
-"""The built-in heuristic entity extractor (apollo_domain.extraction)."""
+"""The built-in heuristic entity extractor (apollo_adapters.heuristics.extraction)."""
 
 from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
 
+from apollo_adapters.heuristics import HeuristicEntityExtractor, extract_entities
 from apollo_domain.entities import (
     EntityMention,
     Extraction,
@@ -12,7 +13,6 @@ from apollo_domain.entities import (
     normalize_entity_name,
     normalize_relation,
 )
-from apollo_domain.extraction import HeuristicEntityExtractor, extract_entities
 
 
 def found(text: str) -> list[tuple[str, str | None]]:

@@ -67,7 +67,7 @@ async def test_remote_store_many_publishes_one_batch_and_returns_its_envelopes()
     assert exchange is None
     assert [d.message_id for d in dispatches] == [m.message_id for m in batch]
     assert 2 == len({m.message_id for m in batch})
-    assert ["ingest", "ingest"] == [d.action for d in dispatches]
+    assert ["store_knowledge", "store_knowledge"] == [d.action for d in dispatches]
     assert ["First note", "Second note"] == [d.payload["content"] for d in dispatches]
     assert [d.payload["content"] for d in dispatches] == [
         json.loads(m.body)["payload"]["content"] for m in batch

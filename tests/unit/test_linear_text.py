@@ -18,10 +18,10 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 
 from apollo_adapters.embedders import HashingEmbedder
+from apollo_adapters.heuristics import extract_entities
 from apollo_domain.contradiction import heuristic_contradicts
 from apollo_domain.entities import normalize_entity_name, normalize_relation
 from apollo_domain.errors import ValidationError
-from apollo_domain.extraction import extract_entities
 from apollo_domain.gas_rules import extract_entities as gas_entity_names
 from apollo_domain.lexical import occurrences, query_terms
 from apollo_domain.normalize import MAX_CONTENT_CHARS, clean_content, content_hash, normalize_tag

@@ -1,16 +1,15 @@
 """The in-memory store: serialized units of work, injected unavailability, matrix growth,
-lazily rebuilt rows, repository details, vectorised filters and decay checked against a
-plain Python reference; and the clocks.
+lazily rebuilt rows, vectorised filters and decay checked against a plain Python
+reference; and the clocks.
 
-The Store port's contract, which it shares with the PostgreSQL store, is checked in
-``tests/contract/test_store_contract.py``."""
+The Store port's contract, which it shares with the PostgreSQL store, is checked by
+:class:`apollo_app.testing.StoreContract` (``tests/contract/test_store_contract.py``)."""
 
 from __future__ import annotations
 
 import asyncio
 import functools
 import math
-import uuid
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
@@ -23,9 +22,9 @@ from hypothesis import strategies as st
 
 from apollo_adapters.clock import ManualClock, SystemClock
 from apollo_adapters.memory import InMemoryStore, InMemoryUnitOfWork
+from apollo_domain import testing
 from apollo_domain.errors import (
     Conflict,
-    NotFound,
     StoreUnavailable,
     ValidationError,
 )
@@ -34,27 +33,21 @@ from apollo_domain.model import (
     AccessScope,
     ContentType,
     Entry,
-    Evidence,
-    Relation,
-    RelationType,
-    SourceRef,
     Status,
     Viewer,
 )
 from apollo_domain.ports import (
     AccessLogRecord,
-    ExpertiseRecord,
     SearchFilter,
 )
 from apollo_domain.rules import is_visible
-from tests.support import candidate_entry
 
 T0 = datetime(2025, 1, 1, tzinfo=UTC)
 EVERY_STATUS = frozenset(Status)
 T = TypeVar("T")
 
 
-make_entry = functools.partial(candidate_entry, embedding=(1.0, 0.0, 0.0), created_at=T0)
+make_entry = functools.partial(testing.make_entry, embedding=(1.0, 0.0, 0.0), created_at=T0)
 
 
 def everything(viewer: Viewer | None = None) -> SearchFilter:
@@ -139,56 +132,6 @@ async def test_matrix_grows_past_its_initial_capacity() -> None:
     assert stored.embedding == pytest.approx(entries[39].embedding, abs=1e-6)
 
 
-async def test_update_writes_only_the_mutable_fields() -> None:
-    original = make_entry("text")
-    store = await seeded(original)
-    later = T0 + timedelta(hours=5)
-    changed = attrs.evolve(
-        original,
-        content="other text",
-        content_type=ContentType.CONCEPT,
-        access_count=99,
-        status=Status.CONFIRMED,
-        confidence=0.8,
-        tags=("a", "b"),
-        knowledge_domain="a",
-        source=SourceRef("human-1", "human", "chat", "u", "host"),
-        owner_id="alice",
-        access_scope=AccessScope.TEAM,
-        source_context={"k": "v"},
-        confirmed_at=later,
-        updated_at=later,
-        decayed_at=later,
-    )
-    async with store.unit_of_work() as uow:
-        await uow.entries.update(changed)
-        with pytest.raises(NotFound):
-            await uow.entries.update(make_entry("missing"))
-        await uow.commit()
-    stored = await read(store, lambda u: u.entries.get(original.id))
-    expected = attrs.evolve(
-        changed, content="text", content_type=ContentType.FACT, access_count=0, embedding=None
-    )
-    assert attrs.asdict(expected) == attrs.asdict(stored)  # type: ignore[arg-type]
-
-
-async def test_boost_caps_at_one_and_counts_access() -> None:
-    high, low = make_entry("high", confidence=0.95), make_entry("low", confidence=0.2)
-    store = await seeded(high, low)
-    later = T0 + timedelta(minutes=1)
-    async with store.unit_of_work() as uow:
-        result = await uow.entries.boost(
-            [high.id, low.id, low.id, uuid.uuid4()], 0.1, later, count_access=True
-        )
-        await uow.entries.boost([low.id], 0.1, later, count_access=False)
-        await uow.commit()
-    assert {high.id: 1.0, low.id: pytest.approx(0.3)} == result
-    stored = await read(store, lambda u: u.entries.get_many([high.id, low.id]))
-    assert (stored[high.id].access_count, stored[low.id].access_count) == (1, 1)
-    assert stored[low.id].confidence == pytest.approx(0.4)
-    assert later == stored[low.id].updated_at
-
-
 async def test_decay_then_update_then_rollback_restores_the_decayed_values() -> None:
     """Lazily rebuilt rows stay exact across an update and a rollback after a decay."""
     entry = make_entry("x", confidence=0.5)
@@ -206,113 +149,6 @@ async def test_decay_then_update_then_rollback_restores_the_decayed_values() -> 
     assert attrs.asdict(decayed) == attrs.asdict(
         await read(store, lambda u: u.entries.get(entry.id))
     )  # type: ignore[arg-type]
-
-
-async def test_delete_removes_evidence_and_relations() -> None:
-    a, b, c = make_entry("a"), make_entry("b"), make_entry("c")
-    store = await seeded(a, b, c)
-    async with store.unit_of_work() as uow:
-        await uow.evidence.add(Evidence(a.id, a.source, 1.0, T0, "origin"))
-        assert not await uow.evidence.add(Evidence(a.id, a.source, 0.5, T0))
-        await uow.relations.add(Relation(a.id, b.id, RelationType.CAUSES))
-        await uow.relations.add(Relation(c.id, a.id, RelationType.CAUSES))
-        await uow.relations.add(Relation(b.id, c.id, RelationType.CAUSES))
-        assert not await uow.relations.add(Relation(b.id, c.id, RelationType.CAUSES, 0.2))
-        with pytest.raises(NotFound):
-            await uow.relations.add(Relation(b.id, uuid.uuid4(), RelationType.CAUSES))
-        assert await uow.entries.delete([a.id, a.id, uuid.uuid4()]) == 1
-        assert await uow.evidence.for_entry(a.id) == []
-        assert await uow.relations.count() == 1
-        assert [(b.id, c.id)] == [
-            (r.from_id, r.to_id) for r in await uow.relations.outgoing([a.id, b.id, c.id])
-        ]
-        with pytest.raises(NotFound):
-            await uow.evidence.add(Evidence(a.id, a.source, 1.0, T0))
-
-
-async def test_outbox_claims_oldest_and_buries_the_dead() -> None:
-    """Oldest first by enqueue time; a failed item counts its attempt and waits for its
-    retry time; a dead one is never claimed again."""
-    store = InMemoryStore()
-    async with store.unit_of_work() as uow:
-        await uow.outbox.enqueue("scan", {"n": 2}, T0 + timedelta(seconds=2))
-        await uow.outbox.enqueue("scan", {"n": 1}, T0 + timedelta(seconds=1))
-        await uow.outbox.enqueue("scan", {"n": 3}, T0 + timedelta(seconds=3))
-        claimed = await uow.outbox.claim(2, T0, lease_until=T0)
-        assert [item.payload for item in claimed] == [{"n": 1}, {"n": 2}]
-        await uow.outbox.complete(claimed[0].id)
-        await uow.outbox.fail(claimed[1].id, "boom", retry_at=T0 + timedelta(seconds=1))
-        assert [i.payload for i in await uow.outbox.claim(5, T0, lease_until=T0)] == [{"n": 3}]
-        later = T0 + timedelta(seconds=1)
-        assert [i.attempts for i in await uow.outbox.claim(5, later, lease_until=later)] == [
-            1,
-            0,
-        ]
-        await uow.outbox.fail(claimed[1].id, "boom", retry_at=None)
-        assert await uow.outbox.pending() == 1
-        far = T0 + timedelta(days=1)
-        assert [i.payload for i in await uow.outbox.claim(5, far, lease_until=far)] == [{"n": 3}]
-        await uow.commit()
-
-
-async def test_expertise_for_domain_orders_by_proficiency_then_agent() -> None:
-    store = InMemoryStore()
-    async with store.unit_of_work() as uow:
-        await uow.expertise.replace_all(
-            [
-                ExpertiseRecord("b", "net", 3, 0.5, T0),
-                ExpertiseRecord("a", "net", 3, 0.5, T0),
-                ExpertiseRecord("c", "net", 9, 0.9, T0),
-                ExpertiseRecord("d", "net", 1, 0.1, T0),
-                ExpertiseRecord("a", "math", 1, 0.9, T0),
-            ]
-        )
-        await uow.expertise.record_activity("a", "net", T0 + timedelta(hours=1))
-        found = await uow.expertise.for_domain("net", 0.5)
-        assert [r.agent_id for r in found] == ["c", "a", "b"]
-        assert (4, 0.5, T0 + timedelta(hours=1)) == (
-            found[1].entry_count,
-            found[1].proficiency,
-            found[1].last_active_at,
-        )
-
-
-async def test_stats_and_agent_domain_stats() -> None:
-    mine = make_entry("mine", access_scope=AccessScope.PRIVATE, owner_id="alice", confidence=0.9)
-    theirs = make_entry("theirs", access_scope=AccessScope.PRIVATE, owner_id="bob")
-    team = make_entry("team", access_scope=AccessScope.TEAM, owner_id="bob", confidence=0.3)
-    old = make_entry(
-        "old", status=Status.ARCHIVED, created_at=T0 - timedelta(days=3), knowledge_domain="x"
-    )
-    store = await seeded(mine, theirs, team, old)
-    async with store.unit_of_work() as uow:
-        await uow.relations.add(Relation(mine.id, theirs.id, RelationType.CAUSES))
-        await uow.relations.add(Relation(mine.id, old.id, RelationType.CAUSES))
-        stats = await uow.entries.stats(Viewer("alice", frozenset({"bob"})), T0)
-        by_agent = await uow.entries.agent_domain_stats()
-    assert (stats.total, stats.last_24h) == (3, 2)
-    assert stats.average_confidence == pytest.approx(0.6)
-    assert dict(stats.by_status) == {
-        "candidate": 2,
-        "confirmed": 0,
-        "disputed": 0,
-        "archived": 1,
-        "active": 2,
-    }
-    assert stats.by_content_type["fact"] == 3 and stats.by_content_type["concept"] == 0
-    assert stats.total_relations == 1
-    ((agent, domain, count, average, last, confirmed, earned),) = [
-        attrs.astuple(s) for s in by_agent
-    ]
-    assert (agent, domain, count, last, confirmed, earned) == (
-        "claude-1",
-        "networking",
-        3,
-        T0,
-        0,
-        0,
-    )
-    assert average == pytest.approx((0.9 + 0.5 + 0.3) / 3)
 
 
 # ------------------------------------------------------------ filters vs a reference

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 from typing import Any
-from uuid import uuid4
+from uuid import UUID, uuid4
 
 import pytest
 from hypothesis import given
@@ -24,7 +24,10 @@ from apollo_app.wire.envelope import (
     make_converter,
 )
 from apollo_app.wire.replies import decode_reply, encode_error_reply, encode_reply
-from apollo_domain.commands import QueryKnowledge, StoreKnowledge, Traverse, WritebackStore
+from apollo_domain import commands as c
+from apollo_domain.actions import ACTIONS as RECORDS
+from apollo_domain.actions import Bus, action_of
+from apollo_domain.commands import QueryKnowledge, RelatedEntries, StoreKnowledge, WritebackStore
 from apollo_domain.errors import (
     ApolloError,
     NotFound,
@@ -34,7 +37,6 @@ from apollo_domain.errors import (
     ValidationError,
 )
 from apollo_domain.expertise import DomainCoverage
-from apollo_domain.handlers import handler_of
 from apollo_domain.model import AccessScope, ContentType, RelationType, Status
 from apollo_domain.ports.topology import Topology
 from apollo_domain.results import (
@@ -88,12 +90,13 @@ def test_a_lex_apollo_ingest_payload_names_its_agent_source_agent():
 
 def test_every_action_has_one_command_and_one_queue_family():
     """Each action names its own command; mutations and RPC requests do not overlap, and a
-    request is a read and a mutation a write in the handler table."""
-    assert len(set(ACTIONS.values())) == len(ACTIONS) == len(COMMANDS)
+    request is a read and a mutation a write in the action records."""
+    assert len(set(ACTIONS.values())) == len(ACTIONS)
+    assert all(COMMANDS[name] is kind for kind, name in ACTIONS.items())
     assert not MUTATIONS & REQUESTS
     assert {"writeback_store", "writeback_vectorize"} == set(COMMANDS) - MUTATIONS - REQUESTS
-    assert all(handler_of(COMMANDS[a]).mutation for a in MUTATIONS)
-    assert not any(handler_of(COMMANDS[a]).mutation for a in REQUESTS)
+    assert all(action_of(COMMANDS[a]).mutates for a in MUTATIONS)
+    assert not any(action_of(COMMANDS[a]).mutates for a in REQUESTS)
 
 
 def test_a_command_is_a_versioned_envelope():
@@ -103,9 +106,77 @@ def test_a_command_is_a_versioned_envelope():
     )
     document = json.loads(encode_command(body))
     assert {"v", "action", "payload"} == set(document)
-    assert (1, "ingest") == (document["v"], document["action"])
+    assert (1, "store_knowledge") == (document["v"], document["action"])
     assert ["bgp"] == document["payload"]["tags"]
     assert body == decode_command(encode_command(body))
+
+
+def test_every_action_is_sent_by_its_one_name_and_read_by_its_old_ones_too():
+    """A message names its action as the action's record does (the client method's name);
+    the names actions had before are still read as the same command, on the same queue."""
+    for kind, record in RECORDS.items():
+        if kind not in ACTIONS:
+            continue
+        assert record.name == ACTIONS[kind]
+        for name in record.names:
+            assert kind is COMMANDS[name]
+            assert (name in MUTATIONS) == (record.bus is Bus.INGEST)
+            assert (name in REQUESTS) == (record.bus is Bus.QUERY)
+    old = {
+        "ingest": StoreKnowledge,
+        "query": QueryKnowledge,
+        "traverse": RelatedEntries,
+        "link": c.LinkEntries,
+        "deprecate": c.DeprecateEntry,
+        "resolve": c.ResolveDispute,
+        "expertise": c.GetExpertise,
+        "at_risk": c.DomainsAtRisk,
+        "profile": c.GetAgentProfile,
+    }
+    payloads: dict[str, dict[str, Any]] = {
+        "ingest": {"content": "BGP route reflectors"},
+        "query": {"query": "bgp"},
+        "traverse": {"entry_id": str(UUID(int=1))},
+        "link": {
+            "from_entry_id": str(UUID(int=1)),
+            "to_entry_id": str(UUID(int=2)),
+            "relation_type": "supports_by",
+        },
+        "deprecate": {"entry_id": str(UUID(int=1)), "reason": "stale"},
+        "resolve": {"entry_id": str(UUID(int=1)), "resolution": "accept"},
+        "expertise": {"domain": "networking"},
+        "at_risk": {},
+        "profile": {"target_agent_id": "claude-a"},
+    }
+    for name, kind in old.items():
+        raw = json.dumps({"v": 1, "action": name, "payload": payloads[name]}).encode()
+        command = decode_command(raw, accept=MUTATIONS | REQUESTS)
+        assert kind is type(command)
+        assert name != json.loads(encode_command(command))["action"]
+        assert command == decode_command(encode_command(command))
+
+
+def test_an_old_query_message_that_counts_no_access_is_a_retrieve():
+    """Before ``retrieve`` was its own action, a ``query`` message carried ``count_access``:
+    true is the query, false the retrieve (which takes no statuses); the new names do not
+    take the field."""
+
+    def decoded(action: str, **payload: Any) -> Any:
+        body = {"v": 1, "action": action, "payload": {"query": "bgp", "limit": 5, **payload}}
+        return decode_command(json.dumps(body).encode(), accept=REQUESTS)
+
+    assert QueryKnowledge(query="bgp", limit=5) == decoded("query", count_access=True)
+    assert c.Retrieve(query="bgp") == decoded("query", count_access=False, status=None)
+    assert "status" == field_of_raw(decoded, "query", count_access=False, status=["archived"])
+    assert "count_access" == field_of_raw(decoded, "query", count_access="no")
+    assert "count_access" == field_of_raw(decoded, "query_knowledge", count_access=True)
+    assert "count_access" == field_of_raw(decoded, "retrieve", count_access=False)
+
+
+def field_of_raw(decode: Any, *args: Any, **payload: Any) -> str:
+    with pytest.raises(ValidationError) as caught:
+        decode(*args, **payload)
+    return caught.value.field
 
 
 text = st.text(st.characters(exclude_categories=("Cs",), exclude_characters="\x00"), max_size=40)
@@ -336,8 +407,8 @@ def test_writeback_metadata_splits_into_arguments_and_context():
 
 
 def test_actions_of_commands_are_consistent():
-    assert "traverse" == ACTIONS[Traverse]
-    assert Traverse is COMMANDS["traverse"]
+    assert "related_entries" == ACTIONS[RelatedEntries]
+    assert RelatedEntries is COMMANDS["related_entries"] is COMMANDS["traverse"]
 
 
 async def test_rpc_requests_carry_an_exact_whole_second_deadline():

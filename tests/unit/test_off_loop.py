@@ -12,16 +12,17 @@ from typing import Any, ParamSpec, TypeVar
 
 import pytest
 
-from apollo_adapters.threads import (
-    OFF_LOOP_CHARS,
-    ThreadedContradictionJudge,
-    ThreadedEntityExtractor,
+from apollo_adapters.heuristics import (
+    HeuristicContradictionJudge,
+    HeuristicEntityExtractor,
+    extract_entities,
+    extraction,
 )
+from apollo_adapters.threads import OFF_LOOP_CHARS
 from apollo_app import Apollo
-from apollo_domain import extraction, lexical
+from apollo_domain import lexical
 from apollo_domain.contradiction import heuristic_contradicts
 from apollo_domain.entities import Extraction
-from apollo_domain.extraction import extract_entities
 from apollo_domain.normalize import MAX_CONTENT_CHARS
 from tests.strategies import repeated
 
@@ -101,15 +102,15 @@ async def test_the_event_loop_spends_a_small_part_of_the_reading_of_a_long_text(
 
 def test_the_default_wiring_reads_texts_off_the_loop() -> None:
     apollo = Apollo.in_memory()
-    assert ThreadedEntityExtractor() == apollo.deps.extractor
-    assert ThreadedContradictionJudge() == apollo.deps.judge
+    assert HeuristicEntityExtractor() == apollo.deps.extractor
+    assert HeuristicContradictionJudge() == apollo.deps.judge
 
 
 async def test_a_threaded_extractor_reads_long_texts_in_a_worker_thread_and_short_ones_inline() -> (
     None
 ):
     threads: set[int] = set()
-    extractor = ThreadedEntityExtractor(recording(threads, extract_entities))
+    extractor = HeuristicEntityExtractor(recording(threads, extract_entities))
 
     assert Extraction() == await extractor.extract("a" * OFF_LOOP_CHARS)
     assert {threading.get_ident()} == threads
@@ -120,7 +121,7 @@ async def test_a_threaded_extractor_reads_long_texts_in_a_worker_thread_and_shor
 
 async def test_a_threaded_judge_reads_long_pairs_in_a_worker_thread_and_short_ones_inline() -> None:
     threads: set[int] = set()
-    judge = ThreadedContradictionJudge(recording(threads, heuristic_contradicts))
+    judge = HeuristicContradictionJudge(recording(threads, heuristic_contradicts))
     short = "Redis listens on port 6379", "Redis listens on port 6380"
 
     assert await judge.contradicts(*short)

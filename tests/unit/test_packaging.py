@@ -89,6 +89,34 @@ def test_apollo_imports_without_hypothesis() -> None:
     assert expected == completed.stdout.strip()
 
 
+def test_the_store_contract_suite_says_which_extra_it_needs() -> None:
+    """apollo_app.testing needs pytest-asyncio (the testing extra), and says so."""
+    script = "\n".join(
+        [
+            "import sys",
+            "sys.modules['pytest_asyncio'] = None  # as if it were not installed",
+            "import apollo_app",
+            "try:",
+            "    import apollo_app.testing",
+            "except ImportError as exc:",
+            "    print(exc)",
+        ]
+    )
+    completed = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(SOURCE_ROOT)},
+    )
+    assert 0 == completed.returncode, completed.stderr
+    expected = (
+        "apollo_app.testing needs pytest and pytest-asyncio:"
+        ' pip install "apollo-knowledge[testing]"'
+    )
+    assert expected == completed.stdout.strip()
+
+
 CONSOLE_FILES = {"index.html", "app.js", "api.js", "dom.js", "graph.js", "views.js", "style.css"}
 
 

@@ -209,15 +209,10 @@ class OutboxTable:
         if limit <= 0:
             return []
         oldest = heapq.nsmallest(
-            limit,
-            (
-                (item.created_us, item_id)
-                for item_id, item in self.items.items()
-                if item.due(now_us)
-            ),
+            limit, (item_id for item_id, item in self.items.items() if item.due(now_us))
         )
         claimed = []
-        for _, item_id in oldest:
+        for item_id in oldest:
             item = self.items[item_id]
             self._set(item_id, evolve(item, leased_us=lease_us), undo)
             claimed.append(

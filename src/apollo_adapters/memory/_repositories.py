@@ -28,6 +28,7 @@ from apollo_domain.ports import (
     CredibilityRecord,
     DecayOutcome,
     ExpertiseRecord,
+    GraphSurroundings,
     OutboxItem,
     ScoredEntry,
     SearchFilter,
@@ -383,6 +384,26 @@ class InMemoryEntityGraph(_Repository):
         within = attrs.evolve(flt, only_ids=frozenset(hit.entry.id for hit in holding))
         hits = entries.lexical_search(text, within, limit)
         return [(hit.entry.id, hit.similarity, reached[hit.entry.id]) for hit in hits]
+
+    async def surroundings(
+        self,
+        entity_ids: Collection[UUID],
+        flt: SearchFilter,
+        *,
+        neighbours: int,
+        scan: int,
+        hop_text: str | None = None,
+        hop_limit: int = 0,
+        bridges: int = 0,
+    ) -> GraphSurroundings:
+        linked = await self.neighbours(entity_ids, flt.viewer, neighbours)
+        tagged = await self.mentioning([*entity_ids, *(e for e, _ in linked)], flt, scan)
+        hops = (
+            []
+            if hop_text is None
+            else await self.hop_search(entity_ids, hop_text, flt, hop_limit, bridges=bridges)
+        )
+        return GraphSurroundings(linked, tagged, hops)
 
     async def prune(self) -> int:
         return self._store._entries.graph.prune(self._uow._open("graph"))

@@ -86,6 +86,7 @@ class InMemoryStore:
         self.directory = InMemoryIdentityDirectory()
         self._unavailable = _parts(unavailable)
         self._lock = asyncio.Lock()
+        self._waiting = 0
         self._closed = False
         self._entries = EntryTable(dimension, capacity)
         self._expertise = ExpertiseTable()
@@ -93,6 +94,12 @@ class InMemoryStore:
         self._credibility = CredibilityTable()
         self._outbox = OutboxTable()
         self._processed = ProcessedTable()
+
+    @property
+    def waiting(self) -> int:
+        """How many units of work wait for the running one to end (the store runs one at a
+        time: its lock over every row)."""
+        return self._waiting
 
     def set_unavailable(self, parts: Collection[str]) -> None:
         """Make exactly ``parts`` unavailable (an empty collection restores every part)."""
@@ -152,7 +159,11 @@ class InMemoryUnitOfWork:
             raise PersistenceFailed("a unit of work cannot be reused")
         if self._store._closed:
             raise StoreUnavailable("the store is closed")
-        await self._store._lock.acquire()
+        self._store._waiting += 1
+        try:
+            await self._store._lock.acquire()
+        finally:
+            self._store._waiting -= 1
         self._state = _ACTIVE
         return self
 

@@ -29,6 +29,34 @@ logger = logging.getLogger("apollo.postgres")
 TRANSIENT_SQLSTATES = frozenset({"40P01", "40001"})
 
 
+#: How PostgreSQL (SQLSTATE 53300, too_many_connections: ``max_connections``, a role's or
+#: a database's connection limit) and PgBouncer (``max_client_conn``) refuse a connection
+#: for want of connection slots. libpq reports a refused connection by its message only,
+#: with no SQLSTATE, so the message is read.
+_NO_SLOT = (
+    "too many clients already",
+    "too many connections for",
+    "remaining connection slots are reserved",
+    "no more connections allowed",
+)
+CONNECTION_BUDGET = (
+    "PostgreSQL refuses more connections (too many clients, SQLSTATE 53300): keep the"
+    " service processes × APOLLO_POOL_MAX (twice that with APOLLO_READ_DATABASE_URL, the"
+    " replica's pool being as large) within the server's max_connections, or, through"
+    " PgBouncer, within its max_client_conn, and its default_pool_size within"
+    " max_connections"
+)
+
+
+def refused_for_slots(exc: BaseException) -> bool:
+    """Whether ``exc`` is a connection the server or the pooler refused for want of
+    connection slots (see :data:`CONNECTION_BUDGET`)."""
+    if getattr(exc, "sqlstate", None) == "53300":
+        return True
+    text = str(exc)
+    return isinstance(exc, psycopg.OperationalError) and any(n in text for n in _NO_SLOT)
+
+
 class MissingPgvector(StoreUnavailable):
     """The server cannot load the ``vector`` extension (pgvector is not installed there)."""
 
@@ -61,6 +89,8 @@ def translate(exc: psycopg.Error) -> ApolloError:
     logger.debug("PostgreSQL error%s: %s", code, exc)
     if exc.sqlstate in TRANSIENT_SQLSTATES:
         return TransientConflict(f"concurrent writes conflicted; retry later{code}")
+    if refused_for_slots(exc):
+        return StoreUnavailable(CONNECTION_BUDGET)
     if isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError):
         return StoreUnavailable(f"PostgreSQL is unavailable{code}")
     if isinstance(exc, pg_errors.UndefinedTable | pg_errors.UndefinedColumn):

@@ -18,12 +18,12 @@ from apollo_domain.entities import (
     normalize_entity_name,
 )
 from apollo_domain.model import Entry, Viewer
-from apollo_domain.ports import SearchFilter
+from apollo_domain.ports import GraphSurroundings, SearchFilter
 
 from .entries import LEXICAL_STOPWORDS
 from .filters import Where
 from .rows import ENTRY_COLUMNS, as_utc, entry_from_row
-from .session import Row, Session
+from .session import Params, Row, Session
 
 _ENTITY = "en.id, en.name, en.key, en.kind, en.created_at"
 # A lexeme quoted for the tsquery syntax (backslashes and quotes doubled), as the lexical
@@ -63,6 +63,74 @@ def _visible(viewer: Viewer) -> Where:
 def _like_prefix(prefix: str) -> str:
     escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
     return escaped + "%"
+
+
+# One row per visible supporting entry of a live edge with one end among the ids and the
+# other not; counted by that other end.
+_NEIGHBOURS_TEXT = (
+    "SELECT CASE WHEN ed.src_id = ANY({ids}) THEN ed.dst_id ELSE ed.src_id END AS id,"
+    " count(*) AS support FROM entity_edges ed"
+    " JOIN entity_edge_entries s ON s.edge_id = ed.id"
+    " JOIN entries ON entries.id = s.entry_id"
+    " WHERE (ed.src_id = ANY({ids}) OR ed.dst_id = ANY({ids}))"
+    " AND NOT (ed.src_id = ANY({ids}) AND ed.dst_id = ANY({ids}))"
+    " AND ed.valid_to IS NULL AND {visible}"
+    " GROUP BY 1 ORDER BY support DESC, id LIMIT {limit}"
+)
+_NEIGHBOURS = sql.SQL(_NEIGHBOURS_TEXT)
+
+
+def _hop_statement(
+    entity_ids: Collection[UUID], text: str, flt: SearchFilter, limit: int, bridges: int
+) -> tuple[sql.Composable, Params]:
+    """The statement of :meth:`PostgresEntityGraph.hop_search` and its parameters."""
+    where = Where()
+    where.visible_to(flt.viewer, alias="stating")
+    where.add("stating.status <> 'archived'")
+    supported = where.sql()
+    where.clauses = []
+    where.matching(flt)
+    ids = where.param(list(entity_ids))
+    query = sql.SQL(
+        "WITH words AS (SELECT DISTINCT " + _QUOTED_LEXEME + " AS quoted"
+        " FROM unnest(to_tsvector('simple'::regconfig, {text})) WHERE lexeme <> ALL({stop})),"
+        " q AS (SELECT string_agg(quoted, ' | ')::tsquery AS terms FROM words),"
+        # The terms no entry about a seed holds: what only a hop can answer.
+        " open AS (SELECT string_agg(quoted, ' | ')::tsquery AS terms FROM words"
+        " WHERE NOT EXISTS (SELECT 1 FROM entity_mentions m"
+        " JOIN entries ON entries.id = m.entry_id WHERE m.entity_id = ANY({ids})"
+        " AND entries.lexical @@ words.quoted::tsquery AND {where})),"
+        # The far ends of the visible live typed edges, the most supported first.
+        " bridge AS (SELECT CASE WHEN ed.src_id = ANY({ids}) THEN ed.dst_id"
+        " ELSE ed.src_id END AS id, array_agg(DISTINCT CASE WHEN ed.src_id = ANY({ids})"
+        " THEN ed.src_id ELSE ed.dst_id END) AS seeds, count(*) AS support"
+        " FROM entity_edges ed JOIN entity_edge_entries s ON s.edge_id = ed.id"
+        " JOIN entries stating ON stating.id = s.entry_id"
+        " WHERE (ed.src_id = ANY({ids}) OR ed.dst_id = ANY({ids}))"
+        " AND NOT (ed.src_id = ANY({ids}) AND ed.dst_id = ANY({ids}))"
+        " AND ed.valid_to IS NULL AND ed.relation <> 'co_occurs' AND {supported}"
+        " GROUP BY 1 ORDER BY support DESC, id LIMIT {bridges}),"
+        " reached AS (SELECT m.entry_id, array_agg(DISTINCT seed) AS seeds"
+        " FROM bridge JOIN entity_mentions m ON m.entity_id = bridge.id"
+        " CROSS JOIN LATERAL unnest(bridge.seeds) AS seed GROUP BY m.entry_id)"
+        " SELECT entries.id, ts_rank(entries.lexical, q.terms) AS score, reached.seeds"
+        " FROM reached JOIN entries ON entries.id = reached.entry_id CROSS JOIN q"
+        " CROSS JOIN open WHERE open.terms IS NOT NULL AND entries.lexical @@ open.terms"
+        " AND {where} ORDER BY score DESC, entries.id LIMIT {limit}"
+    ).format(
+        text=where.param(text),
+        stop=where.param(LEXICAL_STOPWORDS),
+        ids=ids,
+        supported=supported,
+        bridges=where.param(bridges),
+        where=where.sql(),
+        limit=where.param(limit),
+    )
+    return query, where.params
+
+
+def _hops(rows: list[Row]) -> list[tuple[UUID, float, frozenset[UUID]]]:
+    return [(row["id"], float(row["score"]), frozenset(row["seeds"])) for row in rows]
 
 
 class PostgresEntityGraph:
@@ -325,18 +393,7 @@ class PostgresEntityGraph:
             return []
         where = _visible(viewer)
         ids = where.param(list(entity_ids))
-        query = sql.SQL(
-            # One row per visible supporting entry of a live edge with one end among the
-            # ids and the other not; counted by that other end.
-            "SELECT CASE WHEN ed.src_id = ANY({ids}) THEN ed.dst_id ELSE ed.src_id END AS id,"
-            " count(*) AS support FROM entity_edges ed"
-            " JOIN entity_edge_entries s ON s.edge_id = ed.id"
-            " JOIN entries ON entries.id = s.entry_id"
-            " WHERE (ed.src_id = ANY({ids}) OR ed.dst_id = ANY({ids}))"
-            " AND NOT (ed.src_id = ANY({ids}) AND ed.dst_id = ANY({ids}))"
-            " AND ed.valid_to IS NULL AND {visible}"
-            " GROUP BY 1 ORDER BY support DESC, id LIMIT {limit}"
-        ).format(ids=ids, visible=where.sql(), limit=where.param(limit))
+        query = _NEIGHBOURS.format(ids=ids, visible=where.sql(), limit=where.param(limit))
         return [(row["id"], row["support"]) for row in await self._s.rows(query, where.params)]
 
     async def hop_search(
@@ -350,50 +407,60 @@ class PostgresEntityGraph:
     ) -> list[tuple[UUID, float, frozenset[UUID]]]:
         if not entity_ids or limit <= 0 or bridges <= 0:
             return []
-        where = Where()
-        where.visible_to(flt.viewer, alias="stating")
-        where.add("stating.status <> 'archived'")
-        supported = where.sql()
+        return _hops(await self._s.rows(*_hop_statement(entity_ids, text, flt, limit, bridges)))
+
+    async def surroundings(
+        self,
+        entity_ids: Collection[UUID],
+        flt: SearchFilter,
+        *,
+        neighbours: int,
+        scan: int,
+        hop_text: str | None = None,
+        hop_limit: int = 0,
+        bridges: int = 0,
+    ) -> GraphSurroundings:
+        if not entity_ids:
+            return GraphSurroundings([], [], [])
+        where = _visible(flt.viewer)
+        visible = where.sql()
         where.clauses = []
         where.matching(flt)
         ids = where.param(list(entity_ids))
-        query = sql.SQL(
-            "WITH words AS (SELECT DISTINCT " + _QUOTED_LEXEME + " AS quoted"
-            " FROM unnest(to_tsvector('simple'::regconfig, {text})) WHERE lexeme <> ALL({stop})),"
-            " q AS (SELECT string_agg(quoted, ' | ')::tsquery AS terms FROM words),"
-            # The terms no entry about a seed holds: what only a hop can answer.
-            " open AS (SELECT string_agg(quoted, ' | ')::tsquery AS terms FROM words"
-            " WHERE NOT EXISTS (SELECT 1 FROM entity_mentions m"
-            " JOIN entries ON entries.id = m.entry_id WHERE m.entity_id = ANY({ids})"
-            " AND entries.lexical @@ words.quoted::tsquery AND {where})),"
-            # The far ends of the visible live typed edges, the most supported first.
-            " bridge AS (SELECT CASE WHEN ed.src_id = ANY({ids}) THEN ed.dst_id"
-            " ELSE ed.src_id END AS id, array_agg(DISTINCT CASE WHEN ed.src_id = ANY({ids})"
-            " THEN ed.src_id ELSE ed.dst_id END) AS seeds, count(*) AS support"
-            " FROM entity_edges ed JOIN entity_edge_entries s ON s.edge_id = ed.id"
-            " JOIN entries stating ON stating.id = s.entry_id"
-            " WHERE (ed.src_id = ANY({ids}) OR ed.dst_id = ANY({ids}))"
-            " AND NOT (ed.src_id = ANY({ids}) AND ed.dst_id = ANY({ids}))"
-            " AND ed.valid_to IS NULL AND ed.relation <> 'co_occurs' AND {supported}"
-            " GROUP BY 1 ORDER BY support DESC, id LIMIT {bridges}),"
-            " reached AS (SELECT m.entry_id, array_agg(DISTINCT seed) AS seeds"
-            " FROM bridge JOIN entity_mentions m ON m.entity_id = bridge.id"
-            " CROSS JOIN LATERAL unnest(bridge.seeds) AS seed GROUP BY m.entry_id)"
-            " SELECT entries.id, ts_rank(entries.lexical, q.terms) AS score, reached.seeds"
-            " FROM reached JOIN entries ON entries.id = reached.entry_id CROSS JOIN q"
-            " CROSS JOIN open WHERE open.terms IS NOT NULL AND entries.lexical @@ open.terms"
-            " AND {where} ORDER BY score DESC, entries.id LIMIT {limit}"
+        around = sql.SQL(
+            # The neighbours, then the newest entries naming a seed or one of them (as
+            # :meth:`neighbours` and :meth:`mentioning` read them), in one statement.
+            "WITH nb AS (" + _NEIGHBOURS_TEXT + "),"
+            " tagged AS (SELECT e.id, m.matched, m.created_at, m.entry_id FROM"
+            " (SELECT entry_id, max(entry_created_at) AS created_at,"
+            " array_agg(entity_id) AS matched FROM entity_mentions"
+            " WHERE entity_id = ANY({ids}::uuid[] || ARRAY(SELECT id FROM nb))"
+            " GROUP BY entry_id ORDER BY created_at DESC, entry_id DESC) AS m"
+            " CROSS JOIN LATERAL (SELECT id FROM entries"
+            " WHERE entries.id = m.entry_id AND {where} LIMIT 1) AS e"
+            " ORDER BY m.created_at DESC, m.entry_id DESC LIMIT {scan})"
+            " SELECT 0 AS part, id, support, NULL::uuid[] AS matched,"
+            " row_number() OVER (ORDER BY support DESC, id) AS place FROM nb"
+            " UNION ALL SELECT 1, id, NULL, matched,"
+            " row_number() OVER (ORDER BY created_at DESC, entry_id DESC) FROM tagged"
+            " ORDER BY part, place"
         ).format(
-            text=where.param(text),
-            stop=where.param(LEXICAL_STOPWORDS),
             ids=ids,
-            supported=supported,
-            bridges=where.param(bridges),
+            visible=visible,
+            limit=where.param(max(neighbours, 0)),
             where=where.sql(),
-            limit=where.param(limit),
+            scan=where.param(max(scan, 0)),
         )
-        rows = await self._s.rows(query, where.params)
-        return [(row["id"], float(row["score"]), frozenset(row["seeds"])) for row in rows]
+        statements: list[tuple[sql.Composable, Params]] = [(around, where.params)]
+        if hop_text is not None and hop_limit > 0 and bridges > 0:
+            statements.append(_hop_statement(entity_ids, hop_text, flt, hop_limit, bridges))
+        found = await self._s.rows_together(statements)
+        rows = found[0]
+        return GraphSurroundings(
+            [(row["id"], row["support"]) for row in rows if row["part"] == 0],
+            [(row["id"], frozenset(row["matched"])) for row in rows if row["part"] == 1],
+            _hops(found[1]) if len(found) > 1 else [],
+        )
 
     async def entries_mentioning(
         self, entity_ids: Collection[UUID], flt: SearchFilter, limit: int

@@ -218,6 +218,21 @@ class Session:
 
         return await self._sent(send, pipelined=True)
 
+    async def rows_together(self, statements: Sequence[tuple[Query, Params]]) -> list[list[Row]]:
+        """Each statement's rows, the statements sent in one round trip (pipeline mode)."""
+
+        async def send() -> list[list[Row]]:
+            cursors = [self.conn.cursor(row_factory=dict_row) for _ in statements]
+            try:
+                for cur, (query, params) in zip(cursors, statements, strict=True):
+                    await cur.execute(query, params)  # type: ignore[arg-type]
+                return [await cur.fetchall() for cur in cursors]
+            finally:
+                for cur in cursors:
+                    await cur.close()
+
+        return await self._sent(send, pipelined=True)
+
     async def row(self, query: Query, params: Params = None) -> Row | None:
         rows = await self.rows(query, params)
         return rows[0] if rows else None

@@ -24,7 +24,13 @@ from apollo_domain.ports import Reads
 
 from . import schema
 from .entries import PostgresEntryRepository
-from .errors import EmbedderMismatch, SchemaNotCurrent, translated
+from .errors import (
+    CONNECTION_BUDGET,
+    EmbedderMismatch,
+    SchemaNotCurrent,
+    refused_for_slots,
+    translated,
+)
 from .graph import PostgresEntityGraph
 from .repositories import (
     PostgresAccessLog,
@@ -57,6 +63,49 @@ REPLICA_RETRY_SECONDS = 1.0
 REPLICA_CONNECT_SECONDS = 1.0
 #: What a caller refused by a busy store is told to wait before trying again.
 _RETRY_AFTER_SECONDS = 1.0
+#: How often a pool refused connections by the server says so in the log, at most.
+_REFUSAL_LOG_SECONDS = 10.0
+
+
+class _Refusals:
+    """When the server (or the pooler) last refused one of a pool's new connections for
+    want of connection slots: a pool that cannot grow for that reason makes its callers
+    wait out the timeout, and the error they get then names the budget instead of a busy
+    store. Logged (naming the settings) at most every :data:`_REFUSAL_LOG_SECONDS`."""
+
+    def __init__(self, pool_max: int) -> None:
+        self.pool_max = pool_max
+        self.last = float("-inf")
+        self._logged = float("-inf")
+
+    def since(self, started: float) -> bool:
+        return self.last >= started
+
+    def connection_class(self) -> type[psycopg.AsyncConnection[Any]]:
+        """The pool's connection class: a connection that records such a refusal."""
+        refusals = self
+
+        class RecordingConnection(psycopg.AsyncConnection[Any]):
+            @classmethod
+            async def connect(cls, *args: Any, **kwargs: Any) -> Self:
+                try:
+                    return await super().connect(*args, **kwargs)
+                except psycopg.OperationalError as exc:
+                    if refused_for_slots(exc):
+                        refusals.refused()
+                    raise
+
+        return RecordingConnection
+
+    def refused(self) -> None:
+        self.last = now = time.monotonic()
+        if now - self._logged >= _REFUSAL_LOG_SECONDS:
+            self._logged = now
+            log.warning(
+                "a new connection of this process's pool (APOLLO_POOL_MAX=%d) was refused. %s",
+                self.pool_max,
+                CONNECTION_BUDGET,
+            )
 
 
 class _Lending:
@@ -97,6 +146,8 @@ class PostgresUnitOfWork:
         self._reading = reading
         self._stack: AsyncExitStack | None = None
         self._session: Session | None = None
+        #: The readers of :meth:`read_concurrently` still ending their transactions.
+        self._readers_ending: list[asyncio.Task[None]] = []
 
     async def __aenter__(self) -> PostgresUnitOfWork:
         if self._stack is not None:
@@ -127,7 +178,10 @@ class PostgresUnitOfWork:
             if self._session is not None:
                 await self._session.end()  # rolls back unless committed
         finally:
-            await self._stack.aclose()
+            try:
+                await self._stack.aclose()
+            finally:
+                await asyncio.gather(*self._readers_ending, return_exceptions=True)
 
     async def commit(self) -> None:
         if self._session is None or not self._session.open:
@@ -153,21 +207,34 @@ class PostgresUnitOfWork:
         store = self._store
         spare = store._reserve(len(reads) - 1)
         done: dict[int, T] = {}
+        ending: list[asyncio.Task[None]] = []
 
         async def in_turn() -> None:
             for i in (0, *range(1 + spare, len(reads))):
                 done[i] = await reads[i](self)
 
         async def apart(i: int) -> None:
-            async with store._reader() as reader:
-                done[i] = await reads[i](reader)
+            reader = AsyncExitStack()
+            try:
+                done[i] = await reads[i](await reader.enter_async_context(store._reader()))
+            except BaseException:
+                await reader.aclose()
+                raise
+            # The read-only transaction is rolled back and the connection returned while
+            # the query goes on (a round trip off its path); this unit of work waits for
+            # it before it ends.
+            ending.append(asyncio.create_task(reader.aclose()))
+
+        async def release() -> None:
+            await asyncio.gather(*ending, return_exceptions=True)
+            store._release(spare)
 
         try:
             outcomes = await asyncio.gather(
                 in_turn(), *(apart(i) for i in range(1, 1 + spare)), return_exceptions=True
             )
         finally:
-            store._release(spare)
+            self._readers_ending.append(asyncio.create_task(release()))
         for outcome in outcomes:
             if isinstance(outcome, BaseException):
                 raise outcome
@@ -187,6 +254,12 @@ class PostgresUnitOfWork:
                     session.discard()  # deferred inside it: rolled back with it
                     raise
                 await session.flush()
+
+
+def _lsn(position: str) -> int:
+    """A ``pg_lsn`` text (``16/B374D848``) as a number, in WAL order."""
+    high, _, low = position.partition("/")
+    return (int(high, 16) << 32) | int(low, 16)
 
 
 async def _check(conn: psycopg.AsyncConnection[Any]) -> None:
@@ -253,6 +326,7 @@ class PostgresStore:
         self._pool_min = pool_min
         self._pool_max = max(pool_max, pool_min)
         self._pool_timeout = pool_timeout
+        self._refusals = _Refusals(self._pool_max)
         self._lending = _Lending(self._new_pool())
         #: replaced pools that still lent connections when replaced (closed with the store)
         self._retired: list[_Lending] = []
@@ -318,9 +392,15 @@ class PostgresStore:
             ingest_ef_search=ingest_ef_search,
             transaction_pooler=transaction_pooler,
         )
+        started = time.monotonic()
         try:
             with translated():
-                await store._pool.open(wait=True, timeout=pool_timeout)
+                try:
+                    await store._pool.open(wait=True, timeout=pool_timeout)
+                except PoolTimeout:
+                    if store._refusals.since(started):
+                        raise StoreUnavailable(CONNECTION_BUDGET) from None
+                    raise
         except BaseException:
             await store.close()
             raise
@@ -349,6 +429,7 @@ class PostgresStore:
             min_size=self._pool_min,
             max_size=self._pool_max,
             kwargs=connection_options(self.transaction_pooler),
+            connection_class=self._refusals.connection_class(),
             configure=_configure,
             check=_check,
             timeout=self._pool_timeout,
@@ -419,6 +500,8 @@ class PostgresStore:
             try:
                 conn = await lending.pool.getconn(timeout=self._pool_timeout)
             except PoolTimeout:
+                if self._refusals.since(started):  # the pool could not grow: the budget
+                    raise StoreBusy(CONNECTION_BUDGET, retry_after=_RETRY_AFTER_SECONDS) from None
                 if lending.lent > 0 or lending.last_lent >= started:
                     raise StoreBusy(
                         "every connection to the store is in use; retry later",
@@ -562,7 +645,11 @@ class PostgresStore:
         self._replica_retry = retry
 
     def _wrote(self, position: str) -> None:
-        self._written = position  # commits end in WAL order on one server
+        # Concurrent units of work may hear back from their commits in another order than
+        # the server wrote them: the furthest position is kept, so a read never waits for
+        # less than every commit this store has made.
+        if self._written is None or _lsn(position) > _lsn(self._written):
+            self._written = position
 
     async def _replica_reads(
         self, reads: Sequence[Callable[[Reads], Awaitable[T]]]

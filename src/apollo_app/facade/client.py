@@ -252,7 +252,7 @@ class Client:
         """Like ``query_knowledge`` (the retrieval boost included) but without access counts
         or access-log rows."""
         return await self.run(
-            c.QueryKnowledge(
+            c.Retrieve(
                 query=query,
                 limit=limit,
                 min_confidence=min_confidence,
@@ -260,7 +260,6 @@ class Client:
                 knowledge_domain=knowledge_domain,
                 min_similarity=min_similarity,
                 mode=mode,
-                count_access=False,
             )
         )
 
@@ -268,7 +267,9 @@ class Client:
         self, entry_id: UUID | str, depth: int = 2, relation_types: Sequence[str] | None = None
     ) -> list[RelatedEntry]:
         return await self.run(
-            c.Traverse(entry_id=_id(entry_id), depth=depth, relation_types=as_tuple(relation_types))
+            c.RelatedEntries(
+                entry_id=_id(entry_id), depth=depth, relation_types=as_tuple(relation_types)
+            )
         )
 
     async def link_entries(

@@ -288,7 +288,7 @@ class RemoteClient:
     ) -> QueryResult:
         """Like ``query_knowledge`` but without access counts or access-log rows."""
         return await self._request(
-            c.QueryKnowledge(
+            c.Retrieve(
                 query=_text("query", query),
                 agent_id=self._credited,
                 limit=bounded_int("limit", limit, 1, MAX_LIMIT),
@@ -297,7 +297,6 @@ class RemoteClient:
                 knowledge_domain=_optional_text("knowledge_domain", knowledge_domain),
                 min_similarity=_similarity(min_similarity),
                 mode=_text("mode", mode),
-                count_access=False,
             )
         )
 
@@ -306,7 +305,7 @@ class RemoteClient:
     ) -> list[RelatedEntry]:
         types = parse_relation_types(relation_types)
         return await self._request(
-            c.Traverse(
+            c.RelatedEntries(
                 entry_id=str(parse_id("entry_id", entry_id)),
                 agent_id=self._credited,
                 depth=validate_depth(depth),

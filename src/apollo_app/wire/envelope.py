@@ -7,17 +7,23 @@ this module (no coercion between strings and numbers, no unknown fields; the ali
 calling agent (``agent_id``, or lex-apollo's ``source_agent``; attribution only); it never
 carries a principal: the consumer takes identity from the broker-verified ``user_id``.
 
-Which queue carries what:
+Which queue carries what is each action's record (:mod:`apollo_domain.actions`):
 
-- ingest queue: the mutations of :data:`MUTATIONS` (``ingest``, ``link``, ``deprecate``,
-  ``resolve``, ``force_decay``, ``archive_stale``);
-- query queue (RPC): the reads of :data:`REQUESTS` (``query``, ``traverse``, ``expertise``,
-  ``at_risk``, ``profile``, and the entity graph's ``entities``, ``entity``,
-  ``entity_history``, ``related_entities``), answered as :mod:`apollo_app.wire.replies`
-  says;
+- ingest queue (:data:`MUTATIONS`): ``store_knowledge``, ``link_entries``,
+  ``deprecate_entry``, ``resolve_dispute``, ``force_decay``, ``archive_stale``;
+- query queue (:data:`REQUESTS`, RPC): ``query_knowledge``, ``retrieve``,
+  ``related_entries``, ``get_expertise``, ``domains_at_risk``, ``agent_profile``, and the
+  entity graph's ``entities``, ``entity``, ``entity_history``, ``related_entities``,
+  answered as :mod:`apollo_app.wire.replies` says;
 - writeback-store / writeback-vectorize: ``writeback_store`` (content + embedding +
   metadata) and ``writeback_vectorize`` (content + metadata);
 - GAS queue: the ``llm.audit.complete`` event itself, a raw JSON object (not enveloped).
+
+Messages name an action by its one name; the names actions had before (``ingest``,
+``query``, ``traverse``, ``link``, ``deprecate``, ``resolve``, ``expertise``, ``at_risk``,
+``profile``: the records' aliases) are still read. A ``query`` message of those days may
+carry ``count_access``: ``true`` is what ``query_knowledge`` does, ``false`` was
+``retrieve`` (without statuses).
 
 A message that cannot be decoded raises :class:`ValidationError` naming the offending
 field, so the consumer dead-letters it with the reason.
@@ -37,6 +43,8 @@ from cattrs.errors import (
 )
 
 from apollo_domain import commands as c
+from apollo_domain.actions import ACTIONS as RECORDS
+from apollo_domain.actions import Bus
 from apollo_domain.bounds import MESSAGE
 from apollo_domain.errors import ValidationError
 
@@ -47,45 +55,29 @@ VERSION: Final = 1
 DEADLINE_HEADER: Final = "x-apollo-deadline"
 T = TypeVar("T")
 
-#: The action name of each command that travels on the bus.
+#: The action name of each command that travels on the bus in an envelope.
 ACTIONS: Final[Mapping[type[c.Command[Any]], str]] = {
-    c.StoreKnowledge: "ingest",
-    c.LinkEntries: "link",
-    c.DeprecateEntry: "deprecate",
-    c.ResolveDispute: "resolve",
-    c.ForceDecay: "force_decay",
-    c.ArchiveStale: "archive_stale",
-    c.QueryKnowledge: "query",
-    c.Traverse: "traverse",
-    c.GetExpertise: "expertise",
-    c.DomainsAtRisk: "at_risk",
-    c.GetAgentProfile: "profile",
-    c.WritebackStore: "writeback_store",
-    c.WritebackVectorize: "writeback_vectorize",
-    c.ListEntities: "entities",
-    c.GetEntity: "entity",
-    c.GetEntityHistory: "entity_history",
-    c.RelatedEntities: "related_entities",
+    kind: record.name
+    for kind, record in RECORDS.items()
+    if record.bus is not None and record.bus.enveloped
 }
-COMMANDS: Final[Mapping[str, type[c.Command[Any]]]] = {name: k for k, name in ACTIONS.items()}
+#: Every name a message may give an action (aliases included) → its command.
+COMMANDS: Final[Mapping[str, type[c.Command[Any]]]] = {
+    name: kind for kind in ACTIONS for name in RECORDS[kind].names
+}
+
+
+def names_on(queue: Bus) -> frozenset[str]:
+    """The action names (aliases included) that ``queue`` carries."""
+    return frozenset(name for name, kind in COMMANDS.items() if RECORDS[kind].bus is queue)
+
+
 #: Mutations, published to the ingest queue.
-MUTATIONS: Final = frozenset(
-    {"ingest", "link", "deprecate", "resolve", "force_decay", "archive_stale"}
-)
+MUTATIONS: Final = names_on(Bus.INGEST)
 #: Read-only requests, answered over RPC on the query queue.
-REQUESTS: Final = frozenset(
-    {
-        "query",
-        "traverse",
-        "expertise",
-        "at_risk",
-        "profile",
-        "entities",
-        "entity",
-        "entity_history",
-        "related_entities",
-    }
-)
+REQUESTS: Final = names_on(Bus.QUERY)
+#: The name ``query_knowledge`` had when it also carried ``retrieve`` (``count_access``).
+_LEGACY_QUERY = "query"
 
 
 def make_converter(
@@ -101,6 +93,8 @@ _commands = make_converter()
 
 
 def action_of(command: c.Command[Any]) -> str:
+    """The action name a message carrying ``command`` gives; :class:`ValidationError`
+    naming ``action`` for a command that does not travel on the bus in an envelope."""
     action = ACTIONS.get(type(command))
     if action is None:
         raise ValidationError("action", f"{type(command).__name__} does not travel on the bus")
@@ -151,8 +145,24 @@ def decode_command(raw: bytes, *, accept: Collection[str] | None = None) -> c.Co
     payload = document.get("payload")
     if not isinstance(payload, dict):
         raise ValidationError("payload", "must be a JSON object")
+    if action == _LEGACY_QUERY and "count_access" in payload:
+        kind, payload = _legacy_query(payload)
     command: c.Command[Any] = structure(_commands, c.unalias(kind, payload), kind)
     return command
+
+
+def _legacy_query(payload: Mapping[str, Any]) -> tuple[type[c.Command[Any]], dict[str, Any]]:
+    """The command of a ``query`` payload that carries ``count_access``: the same search;
+    ``false`` is :class:`~apollo_domain.commands.Retrieve`, which takes no statuses."""
+    fields = dict(payload)
+    counted = fields.pop("count_access")
+    if not isinstance(counted, bool):
+        raise ValidationError("count_access", "must be a boolean")
+    if counted:
+        return c.QueryKnowledge, fields
+    if fields.pop("status", None) is not None:
+        raise ValidationError("status", "is not taken by a query without counted access")
+    return c.Retrieve, fields
 
 
 def encode_gas_event(event: Mapping[str, Any]) -> bytes:
@@ -238,6 +248,7 @@ __all__ = [
     "encode_command",
     "encode_gas_event",
     "make_converter",
+    "names_on",
     "payload_of",
     "structure",
 ]

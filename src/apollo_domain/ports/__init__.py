@@ -24,7 +24,7 @@ from .clock import Clock
 from .embedder import Embedder
 from .entries import EntryMaintenance, EntryReads, EntryRepository, EntrySearch, EntryWrites
 from .extractor import EntityExtractor
-from .graph import EntityGraph, RelationRepository
+from .graph import EntityGraph, GraphSurroundings, RelationRepository
 from .judge import ContradictionJudge
 from .llm import GasLanguageModel
 from .profile import QueryProfile
@@ -74,6 +74,7 @@ __all__ = [
     "ExpertiseRecord",
     "ExpertiseRepository",
     "GasLanguageModel",
+    "GraphSurroundings",
     "IdentityDirectory",
     "Outbox",
     "OutboxItem",

@@ -159,7 +159,8 @@ class EntryWrites(Protocol):
 
         Raises :class:`Conflict` when an active entry with the same
         (content_hash, access_scope, owner_id) exists — the dedup uniqueness rule — and
-        then writes nothing: the unit of work goes on as if the call had not been made.
+        then writes nothing: the unit of work goes on as if the call had not been made. A
+        confidence outside [0, 1] is :class:`PersistenceFailed` (on :meth:`update` too).
         """
 
     async def add_many(self, entries: Sequence[Entry]) -> set[UUID]:
@@ -169,8 +170,12 @@ class EntryWrites(Protocol):
         owner_id) keys must be distinct."""
 
     async def update(self, entry: Entry) -> None:
-        """Replace the mutable fields of an existing entry (status, confidence, tags,
-        source, owner, source_context, confirmed_at, updated_at). Raises NotFound."""
+        """Replace the mutable fields of an existing entry: status, confidence, tags,
+        knowledge domain, source, owner, access scope, source_context, confirmed_at,
+        updated_at and decayed_at (its content, content type, embedding, access count and
+        creation time never change). Raises :class:`NotFound` for an unknown entry, and
+        :class:`Conflict` (changing nothing) when the change would make it a second active
+        entry of its dedup partition."""
 
     async def lock(self, entry_id: UUID) -> Entry | None:
         """The entry (no embedding) with its row locked until the unit of work ends, or
@@ -193,8 +198,10 @@ class EntryWrites(Protocol):
         window: timedelta = timedelta(0),
     ) -> dict[UUID, float]:
         """Atomically ``confidence = LEAST(confidence + amount, 1.0)`` (and
-        ``access_count += 1`` when ``count_access``) for each id; returns the confidences
-        after it.
+        ``access_count += 1`` when ``count_access``) for each id, once per id however often
+        it is named; returns the confidences after it. This is the confidence policy's
+        boost (``after_retrieval`` with its ``retrieval_boost``, ``after_corroboration``
+        with its ``corroboration_amount``), which the store applies and never restates.
 
         With an ``earner`` (a retrieval boost: the principal whose query returned the
         entries), an entry gains ``amount`` only when that earner earned none on it within
@@ -220,8 +227,11 @@ class EntryMaintenance(Protocol):
         self, now: datetime, factor_per_hour: float, archive_below: float
     ) -> DecayOutcome:
         """One set-based pass: each active entry's confidence times
-        ``factor_per_hour ** hours since its last decay (or creation)``, then archive active
-        entries below ``archive_below`` with ``source_context.archive_reason = 'decayed'``."""
+        ``factor_per_hour ** hours since its last decay (or creation)`` (the confidence
+        policy's ``decayed``), then archive active entries below ``archive_below`` (its
+        ``should_archive``) with ``source_context.archive_reason = 'decayed'``. An entry's
+        last decay time never moves back: one created after ``now`` keeps its creation
+        time."""
 
     async def scale_confidence(self, factor: float, now: datetime) -> int:
         """Multiply the confidence of every non-archived entry; returns the count."""

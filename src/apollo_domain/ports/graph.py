@@ -8,6 +8,8 @@ from datetime import datetime
 from typing import Protocol
 from uuid import UUID
 
+from attrs import frozen
+
 from ..entities import Entity, EntityEdge, EntityMention
 from ..model import Entry, Relation, RelationType, Viewer
 from .records import SearchFilter
@@ -36,6 +38,18 @@ class RelationRepository(Protocol):
     async def redact_context(self, agent_id: str, replacement: str) -> int:
         """Erasure: :meth:`EntryRepository.redact_context` for the ``source_context`` of
         relations (e.g. ``linked_by``); returns the number of relations changed."""
+
+
+@frozen
+class GraphSurroundings:
+    """What :meth:`EntityGraph.surroundings` reads: the seeds' ``neighbours`` (entity id,
+    support), the entries ``mentioning`` the seeds or those neighbours (entry id, the
+    entities of either it mentions), and the ``hops`` across the seeds' typed edges
+    (entry id, score, the seeds whose edges reached it), each as the single read says."""
+
+    neighbours: list[tuple[UUID, int]]
+    mentioning: list[tuple[UUID, frozenset[UUID]]]
+    hops: list[tuple[UUID, float, frozenset[UUID]]]
 
 
 class EntityGraph(Protocol):
@@ -155,9 +169,26 @@ class EntityGraph(Protocol):
         it (the same scores, highest first, then by id), each with its score and the seeds
         whose edges reached it."""
 
+    async def surroundings(
+        self,
+        entity_ids: Collection[UUID],
+        flt: SearchFilter,
+        *,
+        neighbours: int,
+        scan: int,
+        hop_text: str | None = None,
+        hop_limit: int = 0,
+        bridges: int = 0,
+    ) -> GraphSurroundings:
+        """What the graph fill reads once its seeds (``entity_ids``) are known, in one read
+        (one round trip on PostgreSQL), with the results of these calls:
+        :meth:`neighbours` ``(entity_ids, flt.viewer, neighbours)``; :meth:`mentioning` of
+        ``entity_ids`` and those neighbours ``(…, flt, scan)``; and, unless ``hop_text`` is
+        None, :meth:`hop_search` ``(entity_ids, hop_text, flt, hop_limit, bridges=…)``."""
+
     async def prune(self) -> int:
         """Erasure: delete the edges no remaining entry supports and the entities no entry
         mentions and no edge touches; returns the number of rows deleted."""
 
 
-__all__ = ["EntityGraph", "RelationRepository"]
+__all__ = ["EntityGraph", "GraphSurroundings", "RelationRepository"]

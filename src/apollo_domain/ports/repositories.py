@@ -118,9 +118,10 @@ class Outbox(Protocol):
         the adapter can)."""
 
     async def claim(self, limit: int, now: datetime, *, lease_until: datetime) -> list[OutboxItem]:
-        """Up to ``limit`` items due at ``now``, oldest first, each leased until
-        ``lease_until``. Items locked by a concurrent claimer that has not committed are
-        skipped, never waited for."""
+        """Up to ``limit`` items due at ``now``, oldest first: in the order they were
+        enqueued (by id; the time an item was enqueued at does not reorder them), each
+        leased until ``lease_until``. Items locked by a concurrent claimer that has not
+        committed are skipped, never waited for."""
 
     async def complete(self, item_id: int) -> None:
         """The item is done (never claimed again); an unknown or finished id is a no-op."""

@@ -7,7 +7,8 @@ apart (a deadlock, a serialization failure) is
 :class:`~apollo_domain.errors.TransientConflict`: all of it rolled back, and it may be
 run again whole; a failed write that is not transient is
 :class:`~apollo_domain.errors.PersistenceFailed`. Every store adapter passes one contract
-suite (``tests/contract``).
+suite, which Apollo ships for adapters of other authors too
+(``apollo_app.testing.StoreContract``).
 """
 
 from __future__ import annotations

@@ -12,7 +12,6 @@ from attrs import field, frozen
 from ..bounds import AGENT_ID
 from ..confusables import reading
 from ..errors import TransientConflict, ValidationError
-from ..extraction import HeuristicEntityExtractor
 from ..model import ACTIVE_STATUSES, Principal, Status, Viewer
 from ..normalize import bounded_text
 from ..policy import ConfidencePolicy
@@ -50,9 +49,9 @@ class Deps:
     judge: ContradictionJudge
     clock: Clock
     policy: ConfidencePolicy
+    extractor: EntityExtractor
     llm: GasLanguageModel | None = None
     retrieval: RetrievalSettings = field(factory=RetrievalSettings)
-    extractor: EntityExtractor = field(factory=HeuristicEntityExtractor)
     outbox_retry: OutboxRetry = field(factory=OutboxRetry)
     #: A principal earns a retrieval boost on an entry once per window (DESIGN §2).
     boost_window: timedelta = DEFAULT_BOOST_WINDOW

@@ -95,59 +95,66 @@ async def graph_fill(
     if not seeds:
         return NOTHING
     seed_ids = [seed.id for seed in seeds]
-    linked = await reads.graph.neighbours(seed_ids, flt.viewer, settings.graph_neighbours)
-    carried = await _across_typed_edges(reads, text, seeds, flt, settings, limit)
-    tagged = await reads.graph.mentioning(
-        [*seed_ids, *(entity_id for entity_id, _ in linked)], flt, settings.graph_scan
+    hop = _Hop(text, seeds)
+    around = await reads.graph.surroundings(
+        seed_ids,
+        flt,
+        neighbours=settings.graph_neighbours,
+        scan=settings.graph_scan,
+        hop_text=hop.text,
+        hop_limit=limit,
+        bridges=settings.graph_neighbours,
     )
     stepped = settings.hop_weight
-    points = {entity_id: stepped for entity_id, _ in linked} | dict.fromkeys(seed_ids, 1.0)
+    points = {e: stepped for e, _ in around.neighbours} | dict.fromkeys(seed_ids, 1.0)
     mentions: dict[UUID, int] = {}
-    for _, matched in tagged:
+    for _, matched in around.mentioning:
         for entity in matched:
             mentions[entity] = mentions.get(entity, 0) + 1
     scored = [
-        (entry_id, fsum(points[e] / mentions[e] for e in matched)) for entry_id, matched in tagged
+        (entry_id, fsum(points[e] / mentions[e] for e in matched))
+        for entry_id, matched in around.mentioning
     ]
     scored.sort(key=lambda item: -item[1])  # stable: newest first among equals
-    return GraphFill(scored[:limit], carried)
+    return GraphFill(scored[:limit], hop.carried(around.hops, settings.hop_weight))
 
 
-async def _across_typed_edges(
-    reads: Reads,
-    text: str,
-    seeds: Sequence[Entity],
-    flt: SearchFilter,
-    settings: RetrievalSettings,
-    limit: int,
-) -> Ranking:
-    """The entries reached across the seeds' typed edges that hold an open term of the
-    question, with their carried lexical rank, best first (then by id)."""
-    asked = query_terms(text)
-    named = {seed.id: set(query_terms(seed.name)).intersection(asked) for seed in seeds}
-    taken = set().union(*named.values())
-    residual = [term for term in asked if term not in taken]
-    if not residual:
-        return []
-    found = await reads.graph.hop_search(
-        list(named),
-        " ".join(residual),
-        flt,
-        limit,
-        bridges=settings.graph_neighbours,
-    )
-    # ts_rank sums its terms' shares and divides by the number of query terms: an entry's
-    # rank for the residual, over the whole question, is scaled by their ratio. (A term of
-    # a seed's name it holds counts in its own rank, which the lexical signal keeps when
-    # that is the higher.)
-    scale = len(residual) / len(asked)
-    credit = {seed_id: rank([1] * len(terms), len(asked)) for seed_id, terms in named.items()}
-    carried = [
-        (entry_id, score * scale + settings.hop_weight * max(credit[s] for s in from_seeds))
-        for entry_id, score, from_seeds in found
-    ]
-    carried.sort(key=lambda item: (-item[1], str(item[0])))
-    return carried
+class _Hop:
+    """The second hop of a question: its terms other than the seeds' names (the store
+    keeps those no entry about a seed holds), and the lexical rank carried to what the
+    hop reaches."""
+
+    def __init__(self, text: str, seeds: Sequence[Entity]) -> None:
+        self.asked = query_terms(text)
+        self.named = {
+            seed.id: set(query_terms(seed.name)).intersection(self.asked) for seed in seeds
+        }
+        taken = set().union(*self.named.values())
+        self.residual = [term for term in self.asked if term not in taken]
+        #: The text of the hop search, or None when the names are the whole question.
+        self.text = " ".join(self.residual) if self.residual else None
+
+    def carried(
+        self, found: Sequence[tuple[UUID, float, frozenset[UUID]]], weight: float
+    ) -> Ranking:
+        """The lexical rank carried to each entry the hop reached, best first (then by id).
+
+        ts_rank sums its terms' shares and divides by the number of query terms: an
+        entry's rank for the residual, over the whole question, is scaled by their ratio,
+        and the seed's name adds ``weight`` times the rank it earns. (A term of a seed's
+        name the entry holds counts in its own rank, which the lexical signal keeps when
+        that is the higher.)"""
+        if not found:
+            return []
+        asked = len(self.asked)
+        scale = len(self.residual) / asked
+        credit = {seed: rank([1] * len(terms), asked) for seed, terms in self.named.items()}
+        carried = [
+            (entry_id, score * scale + weight * max(credit[s] for s in from_seeds))
+            for entry_id, score, from_seeds in found
+        ]
+        carried.sort(key=lambda item: (-item[1], str(item[0])))
+        return carried
 
 
 __all__ = ["MAX_NAME_WORDS", "NOTHING", "GraphFill", "graph_fill", "query_names"]

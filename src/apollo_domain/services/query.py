@@ -113,28 +113,35 @@ async def query(
             entries = await uow.entries.browse(flt, count)
         return QueryResult("browse", tuple(EntryView.of(e) for e in entries))
 
+    fused = mode == "hybrid"
     vector = None
-    if mode != LEXICAL:
+    if mode == VECTOR:  # the search needs the vector first; a fused one embeds in its read
         started = _started(deps)
         vector = await embed_query(deps, text)
         _lap(deps, "embed", started)
-    fused = mode == "hybrid"
     depth = max(count, deps.retrieval.candidates) if fused else count
     reads: dict[str, Callable[[Reads], Awaitable[Candidates]]] = {}
     # Fusing reads only ids and scores for the candidates (``depth`` of each signal) and
     # the at most ``count`` winners whole afterwards: decoding every candidate row costs
     # more than the one read of the winners. A single signal returns all it reads.
-    if vector is not None:
-        embedding = vector
+    if mode != LEXICAL:
 
         def relevant(similarity: float) -> bool:
             return similarity > similarity_floor and deps.retrieval.relevant(similarity)
 
         async def nearest(reads: Reads) -> Candidates:
+            embedding = vector
+            if embedding is None:  # fused: the model runs while the other signals read
+                started = _started(deps)
+                embedding = await embed_query(deps, text)
+                _lap(deps, "embed", started)
+            started = _started(deps)
             if fused:
                 ids = await reads.entries.nearest_ids(embedding, flt, depth)
+                _lap(deps, VECTOR, started)
                 return [(i, s) for i, s in ids if relevant(s)], []
             found = await reads.entries.nearest(embedding, flt, depth)
+            _lap(deps, VECTOR, started)
             hits = [h for h in found if relevant(h.similarity)]
             return [(h.entry.id, h.similarity) for h in hits], [h.entry for h in hits]
 
@@ -157,10 +164,15 @@ async def query(
             return fill.ranking, []
 
         reads[GRAPH] = graph
-    # The signals are independent reads: the store may run them at once. The graph fill,
-    # a chain of statements, goes first: on the unit of work's own connection, already open.
-    order = sorted(reads, key=lambda signal: signal != GRAPH)
-    timed = [_timed(deps, signal, reads[signal]) for signal in order]
+    # The signals are independent reads: the store may run them at once, the query's
+    # embedding included (the graph fill and the lexical search need none). The vector
+    # read, which waits for the model first, goes first: on the unit of work's own
+    # connection, already open, so no spare connection is held while the model runs.
+    order = sorted(reads, key=lambda signal: signal != VECTOR)
+    timed = [
+        reads[signal] if signal == VECTOR else _timed(deps, signal, reads[signal])
+        for signal in order
+    ]
 
     async def search_and_boost(uow: UnitOfWork) -> QueryResult:
         candidates = dict(zip(order, await uow.read_concurrently(timed), strict=True))

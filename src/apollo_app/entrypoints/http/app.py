@@ -121,11 +121,10 @@ async def _inputs(op: Operation, request: Request) -> dict[str, Any]:
 
 def _command(op: Operation, call: Call, data: Mapping[str, Any]) -> c.Command[Any]:
     assert op.command is not None
-    merged: dict[str, Any] = {**op.defaults, **data}
+    merged: dict[str, Any] = dict(data)
     merged.update(
         {target: call.request.path_params[name] for name, target in op.path_fields.items()}
     )
-    merged.update(op.fixed)
     if op.fill is not None:
         merged.update(op.fill(call))
     kind = op.choose(merged) if op.choose is not None else op.command

@@ -88,8 +88,6 @@ def _request_body(book: SchemaBook, op: Operation) -> dict[str, Any] | None:
     ref = book.schema_of(op.command, closed=True, omit=hidden, name=name)
     component = book.components[name]
     component["required"] = [r for r in component["required"] if r not in op.optional]
-    for field_name, value in op.defaults.items():
-        component["properties"][field_name]["default"] = value
     for alias, target in op.aliases().items():
         component["properties"][alias] = {
             **component["properties"][target],

@@ -2,7 +2,8 @@
 
 A route's inputs are its command's fields: a POST route reads them from the JSON body, a
 GET route from query parameters, and path parameters fill the fields they name. Fields a
-route sets itself (``fixed``, or ``fill`` from the request) are not accepted from callers.
+route sets itself (``fill``, from the request) are not accepted from callers. A route's
+method, path and operation id are its action's record (:mod:`apollo_domain.actions`).
 Both the Starlette routes and the OpenAPI document are built from this one table.
 """
 
@@ -18,6 +19,7 @@ from attrs import field, frozen
 from starlette.requests import Request
 
 from apollo_domain import commands as c
+from apollo_domain.actions import action_of
 from apollo_domain.expertise import DomainCoverage
 from apollo_domain.model import Entry, Evidence, Outcome, Principal, Status
 from apollo_domain.ports import ExpertiseRecord, StoreStats
@@ -124,10 +126,8 @@ class Operation:
     also_ok: tuple[tuple[int, str], ...] = ()  # other success statuses (same result)
     present: Present = _plain
     path_fields: Mapping[str, str] = field(factory=dict)  # path parameter → command field
-    fixed: Mapping[str, Any] = field(factory=dict)  # fields this route sets to a constant
     fill: Callable[[Call], Mapping[str, Any]] | None = None  # fields set from the request
     filled: frozenset[str] = frozenset()  # the fields ``fill`` sets
-    defaults: Mapping[str, Any] = field(factory=dict)  # this route's own defaults
     optional: frozenset[str] = frozenset()  # fields this route lets callers leave out
     choose: Callable[[Mapping[str, Any]], type[c.Command[Any]]] | None = None
     tag: str = "knowledge"
@@ -148,11 +148,23 @@ class Operation:
     def reads_body(self) -> bool:
         return self.command is not None and self.method in ("POST", "PUT")
 
+    @classmethod
+    def of(
+        cls, command: type[c.Command[Any]], summary: str, *args: Any, **options: Any
+    ) -> Operation:
+        """The operation of ``command``'s route: its method, path and operation id (the
+        action's name) are the action's record (:mod:`apollo_domain.actions`)."""
+        record = action_of(command)
+        if record.http is None:
+            raise TypeError(f"{record.name} has no HTTP route")
+        method, path = record.http
+        return cls(method, path, record.name, summary, command, *args, **options)
+
     def inputs(self) -> tuple[attrs.Attribute, ...]:  # type: ignore[type-arg]
         """The command fields callers supply (body or query string)."""
         if self.command is None:
             return ()
-        hidden = {*self.path_fields.values(), *self.fixed, *self.filled}
+        hidden = {*self.path_fields.values(), *self.filled}
         if not self.reads_body:  # query-string inputs: attribution is the token's
             hidden.add("agent_id")
         return tuple(a for a in attrs.fields(self.command) if a.name not in hidden)
@@ -183,12 +195,9 @@ OPERATIONS: tuple[Operation, ...] = (
         (200, "The store (and the bus) are healthy.", None),
         tag="service",
     ),
-    Operation(
-        "POST",
-        "/ingest",
-        "ingest",
-        "Store knowledge: created (201), deduplicated or corroborated (200), rejected (422).",
+    Operation.of(
         c.StoreKnowledge,
+        "Store knowledge: created (201), deduplicated or corroborated (200), rejected (422).",
         (201, "Created: a new entry holds the knowledge.", IngestResult),
         also_ok=((200, "Recorded against an existing entry: deduplicated or corroborated."),),
         present=_ingested,
@@ -196,33 +205,21 @@ OPERATIONS: tuple[Operation, ...] = (
         filled=frozenset({"submitted_by", "submitted_from"}),
         errors=(*_WRITE_ERRORS, 409, 413, 422),
     ),
-    Operation(
-        "POST",
-        "/query",
-        "query",
+    Operation.of(
+        c.QueryKnowledge,
         "Semantic search over visible entries (browse newest first below 3 characters).",
-        c.QueryKnowledge,
         (200, "Matching entries.", QueryResult),
-        fixed={"count_access": True},
         errors=(*_WRITE_ERRORS, 413),
     ),
-    Operation(
-        "POST",
-        "/retrieve",
-        "retrieve",
+    Operation.of(
+        c.Retrieve,
         "Like query, without access counts or access-log rows.",
-        c.QueryKnowledge,
         (200, "Matching entries.", QueryResult),
-        fixed={"count_access": False, "status": None},
-        defaults={"limit": 5},
         errors=(*_WRITE_ERRORS, 413),
     ),
-    Operation(
-        "POST",
-        "/traverse",
-        "traverse",
+    Operation.of(
+        c.RelatedEntries,
         "Spreading activation over relations from a visible entry.",
-        c.Traverse,
         (
             200,
             f"At most {MAX_RELATED} related entries, highest activation first.",
@@ -231,36 +228,27 @@ OPERATIONS: tuple[Operation, ...] = (
         present=_listed("related"),
         errors=(*_WRITE_ERRORS, 404, 413),
     ),
-    Operation(
-        "GET",
-        "/entries/{entry_id}",
-        "get_entry",
-        "One entry, when the caller may see it.",
+    Operation.of(
         c.GetEntry,
+        "One entry, when the caller may see it.",
         (200, "The entry (without its embedding).", Entry),
         present=_entry,
         path_fields=_ENTRY_PATH,
         errors=(400, 404, 503),
     ),
-    Operation(
-        "GET",
-        "/entries/{entry_id}/evidence",
-        "get_evidence",
+    Operation.of(
+        c.GetEvidence,
         "The evidence on a visible entry: each source, its kind, its credibility when "
         "recorded, and whether it counts as independent of the sources before it.",
-        c.GetEvidence,
         (200, "The evidence, origin first, in the order recorded.", ("evidence", EvidenceView)),
         present=_evidence,
         path_fields=_ENTRY_PATH,
         errors=(400, 404, 503),
     ),
-    Operation(
-        "GET",
-        "/entries/{entry_id}/relations",
-        "get_relations",
+    Operation.of(
+        c.GetRelations,
         "The relations of a visible entry, both ways, with the visible entries at their "
         "other ends (archived ones included).",
-        c.GetRelations,
         (
             200,
             f"Outgoing then incoming, newest first, at most {MAX_RELATED} each way.",
@@ -270,99 +258,72 @@ OPERATIONS: tuple[Operation, ...] = (
         path_fields=_ENTRY_PATH,
         errors=(400, 404, 503),
     ),
-    Operation(
-        "POST",
-        "/entries/{entry_id}/deprecate",
-        "deprecate_entry",
-        "Archive an entry with a deprecation reason (repeating it changes nothing).",
+    Operation.of(
         c.DeprecateEntry,
+        "Archive an entry with a deprecation reason (repeating it changes nothing).",
         (200, "Deprecated; `changed` is false for a repeat.", LifecycleResult),
         path_fields=_ENTRY_PATH,
         errors=(*_WRITE_ERRORS, 404, 413),
     ),
-    Operation(
-        "POST",
-        "/entries/{entry_id}/resolve",
-        "resolve_dispute",
-        "Resolve a disputed entry: accept/keep confirm it, reject archives it.",
+    Operation.of(
         c.ResolveDispute,
+        "Resolve a disputed entry: accept/keep confirm it, reject archives it.",
         (200, "Resolved.", LifecycleResult),
         path_fields=_ENTRY_PATH,
         errors=(*_WRITE_ERRORS, 404, 409, 413),
     ),
-    Operation(
-        "GET",
-        "/expertise/at-risk",
-        "domains_at_risk",
-        "Domains covered by fewer than min_agents agents.",
+    Operation.of(
         c.DomainsAtRisk,
+        "Domains covered by fewer than min_agents agents.",
         (200, "Thinnest domains first.", ("domains", DomainCoverage)),
         present=_listed("domains"),
         errors=(400, 503),
         tag="expertise",
     ),
-    Operation(
-        "GET",
-        "/expertise/{domain}",
-        "get_expertise",
-        "Agents by proficiency in a domain.",
+    Operation.of(
         c.GetExpertise,
+        "Agents by proficiency in a domain.",
         (200, "Most proficient first.", ("agents", ExpertiseRecord)),
         present=_listed("agents"),
         path_fields={"domain": "domain"},
         errors=(400, 404, 503),
         tag="expertise",
     ),
-    Operation(
-        "GET",
-        "/agents/{agent_id}/profile",
-        "agent_profile",
-        "An agent's domains, counts, average confidence and last activity.",
+    Operation.of(
         c.GetAgentProfile,
+        "An agent's domains, counts, average confidence and last activity.",
         (200, "The profile.", AgentProfile),
         path_fields={"agent_id": "target_agent_id"},
         errors=(400, 404, 503),
         tag="expertise",
     ),
-    Operation(
-        "GET",
-        "/sources/{agent_id}",
-        "get_source",
-        "A source's standing: α, β, credibility, label, validated and refuted evidence.",
+    Operation.of(
         c.GetSource,
+        "A source's standing: α, β, credibility, label, validated and refuted evidence.",
         (200, "The source.", SourceReport),
         path_fields={"agent_id": "target_agent_id"},
         errors=(400, 503),
         tag="sources",
     ),
-    Operation(
-        "PUT",
-        "/sources/{agent_id}/label",
-        "label_source",
-        "Label a source (admin): moderator/admin → credibility 1.0, troll/flagged → 0.05.",
+    Operation.of(
         c.LabelSource,
+        "Label a source (admin): moderator/admin → credibility 1.0, troll/flagged → 0.05.",
         (200, "The source as labelled.", SourceReport),
         path_fields={"agent_id": "target_agent_id"},
         errors=(400, 413, 503),
         tag="sources",
     ),
-    Operation(
-        "DELETE",
-        "/sources/{agent_id}/label",
-        "unlabel_source",
-        "Remove a source's label (admin).",
+    Operation.of(
         c.UnlabelSource,
+        "Remove a source's label (admin).",
         (200, "The source without its label.", SourceReport),
         path_fields={"agent_id": "target_agent_id"},
         errors=(400, 503),
         tag="sources",
     ),
-    Operation(
-        "POST",
-        "/maintenance/decay",
-        "decay",
-        "With factor: force a decay by that factor; without: run the periodic decay cycle.",
+    Operation.of(
         c.ForceDecay,
+        "With factor: force a decay by that factor; without: run the periodic decay cycle.",
         (200, "Counts of decayed and archived entries.", MaintenanceResult),
         optional=frozenset({"factor"}),
         choose=_decay_command,
@@ -370,23 +331,17 @@ OPERATIONS: tuple[Operation, ...] = (
         tag="maintenance",
         authenticated=True,
     ),
-    Operation(
-        "POST",
-        "/maintenance/archive-stale",
-        "archive_stale",
-        "Archive non-archived entries untouched for `days` days.",
+    Operation.of(
         c.ArchiveStale,
+        "Archive non-archived entries untouched for `days` days.",
         (200, "Count of archived entries.", MaintenanceResult),
         errors=(*_WRITE_ERRORS, 413),
         tag="maintenance",
         authenticated=True,
     ),
-    Operation(
-        "GET",
-        "/stats",
-        "stats",
-        "Counts over the entries the caller may see.",
+    Operation.of(
         c.Stats,
+        "Counts over the entries the caller may see.",
         (200, "Counts.", None),
         present=_stats,
         errors=(503,),
@@ -398,12 +353,9 @@ OPERATIONS: tuple[Operation, ...] = (
 # path, so the history and related routes come before the entity's own.
 _ENTITY_PATH = {"name": "name"}
 ENTITY_OPERATIONS: tuple[Operation, ...] = (
-    Operation(
-        "GET",
-        "/entities",
-        "list_entities",
-        "Entities the caller may see that a text names or whose name starts with a prefix.",
+    Operation.of(
         c.ListEntities,
+        "Entities the caller may see that a text names or whose name starts with a prefix.",
         (
             200,
             "By name, each with the number of visible entries mentioning it.",
@@ -413,35 +365,26 @@ ENTITY_OPERATIONS: tuple[Operation, ...] = (
         errors=(400, 503),
         tag="entities",
     ),
-    Operation(
-        "GET",
-        "/entities/{name:path}/history",
-        "entity_history",
-        "An entity's typed edges live at as_of, or its whole history (retired edges too).",
+    Operation.of(
         c.GetEntityHistory,
+        "An entity's typed edges live at as_of, or its whole history (retired edges too).",
         (200, "The edges, oldest first.", EntityHistory),
         path_fields=_ENTITY_PATH,
         errors=(400, 404, 503),
         tag="entities",
     ),
-    Operation(
-        "GET",
-        "/entities/{name:path}/related",
-        "related_entities",
-        "Entities within depth live edges of an entity, nearest first.",
+    Operation.of(
         c.RelatedEntities,
+        "Entities within depth live edges of an entity, nearest first.",
         (200, "At most 50 entities, nearest first.", ("related", RelatedEntity)),
         present=_listed("related"),
         path_fields=_ENTITY_PATH,
         errors=(400, 404, 503),
         tag="entities",
     ),
-    Operation(
-        "GET",
-        "/entities/{name:path}",
-        "get_entity",
-        "One entity the caller may see, with its live edges and newest entries.",
+    Operation.of(
         c.GetEntity,
+        "One entity the caller may see, with its live edges and newest entries.",
         (200, "The entity.", EntityDetail),
         path_fields=_ENTITY_PATH,
         errors=(400, 404, 503),

@@ -3,7 +3,7 @@
 Consumers (one per queue, ``settings.consumer_prefetch`` deliveries in flight each: the
 prefetch, at most the store's pool size):
 
-- ingest queue: ``ingest`` and the other mutations. The principal is the broker-verified
+- ingest queue: ``store_knowledge`` and the other mutations. The principal is the broker-verified
   ``user_id`` of the message (none when absent); the body's ``agent_id`` is attribution
   only. A mutation is acknowledged only after it committed, and every one is idempotent
   by ``message_id``: the use case records the id in the transaction of its effects, so a
@@ -57,8 +57,9 @@ from typing import TYPE_CHECKING, Any
 from attrs import define, field
 
 from apollo_domain import commands as c
+from apollo_domain.actions import Bus, action_of
 from apollo_domain.errors import ApolloError, TransportError
-from apollo_domain.handlers import handle, handler_of, store_item
+from apollo_domain.handlers import handle, store_item
 from apollo_domain.model import Principal, Role
 from apollo_domain.ports.messaging import (
     Delivery,
@@ -84,6 +85,7 @@ from ...wire.envelope import (
     REQUESTS,
     decode_command,
     decode_gas_event,
+    names_on,
 )
 from ...wire.replies import encode_error_reply, encode_reply
 from .drainer import OutboxDrainer
@@ -157,8 +159,11 @@ class ApolloService:
         consumers: list[tuple[str, MessageHandler]] = [
             (topology.ingest_queue, ingest),
             (topology.query_queue, self._on_request),
-            (topology.writeback_store_queue, self._consumer({"writeback_store"})),
-            (topology.writeback_vectorize_queue, self._consumer({"writeback_vectorize"})),
+            (topology.writeback_store_queue, self._consumer(names_on(Bus.WRITEBACK_STORE))),
+            (
+                topology.writeback_vectorize_queue,
+                self._consumer(names_on(Bus.WRITEBACK_VECTORIZE)),
+            ),
             (topology.gas_queue, self._on_gas_event),
         ]
         try:
@@ -411,7 +416,7 @@ class ApolloService:
             return
         try:
             command = decode_command(message.body, accept=REQUESTS)
-            if handler_of(command).mutation:
+            if action_of(command).mutates:
                 raise TypeError(f"{type(command).__name__} is not a read")
             reply = encode_reply(
                 await self._run(self._caller(delivery), command, budget=self._budget)

@@ -22,12 +22,16 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_left
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from itertools import pairwise
 from typing import Final
 
-from .entities import EntityMention, Extraction, TypedMention, normalize_entity_name
-from .lexical import STOPWORDS
+from attrs import frozen
+
+from apollo_domain.entities import EntityMention, Extraction, TypedMention, normalize_entity_name
+from apollo_domain.lexical import STOPWORDS
+
+from ..threads import off_loop
 
 _MONTH_NAMES = (
     "january february march april may june july august september october november december"
@@ -107,13 +111,6 @@ _BETWEEN = [
 ]
 
 Span = tuple[int, int, str, str]  # start, end, name, kind
-
-
-class HeuristicEntityExtractor:
-    """The :class:`~apollo_domain.ports.EntityExtractor` without a model."""
-
-    async def extract(self, text: str) -> Extraction:
-        return extract_entities(text)
 
 
 def extract_entities(text: str) -> Extraction:
@@ -307,6 +304,17 @@ def _typed_edges(text: str, spans: list[Span]) -> list[TypedMention]:
                 edges.append(TypedMention(src, relation, dst))
                 break
     return edges
+
+
+@frozen
+class HeuristicEntityExtractor:
+    """The :class:`~apollo_domain.ports.EntityExtractor` over a pure extraction function
+    (:func:`extract_entities` by default), run off the event loop for long texts."""
+
+    function: Callable[[str], Extraction] = extract_entities
+
+    async def extract(self, text: str) -> Extraction:
+        return await off_loop(len(text), self.function, text)
 
 
 __all__ = ["HeuristicEntityExtractor", "extract_entities"]
