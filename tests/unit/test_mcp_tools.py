@@ -18,6 +18,8 @@ from apollo_app import Apollo
 from apollo_app.entrypoints.mcp import ApolloMcp, local_caller, mcp_actions, tools_of
 from apollo_app.entrypoints.mcp.tools import describe
 from apollo_domain import commands as c
+from apollo_domain.actions import ACTIONS
+from apollo_domain.disclosure import AGENT_VIEWS
 from apollo_domain.handlers import handle
 from apollo_domain.model import Principal
 from apollo_domain.services import Caller
@@ -57,8 +59,6 @@ def test_each_marked_action_has_exactly_one_tool_whose_schema_is_its_command() -
 
 
 def test_no_tool_for_an_action_the_record_does_not_mark() -> None:
-    from apollo_app.entrypoints.mcp.tools import ACTIONS
-
     unmarked = {a.command for a in ACTIONS.values() if not a.tool}
     assert unmarked.isdisjoint({t.command for t in TOOLS})
 
@@ -194,6 +194,35 @@ async def test_a_tools_text_says_content_status_confidence_id_and_signals(
     assert "[candidate, confidence 0." in line
     assert "found by vector" in line
     assert "candidate" == stored["status"]
+
+
+async def test_each_caller_lists_what_the_command_layer_lets_it_run() -> None:
+    """Readers see the reads; an anonymous caller over an edge not even the views about
+    agents, which the command layer refuses it; an admin sees every tool."""
+
+    async def run(caller: Caller, command: c.Command[Any]) -> Any:
+        raise AssertionError("listing runs nothing")
+
+    def listed_for(caller: Caller) -> Any:
+        return Client(ApolloMcp(TOOLS, run, local_caller(caller)).server())
+
+    every = {t.name for t in TOOLS}
+    agent_views = {t.name for t in TOOLS if t.command in AGENT_VIEWS}
+    reads = {t.name for t in TOOLS if t.action.access.value == "read"}
+    callers = {
+        "admin": ADMIN,
+        "reader": Caller.of("rita", Principal("rita", role="reader"), edge="mcp"),
+        "anonymous": Caller.of("http", Principal(None), edge="mcp"),
+    }
+    seen = {}
+    for name, caller in callers.items():
+        async with listed_for(caller) as client:
+            seen[name] = {tool.name for tool in (await client.list_tools()).tools}
+    assert every == seen["admin"]
+    assert reads == seen["reader"]
+    assert agent_views and agent_views <= reads
+    assert seen["anonymous"].isdisjoint(agent_views)
+    assert reads - agent_views <= seen["anonymous"]
 
 
 def _json(value: Any) -> Any:

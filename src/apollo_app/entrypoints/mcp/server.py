@@ -27,8 +27,7 @@ from mcp.shared.exceptions import MCPError
 from apollo_domain import commands as c
 from apollo_domain.bounds import STORE_MANY
 from apollo_domain.errors import ApolloError, NotFound, ValidationError
-from apollo_domain.handlers import Access, authorize, ingest_request
-from apollo_domain.model import Role
+from apollo_domain.handlers import authorize, ingest_request, refusal
 from apollo_domain.services import Caller
 from apollo_domain.services.bulk_ingest import BATCH_SIZE
 
@@ -61,15 +60,10 @@ INSTRUCTIONS = (
 )
 
 
-def may_list(caller: Caller, access: Access) -> bool:
-    """Whether ``tools/list`` shows a tool of ``access`` to ``caller``: the handler table's
-    rule (:func:`~apollo_domain.handlers.authorize`) asked for the role alone."""
-    role: Role = caller.principal.role
-    if access is Access.ADMIN:
-        return role.administers
-    if access is Access.WRITE:
-        return role.writes
-    return True
+def may_list(caller: Caller, tool: Tool) -> bool:
+    """Whether ``tools/list`` shows ``tool`` to ``caller``: the command layer's answer for
+    the caller's role (:func:`~apollo_domain.handlers.refusal`)."""
+    return refusal(caller, tool.command) is None
 
 
 class ApolloMcp:
@@ -134,7 +128,7 @@ class ApolloMcp:
         shown = [
             listed
             for listed, tool in zip(self._listing, self.tools.values(), strict=True)
-            if may_list(caller, tool.action.access)
+            if may_list(caller, tool)
         ]
         return types.ListToolsResult(tools=shown)
 

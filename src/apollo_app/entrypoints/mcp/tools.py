@@ -19,13 +19,12 @@ import attrs
 from attrs import frozen
 
 from apollo_domain import commands as c
+from apollo_domain.actions import ACTIONS, Action, Bus
 from apollo_domain.model import Entry, Evidence
 from apollo_domain.results import Dispatch, EvidenceView
 
-from ...wire.envelope import ACTIONS as BUS_ACTIONS
 from ..http.operations import OPERATIONS
 from ..http.schema import JsonSchema, SchemaBook
-from ._provisional import ACTIONS
 
 #: Result items shown through a view, as the HTTP API shows them: evidence with whether
 #: each source counts as independent.
@@ -41,7 +40,7 @@ _DEFS = "#/$defs/"
 class Tool:
     """One MCP tool: an action of the record with its generated schemas."""
 
-    action: Any  # the action's record
+    action: Action
     name: str
     command: type[c.Command[Any]]
     description: str
@@ -70,29 +69,29 @@ def describe(tool: Tool) -> str:
     return f"`{tool.name}` ({access}; {', '.join(hints)}): {tool.action.summary}"
 
 
-def mcp_actions() -> tuple[Any, ...]:
+def mcp_actions() -> tuple[Action, ...]:
     """The actions of the record that are MCP tools, in the record's order."""
     return tuple(action for action in ACTIONS.values() if action.tool)
 
 
-def bus_actions() -> tuple[Any, ...]:
+def bus_actions() -> tuple[Action, ...]:
     """The tool actions a client in client mode (no database, ``APOLLO_AMQP_URL``) carries
     out over the bus: those whose command travels on it, and the bulk store (published
     item by item)."""
     return tuple(
         action
         for action in mcp_actions()
-        if action.command in BUS_ACTIONS or action.command is c.StoreMany
+        if action.bus in (Bus.INGEST, Bus.QUERY) or action.command is c.StoreMany
     )
 
 
-def tools_of(actions: Sequence[Any], *, published: bool = False) -> tuple[Tool, ...]:
+def tools_of(actions: Sequence[Action], *, published: bool = False) -> tuple[Tool, ...]:
     """The tool of each action. ``published``: mutations return the :class:`Dispatch` of
     the message that carries them (client mode), not the use case's result."""
     return tuple(_tool(action, published=published) for action in actions)
 
 
-def _tool(action: Any, *, published: bool) -> Tool:
+def _tool(action: Action, *, published: bool) -> Tool:
     kind: type[c.Command[Any]] = action.command
     result = c.result_type(kind)
     if published and action.mutates:  # what the message that carries it says
@@ -219,3 +218,8 @@ __all__ = [
     "output_schema",
     "tools_of",
 ]
+
+
+if __name__ == "__main__":  # README's tool list: python -m apollo_app.entrypoints.mcp.tools
+    for listed in tools_of(mcp_actions()):
+        print(f"  - {describe(listed)}")
