@@ -314,15 +314,17 @@ async def test_repeating_an_idempotent_tool_changes_nothing_the_second_time(mesh
         assert 1 == len(relations["relations"])
 
 
-async def test_store_many_reports_progress_per_chunk(mesh: Mesh) -> None:
-    """Progress notifications as the chunks commit, the last one at the total."""
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_store_many_reports_progress_per_chunk(mesh: Mesh, mode: str) -> None:
+    """Progress notifications as the chunks commit, the last one at the total, in either
+    era of the protocol (2026-07-28, and the 2025-11-25 handshake)."""
     items = [{"content": unique(f"Sensor {i} reads 21.{i % 10} degrees")} for i in range(300)]
     seen: list[tuple[float, float | None]] = []
 
     async def progress(done: float, total: float | None, message: str | None) -> None:
         seen.append((done, total))
 
-    async with http_client(mesh.url, "tok-alice") as alice:
+    async with http_client(mesh.url, "tok-alice", mode=mode) as alice:
         result = await alice.call_tool("store_many", {"items": items}, progress_callback=progress)
     assert not result.is_error
     assert result.structured_content is not None
