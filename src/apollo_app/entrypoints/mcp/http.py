@@ -12,7 +12,6 @@ read whole.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any
@@ -43,8 +42,6 @@ METADATA_PATH = "/.well-known/oauth-protected-resource" + PATH
 #: The edge an MCP call is recorded as coming from (``submitted_from``).
 EDGE = "mcp"
 _PRINCIPAL = "apollo.principal"
-# A session manager per request narrates its start and stop at INFO: not news here.
-logging.getLogger("mcp.server.streamable_http_manager").setLevel(logging.WARNING)
 
 
 def http_caller(ctx: ServerRequestContext[Any, Any]) -> Caller:
