@@ -18,10 +18,11 @@ from typing import Any
 
 from mcp.server.context import ServerRequestContext
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp_types import INVALID_REQUEST
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from apollo_domain.bounds import MESSAGE
 from apollo_domain.handlers import handle
@@ -42,6 +43,8 @@ METADATA_PATH = "/.well-known/oauth-protected-resource" + PATH
 #: The edge an MCP call is recorded as coming from (``submitted_from``).
 EDGE = "mcp"
 _PRINCIPAL = "apollo.principal"
+#: What a request that asks for progress notifications carries (in ``params._meta``).
+_PROGRESS = b'"progressToken"'
 
 
 def http_caller(ctx: ServerRequestContext[Any, Any]) -> Caller:
@@ -85,7 +88,7 @@ class McpHttp:
         ]
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        request = Request(scope)
+        request = Request(scope, receive)
         try:
             principal = self.auth.principal(request)
             if self.auth.configured and principal.id is None:
@@ -100,11 +103,19 @@ class McpHttp:
             await response(scope, receive, send)
             return
         scope[_PRINCIPAL] = principal
+        body = await _body(request)
+        if body is None:
+            await _too_large()(scope, receive, send)
+            return
+        # Progress notifications need a stream; any other answer is one JSON body.
         manager = StreamableHTTPSessionManager(
-            app=self.server, stateless=True, max_request_body_size=MESSAGE.limit
+            app=self.server,
+            stateless=True,
+            max_request_body_size=MESSAGE.limit,
+            json_response=_PROGRESS not in body,
         )
         async with manager.run():
-            await manager.handle_request(scope, receive, send)
+            await manager.handle_request(scope, _replay(body, receive), send)
 
     def challenge(self, request: Request, exc: Unauthorized) -> str:
         """``WWW-Authenticate`` of a 401: the bearer scheme, why, and where the
@@ -126,6 +137,42 @@ class McpHttp:
             "resource_name": "Apollo",
         }
         return Response(encode_json(document), media_type=JSON)
+
+
+async def _body(request: Request) -> bytes | None:
+    """The request's body, or None past the ``MESSAGE`` bound (refused before it is read
+    whole: a declared length over it is not read at all)."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > MESSAGE.limit:
+        return None
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MESSAGE.limit:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """``receive`` that hands over ``body`` first, as the transport reads it."""
+    pending = True
+
+    async def replayed() -> Message:
+        nonlocal pending
+        if pending:
+            pending = False
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replayed
+
+
+def _too_large() -> Response:
+    message = f"request bodies are limited to {MESSAGE.limit:,} bytes ({MESSAGE.name})"
+    error = {"jsonrpc": "2.0", "id": None, "error": {"code": INVALID_REQUEST, "message": message}}
+    return Response(encode_json(error), status_code=413, media_type=JSON)
 
 
 def _origin(request: Request) -> str:
