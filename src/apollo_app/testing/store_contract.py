@@ -768,7 +768,7 @@ class StoreContract:
             assert [origin, attrs.evolve(origin, source=SourceRef("agent-a", "openai", "c"))] == (
                 evidence
             )
-            assert {a.id: evidence} == await uow.evidence.for_entries([a.id])
+            assert {a.id: evidence} == await uow.evidence.for_entries([a.id, b.id, uuid.uuid4()])
             assert [relation] == await uow.relations.outgoing([a.id])
             assert [] == await uow.relations.outgoing([a.id], [RelationType.IS_A])
             assert await uow.relations.exists(a.id, b.id, RelationType.SUPPORTS_BY)

@@ -27,8 +27,8 @@ from mcp.shared.exceptions import MCPError
 from apollo_domain import commands as c
 from apollo_domain.bounds import STORE_MANY
 from apollo_domain.errors import ApolloError, NotFound, ValidationError
-from apollo_domain.handlers import authorize, ingest_request, refusal
-from apollo_domain.services import Caller
+from apollo_domain.handlers import authorize, refusal
+from apollo_domain.services import Caller, prepare
 from apollo_domain.services.bulk_ingest import BATCH_SIZE
 
 from ... import __version__
@@ -188,7 +188,7 @@ class ApolloMcp:
         acting = caller.acting_as(command.agent_id)
         for index, item in enumerate(command.items):
             try:
-                ingest_request(acting, item)
+                prepare(acting, item)
             except ValidationError as exc:
                 raise ValidationError(f"items[{index}].{exc.field}", exc.message) from None
         total = len(command.items)
