@@ -16,9 +16,15 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
+from apollo_domain import commands as c
+from apollo_domain.commands import defaults_of
 from apollo_domain.errors import ApolloError, ConfigurationError, ValidationError
-from apollo_domain.services.entity_reads import DEFAULT_ENTITIES, MAX_ENTITIES, MAX_ENTITY_DEPTH
-from apollo_domain.services.query import DEFAULT_MODE, MAX_LIMIT, QUERY_MODES
+from apollo_domain.limits import (
+    MAX_ENTITIES,
+    MAX_ENTITY_DEPTH,
+    MAX_LIMIT,
+    QUERY_MODES,
+)
 
 from .. import __version__
 from ..simulation import DEFAULT_NOISE
@@ -87,6 +93,9 @@ def _float_between(low: float, high: float) -> Callable[[str], float]:
 
 
 _unit_float = _float_between(0.0, 1.0)
+#: The defaults of ``apollo query``: the command's own.
+_QUERY = defaults_of(c.QueryKnowledge)
+_ENTITIES = defaults_of(c.ListEntities)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -223,30 +232,31 @@ def build_parser() -> argparse.ArgumentParser:
     query.add_argument(
         "--limit",
         type=_int_between(1, MAX_LIMIT),
-        default=10,
+        default=_QUERY["limit"],
         metavar="N",
-        help=f"results, 1 to {MAX_LIMIT} (default 10)",
+        help=f"results, 1 to {MAX_LIMIT} (default {_QUERY['limit']})",
     )
     query.add_argument(
         "--min-confidence",
         type=_unit_float,
-        default=0.3,
+        default=_QUERY["min_confidence"],
         metavar="X",
-        help="lowest confidence returned (default 0.3)",
+        help=f"lowest confidence returned (default {_QUERY['min_confidence']})",
     )
     query.add_argument(
         "--mode",
         choices=QUERY_MODES,
-        default=DEFAULT_MODE,
-        help=f"hybrid fuses every signal; vector or lexical use one (default {DEFAULT_MODE})",
+        default=_QUERY["mode"],
+        help=f"hybrid fuses every signal; vector or lexical use one (default {_QUERY['mode']})",
     )
     query.add_argument(
         "--min-similarity",
         type=_float_between(-1.0, 1.0),
-        default=0.0,
+        default=_QUERY["min_similarity"],
         metavar="S",
         help="only entries whose cosine similarity to the text is above S, in [-1, 1] "
-        "(default 0.0: anything related at all; raise it, e.g. to 0.5, for close matches only)",
+        f"(default {_QUERY['min_similarity']}: anything related at all; raise it, e.g. to 0.5, "
+        "for close matches only)",
     )
     query.set_defaults(handler=cmd_query)
 
@@ -293,9 +303,9 @@ def build_parser() -> argparse.ArgumentParser:
     entities.add_argument(
         "--limit",
         type=_int_between(1, MAX_ENTITIES),
-        default=DEFAULT_ENTITIES,
+        default=_ENTITIES["limit"],
         metavar="N",
-        help=f"entities, 1 to {MAX_ENTITIES} (default {DEFAULT_ENTITIES})",
+        help=f"entities, 1 to {MAX_ENTITIES} (default {_ENTITIES['limit']})",
     )
     entities.set_defaults(handler=cmd_entities)
 

@@ -31,8 +31,8 @@ from apollo_domain import commands as c
 from apollo_domain.commands import result_type
 from apollo_domain.errors import ConfigurationError, RpcTimeout, ValidationError
 from apollo_domain.expertise import DomainCoverage
-from apollo_domain.handlers import ingest_request
 from apollo_domain.lifecycle import parse_resolution, validate_decay_factor, validate_stale_days
+from apollo_domain.limits import DEFAULT_STATUSES, MAX_ENTITIES, MAX_ENTITY_DEPTH, MAX_LIMIT
 from apollo_domain.model import Principal
 from apollo_domain.ports import ExpertiseRecord
 from apollo_domain.ports.messaging import Message, MessageBus
@@ -55,15 +55,13 @@ from apollo_domain.services.context import (
     unit_float,
 )
 from apollo_domain.services.entity_reads import (
-    MAX_ENTITIES,
-    MAX_ENTITY_DEPTH,
     parse_entity_query,
     parse_instant,
     parse_name,
     parse_prefix,
 )
 from apollo_domain.services.graph import parse_id
-from apollo_domain.services.query import DEFAULT_STATUSES, MAX_LIMIT
+from apollo_domain.services.ingest import prepare
 from apollo_domain.traversal import parse_relation_types, validate_depth
 from apollo_domain.validation import bounded_float
 
@@ -160,7 +158,7 @@ class RemoteClient:
 
     def _normalized(self, command: c.StoreKnowledge) -> c.StoreKnowledge:
         """The command as the service will read it, validated here with the same rules."""
-        request = ingest_request(self.caller, command)
+        request = prepare(self.caller, command)
         source = request.source
         return c.StoreKnowledge(
             content=request.content,
