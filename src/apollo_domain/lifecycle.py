@@ -1,4 +1,4 @@
-"""Lifecycle transitions as pure functions (DESIGN §4 "Lifecycle").
+"""Lifecycle transitions as pure functions (docs/architecture.md, "The use cases").
 
 Each returns the changed entry, or the same entry when the call is a no-op, and raises a
 typed error — leaving nothing changed — when the transition does not apply.

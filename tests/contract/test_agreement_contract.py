@@ -1,5 +1,5 @@
 """Agreement, dispute resolution on both sides, source credibility and content identity
-(DESIGN §2 "Corroboration" → "Agreement", §4 "Lifecycle"), on every store adapter."""
+(README, "The rules in one page"), on every store adapter."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Idempotent mutations on every store (DESIGN §4 "Concurrency", "GAS").
+"""Idempotent mutations on every store (docs/architecture.md, "Units of work and concurrency").
 
 Every mutating command handled with an idempotency key (a bus message id) records
 ``<kind>:<key>`` in the transaction of its effects: handled twice, it is applied once and

@@ -1,4 +1,4 @@
-"""Ingest (DESIGN §4): the eight steps, on every store adapter."""
+"""Ingest (docs/architecture.md, "The use cases"): the eight steps, on every store adapter."""
 
 from __future__ import annotations
 
@@ -205,7 +205,7 @@ async def test_low_novelty_is_rejected(make_apollo):
 
 async def test_an_independent_restatement_of_a_candidate_is_agreement(make_apollo):
     """The same restatement in the same content type: the source's agreement is recorded
-    on the candidate instead (DESIGN §2 "Agreement")."""
+    on the candidate instead (README, "The rules in one page")."""
     embedder = KeyedEmbedder(16)
     base = embedder.basis(0)
     embedder.set("original wording", base)

@@ -75,7 +75,7 @@ from apollo_domain.validation import bounded_float
 from .. import bootstrap
 from ..settings import parse_users, queue_type_setting
 from ..wire.codec import format_datetime
-from ..wire.envelope import DEADLINE_HEADER, action_of, encode_command, payload_of
+from ..wire.envelope import DEADLINE_HEADER, MUTATIONS, action_of, encode_command, payload_of
 from ..wire.replies import decode_reply
 from .client import SUBJECT, KnowledgeClient, command_of, parameters_of, store_many_command
 
@@ -140,7 +140,21 @@ class RemoteClient:
         message per item, each exactly-once on the service side. The messages are
         published in item order without waiting for each confirm in turn; this returns
         once the broker has confirmed them all."""
-        batch = store_many_command(arguments["items"])
+        return await self._publish_items(store_many_command(arguments["items"]))
+
+    async def run(self, command: c.Command[Any]) -> Any:
+        """Any command the bus carries, as an edge hands it over: a store (or bulk store)
+        checked here as the service will check it and published, another mutation
+        published (each returns its :class:`Dispatch`), a read asked over RPC."""
+        if isinstance(command, c.StoreMany):
+            return await self._publish_items(command)
+        if isinstance(command, c.StoreKnowledge):
+            return await self._publish(self._normalized(command))
+        if action_of(command) in MUTATIONS:
+            return await self._publish(command)
+        return await self._request(command)
+
+    async def _publish_items(self, batch: c.StoreMany) -> list[Dispatch]:
         normalized = []
         for index, item in enumerate(batch.items):
             try:
@@ -160,7 +174,7 @@ class RemoteClient:
         source = request.source
         return c.StoreKnowledge(
             content=request.content,
-            agent_id=self._credited,
+            agent_id=command.agent_id or self._credited,  # the service decides who may name one
             content_type=request.content_type.value,
             tags=request.tags,
             context=dict(request.context),

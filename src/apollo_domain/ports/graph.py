@@ -55,8 +55,8 @@ class GraphSurroundings:
 
 
 class EntityGraph(Protocol):
-    """Entity nodes, the entries that mention them, and the edges between them (DESIGN §2
-    "Entities and the knowledge graph"). Writes take effect when the unit of work commits.
+    """Entity nodes, the entries that mention them, and the edges between them (README, "The
+    entity graph"). Writes take effect when the unit of work commits.
 
     Visibility: an entity is visible to a viewer only when an entry that mentions it is
     (scope rules of :func:`apollo_domain.rules.scope_visible`) and is not archived; an edge

@@ -1,6 +1,5 @@
 """The corroboration checker: promote candidates that a confirmed entry, an independent
-partner or their own agreeing sources corroborate (DESIGN §2 "Corroboration", "Agreement";
-§4 "Periodic work")."""
+partner or their own agreeing sources corroborate (README, "The rules in one page")."""
 
 from __future__ import annotations
 
@@ -45,7 +44,8 @@ def allowed(
     sharing: frozenset[str],
     policy: ConfidencePolicy,
 ) -> bool:
-    """``a`` may corroborate ``b``: every rule of DESIGN §2, with ``a``'s own evidence
+    """``a`` may corroborate ``b``: every corroboration rule (:func:`may_corroborate`), with
+    ``a``'s own evidence
     sources independent of ``b``'s source too, and neither saying the opposite of the
     other (:func:`flips_negation`)."""
     a_sources = [e.source for e in evidence.get(a.id, ())] or [a.source]
@@ -76,7 +76,8 @@ async def check_corroboration(
     deps: Deps, caller: Caller, command: CheckCorroboration, idempotency_key: str | None = None
 ) -> CorroborationReport:
     """Confirm, for at most ``limit`` candidates per run: a candidate on which two mutually
-    independent sources agree (a bootstrap pair on its own, DESIGN §2 "Agreement"); else a
+    independent sources agree (a bootstrap pair on its own: README, "The rules in one
+    page"); else a
     candidate that a confirmed entry corroborates; else bootstrap ONE confirmation from a
     mutually corroborating, independently sourced candidate pair (the older of the two).
     A promotion by another entry commits only together with its persisted ``similar_to``

@@ -1,5 +1,5 @@
 """Decay: the periodic decay cycle, a forced decay by a factor, and archiving what nobody
-touched (DESIGN §3, §4 "Lifecycle", "Periodic work")."""
+touched (README, "The rules in one page")."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """Reading the entity graph: entities by name or prefix, one entity with its edges and
-entries, its typed edges through time, and its neighbourhood (DESIGN §2 "Entities and the
-knowledge graph").
+entries, its typed edges through time, and its neighbourhood (README, "The entity graph").
 
 Every read sees the graph through the entries the caller may see that are not archived
 (the :class:`~apollo_domain.ports.EntityGraph` visibility rule): an entity, an edge, a

@@ -1,4 +1,4 @@
-"""Erasure of one agent's contributions (DESIGN §4 "Erasure")."""
+"""Erasure of one agent's contributions (docs/architecture.md, "The use cases")."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Expertise: agents by proficiency in a domain, the domains at risk, an agent's profile, and
-the periodic aggregation of proficiency (DESIGN §4 "Expertise")."""
+the periodic aggregation of proficiency (docs/architecture.md, "The use cases")."""
 
 from __future__ import annotations
 

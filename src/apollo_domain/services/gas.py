@@ -1,4 +1,4 @@
-"""GAS: turn an LLM audit event into knowledge (DESIGN §4 "GAS")."""
+"""GAS: turn an LLM audit event into knowledge (docs/architecture.md, "The use cases")."""
 
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ def _depositor(event: Mapping[str, Any], caller: Caller) -> Caller:
     """Who the deposits are credited to. The event's ``caller`` (else ``<provider>-gas``
     from its routing, else ``gas``) is honoured only from a principal that speaks for
     other agents (a gateway, an admin, the embedding program); anyone else deposits as
-    itself, whatever the event says (DESIGN §2 "One login, one source"). A named agent
+    itself, whatever the event says (README, "Security model"). A named agent
     Apollo reserves is refused (:class:`ValidationError` naming ``caller.agent_id``)."""
     if not caller.principal.role.speaks_for_others:
         return caller
@@ -105,15 +105,14 @@ async def process_gas_event(
     (:func:`_depositor`). A request id the same principal already processed changes
     nothing; another principal's request of the same id is another request.
 
-    Idempotency (DESIGN §4 "Concurrency"): each deposit is an ingest keyed by the request
-    id and its content hash, recorded in the deposit's own transaction, so overlapping or
-    repeated runs of one request deposit each fact (and synthesis) once, and a run after a
-    partial failure deposits only what is missing. The request id itself is recorded at
-    the end, only when every deposit succeeded or failed permanently
-    (:data:`PERMANENT_FAILURES`); a transient deposit failure is raised with the request
-    left unmarked, for the bus to redeliver. The early look at the request id only saves a
-    finished request's LLM calls; the deposit keys are what make a rerun harmless.
-    """
+    Idempotency (docs/architecture.md, "Units of work and concurrency"): each deposit is an
+    ingest keyed by the request id and its content hash, recorded in the deposit's own
+    transaction, so overlapping or repeated runs of one request deposit each fact (and
+    synthesis) once, and a run after a partial failure deposits only what is missing. The
+    request id itself is recorded at the end, only when every deposit succeeded or failed
+    permanently (:data:`PERMANENT_FAILURES`); a transient deposit failure is raised with the
+    request left unmarked, for the bus to redeliver. The early look at the request id only
+    saves a finished request's LLM calls; the deposit keys are what make a rerun harmless."""
     event = command.event
     if not isinstance(event, Mapping):
         raise ValidationError("event", "must be a JSON object")

@@ -1,4 +1,4 @@
-"""Ingest (``store_knowledge``): DESIGN §4, the eight steps."""
+"""Ingest (``store_knowledge``): the eight steps of docs/architecture.md, "The use cases"."""
 
 from __future__ import annotations
 
@@ -195,7 +195,8 @@ def clean_context(context: object) -> dict[str, Any]:
 async def ingest(
     deps: Deps, caller: Caller, request: IngestRequest, *, idempotency_key: str | None = None
 ) -> IngestResult:
-    """Steps 2-8 of DESIGN §4 "Ingest"; nothing is written unless the whole ingest commits.
+    """Steps 2-8 of an ingest (docs/architecture.md, "The use cases"); nothing is written
+    unless the whole ingest commits.
 
     A first, read-only look finds an exact duplicate, so a repeat is not embedded. Steps
     4-8 then run in one unit of work that decides again: the duplicate under its row lock
@@ -300,11 +301,11 @@ def supports(
     recorded: Sequence[Evidence],
     kind: EvidenceKind,
 ) -> bool:
-    """``request`` may add ``kind`` evidence to ``target``: every corroboration rule of
-    DESIGN §2, against a confirmed target at the corroboration similarity, or against a
-    candidate it restates (near-duplicate similarity) for an agreement; and it does not
-    say the opposite (:func:`flips_negation`: a negated restatement is a contradiction
-    candidate, however close it embeds)."""
+    """``request`` may add ``kind`` evidence to ``target``: every corroboration rule
+    (:func:`may_corroborate`), against a confirmed target at the corroboration similarity,
+    or against a candidate it restates (near-duplicate similarity) for an agreement; and it
+    does not say the opposite (:func:`flips_negation`: a negated restatement is a
+    contradiction candidate, however close it embeds)."""
     if kind is EvidenceKind.CORROBORATION:
         status, threshold = Status.CONFIRMED, policy.corroboration_similarity
     else:
@@ -420,7 +421,7 @@ async def _place(
     )
 
     # step 6: corroborate the best confirmed neighbour the rules allow; failing that,
-    # record agreement on the best candidate this text restates (DESIGN §2 "Agreement").
+    # record agreement on the best candidate this text restates (README, "The rules in one page").
     # The possible targets are locked together, in id order (locking them one by one in
     # similarity order could deadlock with a writer locking in id order), and each is
     # decided again on its state and evidence as of then.

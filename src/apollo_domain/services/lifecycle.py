@@ -1,5 +1,5 @@
 """Deprecating entries and resolving disputes: the lifecycle transitions a caller asks for
-(DESIGN §4 "Lifecycle"); credibility learns from each resolution."""
+(docs/architecture.md, "The use cases"); credibility learns from each resolution."""
 
 from __future__ import annotations
 
@@ -87,12 +87,13 @@ def _unchanged(entry: Entry) -> LifecycleResult:
 async def resolve_dispute(
     deps: Deps, caller: Caller, command: ResolveDispute, idempotency_key: str | None = None
 ) -> LifecycleResult:
-    """accept/keep confirm a disputed entry, reject archives it; credibility learns from
-    both sides (DESIGN §4 "Lifecycle"). The entries it ``contradicts`` (either direction)
-    get the opposite verdict: accepting archives them (``archive_reason: lost_dispute``);
-    rejecting returns each whose only remaining contradiction this was to its prior status.
-    Validated sources gain α, refuted ones β, each by one. Nothing changes on any failure.
-    A redelivery of ``idempotency_key`` reports the entry as it is now, ``changed`` False.
+    """accept/keep confirm a disputed entry, reject archives it; credibility learns from both
+    sides (docs/architecture.md, "The use cases"). The entries it ``contradicts`` (either
+    direction) get the opposite verdict: accepting archives them (``archive_reason:
+    lost_dispute``); rejecting returns each whose only remaining contradiction this was to
+    its prior status. Validated sources gain α, refuted ones β, each by one. Nothing changes
+    on any failure. A redelivery of ``idempotency_key`` reports the entry as it is now,
+    ``changed`` False.
 
     The entry and its counterparts are decided and written under their row locks, taken
     in id order, so resolutions of two sides of one dispute at once wait for each other

@@ -1,6 +1,6 @@
-"""The contradiction scan, run from the transactional outbox: judge each new entry against
-its older close neighbours and record the disputes found (DESIGN §4 "Periodic work",
-"Concurrency")."""
+"""The contradiction scan, run from the transactional outbox: judge each new entry against its
+older close neighbours and record the disputes found (docs/architecture.md, "The use cases"
+and "Units of work and concurrency")."""
 
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ async def process_outbox(
 ) -> ContradictionReport:
     """Run up to ``limit`` due outbox items, in batches of at most :data:`OUTBOX_CLAIM`,
     each batch in a few short units of work with the judge (possibly a slow LLM) called
-    between them, outside any transaction (DESIGN §4 "Concurrency"):
+    between them, outside any transaction (docs/architecture.md, "Units of work and concurrency"):
 
     1. claim the batch under a lease (committed at once: no other claimer sees it);
     2. read, in one unit of work that writes nothing, each new entry and its active

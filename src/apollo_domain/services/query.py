@@ -1,4 +1,4 @@
-"""Query, retrieve and browse (DESIGN §4 "Query")."""
+"""Query, retrieve and browse (README, "How retrieval works")."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Sources: a source's standing (its credibility) and the labels that override it (DESIGN §2
-"Sources and independence")."""
+"""Sources: a source's standing (its credibility) and the labels that override it (README, "The
+rules in one page")."""
 
 from __future__ import annotations
 
