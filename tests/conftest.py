@@ -13,6 +13,7 @@ import pytest
 from hypothesis import settings
 
 from apollo_adapters.postgres.embedded import temporary_folder
+from tests.fleet_cluster import fleet_cluster
 from tests.pgbouncer_support import pgbouncer
 from tests.postgres_support import postgres_server
 from tests.replica_support import replica
@@ -60,4 +61,11 @@ def onnx_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("onnx")
 
 
-__all__ = ["onnx_cache", "pgbouncer", "postgres_server", "replica", "server_folder"]
+__all__ = [
+    "fleet_cluster",
+    "onnx_cache",
+    "pgbouncer",
+    "postgres_server",
+    "replica",
+    "server_folder",
+]

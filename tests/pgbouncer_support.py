@@ -26,7 +26,15 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from apollo_adapters.postgres.embedded import SYSTEM_USER, temporary_folder
 from tests.postgres_support import DisposablePostgresStore, PostgresTestServer, hashing_model_id
-from tests.processes import free_port, stop_pid, stop_with_parent, wait_for_port
+from tests.processes import (
+    alive,
+    command_line,
+    free_port,
+    stop_pid,
+    stop_with_parent,
+    wait_for_port,
+)
+from tests.replica_support import LocalServer
 
 PGBOUNCER = "/usr/sbin/pgbouncer"
 #: Server connections per database and user: fewer than the store's pool (10 by default)
@@ -45,7 +53,7 @@ class PgBouncer:
 
     def __init__(
         self,
-        server: PostgresTestServer,
+        server: PostgresTestServer | LocalServer,
         folder: Path,
         *,
         pool_size: int = POOL_SIZE,
@@ -95,10 +103,16 @@ class PgBouncer:
 
     @property
     def pid(self) -> int | None:
-        """The running pgbouncer's pid (None when it is not running)."""
+        """The running pgbouncer's pid (None when it is not running): the process this
+        object started, else the one its pid file names (another process started it)."""
         if self._process is not None and self._process.poll() is None:
             return self._process.pid
-        return None
+        try:  # another process may have started it again since
+            pid = int((self.folder / "pgbouncer.pid").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            return None
+        ours = str(self.folder / "pgbouncer.ini") in command_line(pid)  # not a reused pid
+        return pid if ours and alive(pid) else None
 
     def start(self) -> None:
         """Start it on its port (again, after :meth:`stop`) and wait until it listens."""
@@ -131,11 +145,12 @@ class PgBouncer:
         """SIGINT (safe shutdown: it waits for the transactions in flight), or with
         ``immediate`` SIGTERM (every connection closed at once, transactions in flight
         cut); SIGKILL after ``STOP_SECONDS``."""
+        pid = self.pid
         process, self._process = self._process, None
-        if process is None:
-            return
-        sig = signal.SIGTERM if immediate else signal.SIGINT
-        stop_pid(process.pid, grace=STOP_SECONDS, sig=sig, child=process)
+        if pid is not None:
+            sig = signal.SIGTERM if immediate else signal.SIGINT
+            ours = process if process is not None and process.pid == pid else None
+            stop_pid(pid, grace=STOP_SECONDS, sig=sig, child=ours)
 
     def restart(self) -> None:
         """Stop it at once (clients' connections cut mid-transaction), start it again on

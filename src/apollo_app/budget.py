@@ -1,5 +1,5 @@
-"""The time budget of one request (``APOLLO_REQUEST_TIMEOUT``, DESIGN §2 "Load and hostile
-input").
+"""The time budget of one request (``APOLLO_REQUEST_TIMEOUT``; README, "The rules in one
+page").
 
 An HTTP request or a bus message whose handling takes longer than the budget is cancelled:
 the unit of work it had open rolls back (every store rolls back a unit of work that was not

@@ -1,5 +1,4 @@
-"""Every bound Apollo puts on what callers send, in one table (DESIGN §2 "Load and hostile
-input").
+"""Every bound Apollo puts on what callers send, in one table (README, "The rules in one page").
 
 Each :class:`Bound` names the field a violation is reported on, its limit and the unit the
 limit counts. The use cases check their inputs against these rows and nothing else; the

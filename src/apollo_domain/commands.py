@@ -18,12 +18,27 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final, Generic, TypeVar, get_args, get_origin
 
-from attrs import field, frozen
+from attrs import NOTHING, Factory, field, fields, frozen
 
 from . import bounds as b
 from .actions import Access, Bus, action
 from .errors import ValidationError
 from .expertise import DomainCoverage
+from .limits import (
+    DEFAULT_ENTITIES,
+    DEFAULT_MODE,
+    MAX_CORROBORATION_BATCH,
+    MAX_DAYS,
+    MAX_DEPTH,
+    MAX_ENTITIES,
+    MAX_ENTITY_DEPTH,
+    MAX_LIMIT,
+    MAX_MIN_AGENTS,
+    MAX_NAME_INPUT,
+    MAX_OUTBOX_BATCH,
+    MAX_QUERY_CHARS,
+    QUERY_MODES,
+)
 from .model import AccessScope, ContentType, Entry, Evidence, RelationType, Status
 from .ports import ExpertiseRecord, StoreStats
 from .results import (
@@ -45,14 +60,6 @@ from .results import (
     RelatedEntry,
     SourceReport,
 )
-from .services.entity_reads import (
-    DEFAULT_ENTITIES,
-    MAX_ENTITIES,
-    MAX_ENTITY_DEPTH,
-    MAX_NAME_INPUT,
-)
-from .services.query import DEFAULT_MODE, MAX_LIMIT, MAX_QUERY_CHARS, QUERY_MODES
-from .traversal import MAX_DEPTH
 
 R = TypeVar("R")
 READ, WRITE, ADMIN = Access.READ, Access.WRITE, Access.ADMIN
@@ -96,6 +103,17 @@ class Command(Generic[R]):
     """Base of every command; ``R`` is what carrying it out returns."""
 
     agent_id: str | None = field(default=None, metadata=_AGENT)
+
+
+def defaults_of(kind: type[Command[Any]]) -> dict[str, Any]:
+    """The default of each field of ``kind`` that has one (what a caller may leave out)."""
+    found = {}
+    for attribute in fields(kind):
+        if isinstance(attribute.default, Factory):  # type: ignore[arg-type]
+            found[attribute.name] = attribute.default.factory()
+        elif attribute.default is not NOTHING:
+            found[attribute.name] = attribute.default
+    return found
 
 
 def result_type(kind: type[Command[Any]]) -> Any:
@@ -278,7 +296,7 @@ class ArchiveStale(Command[MaintenanceResult]):
     """Archive non-archived entries untouched for ``days`` days."""
 
     days: float = field(
-        metadata=doc("Archive entries untouched for this many days.", minimum=0, maximum=36_500)
+        metadata=doc("Archive entries untouched for this many days.", minimum=0, maximum=MAX_DAYS)
     )
 
 
@@ -508,7 +526,9 @@ class GetExpertise(Command[list[ExpertiseRecord]]):
 class DomainsAtRisk(Command[list[DomainCoverage]]):
     """Domains covered by fewer than ``min_agents`` agents."""
 
-    min_agents: int = field(default=2, metadata=doc("Coverage threshold.", minimum=1))
+    min_agents: int = field(
+        default=2, metadata=doc("Coverage threshold.", minimum=1, maximum=MAX_MIN_AGENTS)
+    )
 
 
 @action(
@@ -666,7 +686,10 @@ class RunDecayCycle(Command[MaintenanceResult]):
 class CheckCorroboration(Command[CorroborationReport]):
     """Promote candidates that a confirmed entry or an independent partner corroborates."""
 
-    limit: int = field(default=100, metadata=doc("Candidates examined at most.", minimum=1))
+    limit: int = field(
+        default=100,
+        metadata=doc("Candidates examined at most.", minimum=1, maximum=MAX_CORROBORATION_BATCH),
+    )
 
 
 @action("aggregate_expertise", ADMIN, idempotent=True)
@@ -680,7 +703,10 @@ class AggregateExpertise(Command[MaintenanceResult]):
 class ProcessOutbox(Command[ContradictionReport]):
     """Run queued contradiction scans."""
 
-    limit: int = field(default=50, metadata=doc("Outbox items processed at most.", minimum=1))
+    limit: int = field(
+        default=50,
+        metadata=doc("Outbox items processed at most.", minimum=1, maximum=MAX_OUTBOX_BATCH),
+    )
 
 
 @action("trim_access_log", ADMIN, destructive=True, idempotent=True)
@@ -691,14 +717,13 @@ class TrimAccessLog(Command[MaintenanceResult]):
     days: int = field(
         default=30,
         metadata=doc(
-            "Keep the rows of this many days; delete older ones.", minimum=1, maximum=36_500
+            "Keep the rows of this many days; delete older ones.", minimum=1, maximum=MAX_DAYS
         ),
     )
 
 
 __all__ = [
     "FIELD_ALIASES",
-    "QUERY_MODES",
     "AggregateExpertise",
     "ArchiveStale",
     "CheckCorroboration",
@@ -734,6 +759,7 @@ __all__ = [
     "WritebackStore",
     "WritebackVectorize",
     "aliases_of",
+    "defaults_of",
     "doc",
     "result_type",
     "unalias",

@@ -1,4 +1,4 @@
-"""Source credibility as Beta(α, β) with label overrides (DESIGN §2, seed 002)."""
+"""Source credibility as Beta(α, β) with label overrides (README, "The rules in one page")."""
 
 from __future__ import annotations
 

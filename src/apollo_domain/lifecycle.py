@@ -1,4 +1,4 @@
-"""Lifecycle transitions as pure functions (DESIGN §4 "Lifecycle").
+"""Lifecycle transitions as pure functions (docs/architecture.md, "The use cases").
 
 Each returns the changed entry, or the same entry when the call is a no-op, and raises a
 typed error — leaving nothing changed — when the transition does not apply.
@@ -13,10 +13,9 @@ from typing import Any
 from attrs import evolve
 
 from .errors import InvalidTransition, UnknownResolution, ValidationError
+from .limits import MAX_DAYS
 from .model import Entry, Status
 from .validation import bounded_float
-
-MAX_STALE_DAYS = 36_500  # a century; a cutoff further back than that archives nothing new
 
 
 class Resolution(enum.StrEnum):
@@ -56,7 +55,7 @@ def validate_decay_factor(factor: object) -> float:
 
 def validate_stale_days(days: object) -> float:
     """archive_stale's days: a finite number ≥ 0 (at most a century)."""
-    return bounded_float("days", days, 0.0, MAX_STALE_DAYS)
+    return bounded_float("days", days, 0.0, MAX_DAYS)
 
 
 def stale_cutoff(now: datetime, days: float) -> datetime:

@@ -1,4 +1,4 @@
-"""Normalization of everything an agent submits (DESIGN §2)."""
+"""Normalization of everything an agent submits (README, "The rules in one page")."""
 
 from __future__ import annotations
 

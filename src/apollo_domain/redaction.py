@@ -1,4 +1,5 @@
-"""Erasure's rule for the JSON Apollo keeps beside knowledge (DESIGN §4 "Erasure").
+"""Erasure's rule for the JSON Apollo keeps beside knowledge (docs/architecture.md, "The use
+cases").
 
 An erased agent's id must not survive in any ``source_context``: neither in the caller
 context it passed with its own entries (``{"caller": {"agent_id": ...}}``, GAS routing)

@@ -1,4 +1,5 @@
-"""When a failed outbox item runs again (DESIGN §4 "Concurrency"): capped exponential backoff.
+"""When a failed outbox item runs again (docs/architecture.md, "Units of work and
+concurrency"): capped exponential backoff.
 
 The ``n``-th failure of an item (``attempts`` failures before it) schedules the next try
 ``min(base · 2^attempts, cap)`` later; the item is dead once it has failed

@@ -1,4 +1,4 @@
-"""Spreading activation over typed relations (DESIGN §4 "Traverse")."""
+"""Spreading activation over typed relations (docs/architecture.md, "The use cases")."""
 
 from __future__ import annotations
 
@@ -9,14 +9,12 @@ from attrs import frozen
 
 from .bounds import RELATION_TYPES
 from .errors import ValidationError
+from .limits import MAX_DEPTH
 from .model import Relation, RelationType
 from .validation import shown
 
 DECAY_PER_HOP = 0.6
 MIN_ACTIVATION = 0.1
-MAX_DEPTH = 5
-#: The most related entries one traversal returns: the highest activations win.
-MAX_RELATED = 100
 
 
 @frozen
@@ -121,8 +119,6 @@ def spread(
 
 __all__ = [
     "DECAY_PER_HOP",
-    "MAX_DEPTH",
-    "MAX_RELATED",
     "MIN_ACTIVATION",
     "Activation",
     "activation_step",

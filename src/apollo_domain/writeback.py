@@ -1,4 +1,5 @@
-"""Automatic writeback: which LLM responses are worth keeping (DESIGN §4 "Writeback")."""
+"""Automatic writeback: which LLM responses are worth keeping (docs/architecture.md, "The use
+cases")."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Agreement, dispute resolution on both sides, source credibility and content identity
-(DESIGN §2 "Corroboration" → "Agreement", §4 "Lifecycle"), on every store adapter."""
+(README, "The rules in one page"), on every store adapter."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from attrs import evolve
 
 from apollo_adapters.embedders import HashingEmbedder
 from apollo_app import Outcome, Principal, RelationType, Status, ValidationError
+from apollo_domain import commands as c
 from apollo_domain import services
 from apollo_domain.lifecycle import dispute
 from apollo_domain.model import EvidenceKind, Relation
@@ -206,7 +207,8 @@ async def _claims(apollo, *agents):
 
 
 async def _standing(apollo, agent):
-    source = await services.get_source(apollo.deps, agent)
+    reader = apollo.client("reader").caller
+    source = await services.get_source(apollo.deps, reader, c.GetSource(target_agent_id=agent))
     return (source.alpha, source.beta, source.validated, source.refuted)
 
 
@@ -305,7 +307,9 @@ async def test_labels_override_credibility_and_come_off_again(make_apollo):
     async with apollo.store.unit_of_work() as uow:
         await uow.credibility.add("openai-b", 2.0, 0.0)
         await uow.commit()
-    flagged = await services.label_source(apollo.deps, caller, "openai-b", " Troll ")
+    flagged = await services.label_source(
+        apollo.deps, caller, c.LabelSource(target_agent_id="openai-b", label=" Troll ")
+    )
     assert ("troll", 0.05, 3.0, 1, 0) == (
         flagged.label,
         flagged.credibility,
@@ -314,11 +318,17 @@ async def test_labels_override_credibility_and_come_off_again(make_apollo):
         flagged.refuted,
     )
     with pytest.raises(ValidationError) as err:
-        await services.label_source(apollo.deps, caller, "openai-b", "villain")
+        await services.label_source(
+            apollo.deps, caller, c.LabelSource(target_agent_id="openai-b", label="villain")
+        )
     assert "label" == err.value.field
-    cleared = await services.unlabel_source(apollo.deps, caller, "openai-b")
+    cleared = await services.unlabel_source(
+        apollo.deps, caller, c.UnlabelSource(target_agent_id="openai-b")
+    )
     assert (None, 0.75) == (cleared.label, cleared.credibility)
-    fresh = await services.get_source(apollo.deps, "never-seen")
+    fresh = await services.get_source(
+        apollo.deps, caller, c.GetSource(target_agent_id="never-seen")
+    )
     assert (1.0, 1.0, 0.5, None, 0, 0) == (
         fresh.alpha,
         fresh.beta,

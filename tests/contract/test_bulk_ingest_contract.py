@@ -19,6 +19,7 @@ from apollo_adapters.clock import ManualClock
 from apollo_app import Apollo, Outcome, Principal, Status
 from apollo_app.cli.ingest import IngestReport, Progress, ingest_lines
 from apollo_domain import services
+from apollo_domain.commands import StoreKnowledge
 from apollo_domain.ports import CredibilityRecord
 from apollo_domain.services import bulk_ingest
 from tests.contract.stores import open_store
@@ -129,6 +130,14 @@ async def observe(apollo: Apollo, results: list[Any]) -> dict[str, Any]:
         }
 
 
+def _command(item: dict[str, Any]) -> StoreKnowledge:
+    return StoreKnowledge(
+        content=item["content"],
+        access_scope=item["access_scope"],
+        content_type=item["content_type"],
+    )
+
+
 async def ingest_both_ways(
     kind: str, request: pytest.FixtureRequest, batch: list[dict[str, Any]]
 ) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -138,20 +147,10 @@ async def ingest_both_ways(
         results = []
         for item in batch:
             caller = one_by_one.client(item["agent"], Principal("alice")).caller
-            prepared = services.prepare(
-                caller,
-                content=item["content"],
-                access_scope=item["access_scope"],
-                content_type=item["content_type"],
-            )
+            prepared = services.prepare(caller, _command(item))
             results.append(await services.ingest(one_by_one.deps, caller, prepared))
         requests = [
-            services.prepare(
-                bulk.client(item["agent"], Principal("alice")).caller,
-                content=item["content"],
-                access_scope=item["access_scope"],
-                content_type=item["content_type"],
-            )
+            services.prepare(bulk.client(item["agent"], Principal("alice")).caller, _command(item))
             for item in batch
         ]
         caller = bulk.client("claude-a", Principal("alice")).caller

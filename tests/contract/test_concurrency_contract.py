@@ -1,13 +1,12 @@
 """Concurrent use cases on one entry (or one source's credibility), on every store: the
 same observable outcome.
 
-Each test forces one interleaving with :class:`tests.support.Interleaving`: the first
-actor is paused at a named point after its read; the second runs until it finishes or
-waits for a lock the first holds; then the first is released. A store that reads and
-writes without a lock lets the second finish and the first overwrite it (a lost
-update); a correct one makes the second wait and see the first's commit (DESIGN §4
-"Concurrency").
-"""
+Each test forces one interleaving with :class:`tests.support.Interleaving`: the first actor
+is paused at a named point after its read; the second runs until it finishes or waits for a
+lock the first holds; then the first is released. A store that reads and writes without a
+lock lets the second finish and the first overwrite it (a lost update); a correct one makes
+the second wait and see the first's commit (docs/architecture.md, "Units of work and
+concurrency")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The entity graph port and entity tagging at ingest (DESIGN §2), on every store adapter."""
+"""The entity graph port and entity tagging at ingest (README, "The entity graph"), on every
+store adapter."""
 
 from __future__ import annotations
 

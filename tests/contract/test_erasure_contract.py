@@ -1,5 +1,5 @@
-"""Erasure (DESIGN §4 "Erasure") on every store: what an agent leaves behind, and what is
-left of it afterwards — read back through the store's ports."""
+"""Erasure (docs/architecture.md, "The use cases") on every store: what an agent leaves behind,
+and what is left of it afterwards — read back through the store's ports."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Periodic work with three service processes has the effect of one (DESIGN §5 "Scaling
-out"): no job multiplies with the number of processes, and none is starved.
+"""Periodic work with three service processes has the effect of one (README, "Running a
+fleet"): no job multiplies with the number of processes, and none is starved.
 
 Each test builds three service runtimes, each an :class:`ApolloService` over an Apollo and
 a store of its own on ONE database (its own connection pool, as a process has; one shared

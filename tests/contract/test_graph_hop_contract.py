@@ -1,5 +1,5 @@
 """Two-hop retrieval: the graph fill carries a query's entity across one typed edge
-(DESIGN §4 "Query"; :mod:`apollo_domain.services.graph_fill`)."""
+(README, "How retrieval works")."""
 
 from __future__ import annotations
 

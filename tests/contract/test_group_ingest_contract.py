@@ -50,7 +50,8 @@ MAX_EXAMPLES = {"memory": 100, "postgres": 6}
 
 def _item(apollo: Apollo, item: dict[str, Any]) -> IngestItem:
     caller = apollo.client(item["agent"], Principal(item["principal"])).caller
-    request = services.prepare(caller, content=item["content"], access_scope=item["access_scope"])
+    command = c.StoreKnowledge(content=item["content"], access_scope=item["access_scope"])
+    request = services.prepare(caller, command)
     return IngestItem(caller, request, item["key"])
 
 

@@ -12,10 +12,10 @@ import pytest
 
 from apollo_app import Status, ValidationError
 from apollo_domain.commands import DeprecateEntry
+from apollo_domain.limits import MAX_QUERY_CHARS, MAX_RELATED
 from apollo_domain.normalize import MAX_TAG_CHARS
 from apollo_domain.policy import ConfidencePolicy
-from apollo_domain.services.query import MAX_QUERY_CHARS
-from apollo_domain.traversal import DECAY_PER_HOP, MAX_RELATED
+from apollo_domain.traversal import DECAY_PER_HOP
 from apollo_domain.validation import MAX_JSON_DEPTH
 from tests.support import KeyedEmbedder, ScriptedLLM, at_cosine, footprint, nested
 

@@ -1,4 +1,5 @@
-"""Hybrid query: vector, lexical and graph rankings fused into one (DESIGN §4 "Query")."""
+"""Hybrid query: vector, lexical and graph rankings fused into one (README, "How retrieval
+works")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Idempotent mutations on every store (DESIGN §4 "Concurrency", "GAS").
+"""Idempotent mutations on every store (docs/architecture.md, "Units of work and concurrency").
 
 Every mutating command handled with an idempotency key (a bus message id) records
 ``<kind>:<key>`` in the transaction of its effects: handled twice, it is applied once and
@@ -474,7 +474,7 @@ async def test_a_gas_deposit_that_fails_for_good_still_marks_the_request(make_ap
     apollo = await make_apollo()
     event = {"request_id": "req-p", "response_content": "Kept private, owned by nobody."}
     outcome = await services.process_gas_event(
-        apollo.deps, event, Caller.of("gas"), scope="private"
+        apollo.deps, Caller.of("gas"), c.ProcessGasEvent(event=event), scope="private"
     )
     assert (0, 1) == (outcome.deposited["deposited"], outcome.deposited["failed"])
     assert await seen(apollo, f"gas:{scoped_key(Principal(None), 'req-p')}")

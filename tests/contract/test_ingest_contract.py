@@ -1,10 +1,11 @@
-"""Ingest (DESIGN §4): the eight steps, on every store adapter."""
+"""Ingest (docs/architecture.md, "The use cases"): the eight steps, on every store adapter."""
 
 from __future__ import annotations
 
 import pytest
 
 from apollo_app import Outcome, Principal, Status, StoreUnavailable, ValidationError
+from apollo_domain.commands import StoreKnowledge
 from apollo_domain.errors import PersistenceFailed
 from apollo_domain.ports import CredibilityRecord
 from tests.support import KeyedEmbedder, at_cosine
@@ -204,7 +205,7 @@ async def test_low_novelty_is_rejected(make_apollo):
 
 async def test_an_independent_restatement_of_a_candidate_is_agreement(make_apollo):
     """The same restatement in the same content type: the source's agreement is recorded
-    on the candidate instead (DESIGN §2 "Agreement")."""
+    on the candidate instead (README, "The rules in one page")."""
     embedder = KeyedEmbedder(16)
     base = embedder.basis(0)
     embedder.set("original wording", base)
@@ -290,7 +291,7 @@ async def test_a_redelivered_message_writes_nothing_twice(make_apollo):
 
     apollo = await make_apollo()
     caller = apollo.client("claude-q").caller
-    request = services.prepare(caller, content="delivered at least once")
+    request = services.prepare(caller, StoreKnowledge(content="delivered at least once"))
     first = await services.ingest(apollo.deps, caller, request, idempotency_key="m-1")
     again = await services.ingest(apollo.deps, caller, request, idempotency_key="m-1")
     assert Outcome.CREATED == first.outcome

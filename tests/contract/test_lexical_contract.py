@@ -1,4 +1,5 @@
-"""Lexical search of the entry repository (DESIGN §4 "Query"), on every store adapter."""
+"""Lexical search of the entry repository (README, "How retrieval works"), on every store
+adapter."""
 
 from __future__ import annotations
 

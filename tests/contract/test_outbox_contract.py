@@ -1,5 +1,5 @@
-"""The contradiction-scan outbox and the corroboration checker under outages and
-concurrency, on every store (DESIGN §4 "Concurrency", "Periodic work").
+"""The contradiction-scan outbox and the corroboration checker under outages and concurrency,
+on every store (docs/architecture.md, "The use cases" and "Units of work and concurrency").
 
 The judge (possibly a slow LLM) runs with no unit of work open, so a use case on the same
 entries never waits for it, and the scan writes only what still holds when it re-reads

@@ -1,4 +1,4 @@
-"""Query, retrieve, browse and visibility on every read path (DESIGN §2, §4)."""
+"""Query, retrieve, browse and visibility on every read path (README, "The rules in one page")."""
 
 from __future__ import annotations
 

@@ -33,11 +33,11 @@ from apollo_app.wire.envelope import ACTIONS, MUTATIONS, REQUESTS
 from apollo_domain.bounds import JSON_DEPTH, MESSAGE
 from apollo_domain.commands import DeprecateEntry
 from apollo_domain.errors import ValidationError
+from apollo_domain.limits import MAX_RELATED
 from apollo_domain.model import Role
 from apollo_domain.normalize import MAX_TAG_CHARS
 from apollo_domain.ports.messaging import DeadLetter, Message, MessageBus
 from apollo_domain.ports.topology import Topology
-from apollo_domain.traversal import MAX_RELATED
 from tests.bounds_cases import CASES, EDGE_CASES, LINE_CASES, Case
 from tests.postgres_support import PostgresTestServer, fresh_store
 from tests.rabbitmq_support import (

@@ -27,7 +27,7 @@ from schemathesis.specs.openapi.checks import (
 from apollo_app import Apollo
 from apollo_app.entrypoints.http import HttpServer, create_app, openapi_document
 from apollo_app.metrics import Metrics
-from apollo_domain.services.query import MAX_QUERY_CHARS
+from apollo_domain.limits import MAX_QUERY_CHARS
 
 TOKENS = {"tok-fuzz": "fuzzer"}
 EXAMPLES_PER_OPERATION = 40

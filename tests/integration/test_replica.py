@@ -6,6 +6,7 @@ deterministic: a replica that has not replayed a commit shows where a read ran.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime
@@ -228,3 +229,42 @@ async def test_a_reading_unit_of_work_runs_on_the_replica_and_falls_back_when_it
         assert (1, 1) == (primary_store.replica_reads, primary_store.replica_fallbacks)
     finally:
         await other.close()
+
+
+async def test_a_commit_heard_back_late_never_lowers_the_position_a_read_waits_for(
+    primary_store: DisposablePostgresStore, replica: Replica, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two units of work of one process commit, the first on the server first, but the
+    first hears back from its commit only after the second did (a background job's commit
+    finishing late, say). The replica has replayed the first commit and not the second: a
+    read must still wait for the second (the furthest position), so it runs on the primary
+    and sees the second's write; waiting for the last position heard back would read the
+    replica and miss it."""
+    from apollo_adapters.postgres.session import Session
+
+    await primary_store.with_replica(replica.conninfo(primary_store.database), wait=0.2)
+    real_commit = Session.commit
+    committed, heard = asyncio.Event(), asyncio.Event()
+
+    async def commit(self: Session, *, position: bool = False) -> str | None:
+        written = await real_commit(self, position=position)
+        if not committed.is_set():  # the first commit: done on the server, its answer held
+            committed.set()
+            await heard.wait()
+        return written
+
+    monkeypatch.setattr(Session, "commit", commit)
+    first, second = _entry("committed first, heard back last"), _entry("committed second")
+    late = asyncio.create_task(_write(primary_store, first))
+    await committed.wait()
+    replica.wait_for(primary_store.database, _lsn(primary_store.conninfo))
+    with psycopg.connect(replica.conninfo("postgres"), autocommit=True) as conn:
+        conn.execute("SELECT pg_wal_replay_pause()")
+        try:
+            await _write(primary_store, second)
+            heard.set()
+            await late
+            assert await _seen(primary_store, second.id)
+        finally:
+            conn.execute("SELECT pg_wal_replay_resume()")
+    assert (0, 1) == (primary_store.replica_reads, primary_store.replica_fallbacks)

@@ -1,5 +1,5 @@
-"""The time budget of a request at the edges (``APOLLO_REQUEST_TIMEOUT``, DESIGN §2 "Load
-and hostile input"): an HTTP request over its budget is answered 503 ``request_timeout``
+"""The time budget of a request at the edges (``APOLLO_REQUEST_TIMEOUT``; README, "The rules
+in one page"): an HTTP request over its budget is answered 503 ``request_timeout``
 with ``Retry-After``, a bus message over its budget is retried, then dead-lettered; nothing
 is stored either way. (That the unit of work of a command cancelled inside it rolls back,
 on every store, is in ``tests/contract/test_request_budget_contract.py``.)

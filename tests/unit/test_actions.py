@@ -148,3 +148,18 @@ def test_every_route_is_its_actions_record():
         assert record.name == op.operation_id
     ids = [op.operation_id for op in OPERATIONS]
     assert len(set(ids)) == len(ids)
+
+
+@pytest.mark.parametrize("kind", list(COMMAND_HANDLERS), ids=lambda kind: kind.__name__)
+def test_every_use_case_takes_its_command(kind: type):
+    """The handler table maps a command straight to its use case: ``(deps, caller,
+    command)``, and a mutation's idempotency key after them."""
+    parameters = inspect.signature(COMMAND_HANDLERS[kind]).parameters
+    expected = ["deps", "caller", "command"]
+    if ACTIONS[kind].mutates:
+        expected.append("idempotency_key")
+    positional = [
+        name for name, p in parameters.items() if p.kind is not inspect.Parameter.KEYWORD_ONLY
+    ]
+    assert expected == positional
+    assert kind.__name__ in str(parameters["command"].annotation)

@@ -1,4 +1,5 @@
-"""Expertise math: proficiency per (agent, domain) and thinly covered domains (DESIGN §4)."""
+"""Expertise math: proficiency per (agent, domain) and thinly covered domains
+(docs/architecture.md, "The use cases")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""GAS relation gating, deposit accounting and entity extraction (DESIGN §4 "GAS")."""
+"""GAS relation gating, deposit accounting and entity extraction (docs/architecture.md, "The
+use cases")."""
 
 from __future__ import annotations
 

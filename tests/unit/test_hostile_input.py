@@ -32,6 +32,7 @@ from apollo_domain.gas_rules import (
     gate_relation,
     valid_confidence,
 )
+from apollo_domain.limits import MAX_QUERY_CHARS
 from apollo_domain.model import AccessScope, Outcome
 from apollo_domain.normalize import (
     MAX_TAG_CHARS,
@@ -41,7 +42,7 @@ from apollo_domain.normalize import (
     normalize_tags,
 )
 from apollo_domain.secrets import redact
-from apollo_domain.services.query import MAX_QUERY_CHARS, query_text
+from apollo_domain.services.query import query_text
 from apollo_domain.validation import MAX_JSON_DEPTH, check_depth
 from tests.support import nested
 

@@ -1,4 +1,5 @@
-"""Lifecycle transitions: deprecate, force_decay, archive_stale, resolve_dispute (DESIGN §4)."""
+"""Lifecycle transitions: deprecate, force_decay, archive_stale, resolve_dispute
+(docs/architecture.md, "The use cases")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Every text path is linear in its input (DESIGN §2 "Load and hostile input").
+"""Every text path is linear in its input (README, "The rules in one page").
 
 Adversarial texts (long runs of one punctuation character, alternations, digits and
 separators, runs of capitalized words, quotes) go through each path that reads a text an

@@ -1,4 +1,5 @@
-"""Normalization of submitted content, types, tags, domains and sources (DESIGN §2)."""
+"""Normalization of submitted content, types, tags, domains and sources (README, "The rules in
+one page")."""
 
 from __future__ import annotations
 
@@ -65,7 +66,7 @@ CONTENT_TYPE_TABLE = [
 
 @pytest.mark.parametrize(("raw", "expected"), CONTENT_TYPE_TABLE)
 def test_content_type_names_and_aliases(raw: str, expected: ContentType) -> None:
-    """Every content type and every alias of DESIGN §2 maps to its type."""
+    """Every content type and every alias maps to its type."""
     assert expected == normalize_content_type(raw)
 
 

@@ -1,7 +1,7 @@
-"""CPU-heavy reading of long texts runs off the event loop (DESIGN §2 "Load and hostile
-input"): entity extraction, the contradiction heuristic, the hashing embedder and the
-in-memory store's lexical index read a long text in a worker thread, so the loop keeps
-answering other requests meanwhile."""
+"""CPU-heavy reading of long texts runs off the event loop (README, "The rules in one page"):
+entity extraction, the contradiction heuristic, the hashing embedder and the in-memory
+store's lexical index read a long text in a worker thread, so the loop keeps answering other
+requests meanwhile."""
 
 from __future__ import annotations
 

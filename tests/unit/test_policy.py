@@ -1,4 +1,5 @@
-"""The confidence policy (DESIGN §3): defaults, overrides, and the invariants of every rule."""
+"""The confidence policy (README, "Configuration"): defaults, overrides, and the invariants
+of every rule."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from tests.strategies import (
     unit_floats,
 )
 
-DESIGN_DEFAULTS = {
+DOCUMENTED_DEFAULTS = {
     "initial_confidence": 0.5,
     "retrieval_boost": 0.02,
     "corroboration_boost": 0.3,
@@ -49,15 +50,16 @@ def in_unit(value: float) -> bool:
 
 
 def test_defaults_are_the_design_table() -> None:
-    """Every setting of ConfidencePolicy, and only those, with the default DESIGN §3 gives."""
+    """Every setting of ConfidencePolicy, and only those, with the default README's policy
+    table gives."""
     actual = {a.name: getattr(ConfidencePolicy(), a.name) for a in fields(ConfidencePolicy)}
-    assert DESIGN_DEFAULTS == actual
+    assert DOCUMENTED_DEFAULTS == actual
 
 
 def test_overrides_replace_only_the_named_settings() -> None:
     """from_overrides changes the settings it names and keeps every other default."""
     policy = ConfidencePolicy.from_overrides(retrieval_boost=0.05, archive_below=0)
-    expected = {**DESIGN_DEFAULTS, "retrieval_boost": 0.05, "archive_below": 0.0}
+    expected = {**DOCUMENTED_DEFAULTS, "retrieval_boost": 0.05, "archive_below": 0.0}
     assert expected == {a.name: getattr(policy, a.name) for a in fields(ConfidencePolicy)}
 
 
@@ -69,7 +71,7 @@ def test_overrides_reject_an_unknown_setting_by_name() -> None:
 
 
 @pytest.mark.parametrize("value", [-0.01, 1.01, math.nan, math.inf, -math.inf, "lots", None])
-@pytest.mark.parametrize("name", sorted(DESIGN_DEFAULTS))
+@pytest.mark.parametrize("name", sorted(DOCUMENTED_DEFAULTS))
 def test_overrides_reject_out_of_range_values_naming_the_setting(name: str, value: object) -> None:
     """A value outside [0, 1] (or not a number) is a ValidationError naming the setting."""
     with pytest.raises(ValidationError) as raised:

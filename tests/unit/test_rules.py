@@ -1,4 +1,4 @@
-"""Visibility, source independence and corroboration rules (DESIGN §2)."""
+"""Visibility, source independence and corroboration rules (README, "The rules in one page")."""
 
 from __future__ import annotations
 
@@ -241,7 +241,7 @@ def corroborator_for(target: Entry, **overrides: Any) -> Corroborator:
 def scope_allows(
     scope: AccessScope, evidence_owner: str | None, target: Entry, sharing: frozenset[str]
 ) -> bool:
-    """DESIGN §2, restated: global always; private and team need both owners resolved;
+    """The scope rule, restated: global always; private and team need both owners resolved;
     private the same owner; team the same owner or the target's owner sharing a group."""
     if scope is AccessScope.GLOBAL:
         return True
@@ -253,7 +253,8 @@ def scope_allows(
 
 
 def depends_on(a: SourceRef, b: SourceRef) -> bool:
-    """DESIGN §2, restated: same agent, same known provider or same non-empty channel."""
+    """The dependence rule, restated: same agent, same known provider or same non-empty
+    channel."""
     same_provider = a.provider == b.provider and "unknown" not in (a.provider, b.provider)
     return a.agent_id == b.agent_id or same_provider or bool(a.channel and a.channel == b.channel)
 
@@ -292,7 +293,7 @@ def corroborates_in(attempt: Attempt) -> bool:
 @pytest.mark.parametrize("field", CORROBORATION_FIELDS)
 @given(data=st.data())
 def test_corroboration_never_crosses_partitions(field: str, data: st.DataObject) -> None:
-    """Corroboration is allowed exactly when every rule of DESIGN §2 holds: an attempt
+    """Corroboration is allowed exactly when every rule of corroboration holds: an attempt
     meeting them all corroborates, and with one field changed it corroborates exactly when
     that field still meets its rule (so scope, owners and groups never let evidence cross
     into another partition). The events count both outcomes for each field."""

@@ -1,4 +1,4 @@
-"""The knowledge_retrieval phase of an agent tick and the write-back gate (DESIGN §4)."""
+"""The knowledge_retrieval phase of an agent tick and the write-back gate."""
 
 from __future__ import annotations
 

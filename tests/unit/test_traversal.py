@@ -1,4 +1,4 @@
-"""Spreading activation over typed relations (DESIGN §4 "Traverse")."""
+"""Spreading activation over typed relations (docs/architecture.md, "The use cases")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Automatic writeback: which LLM responses are kept, and where they go (DESIGN §4)."""
+"""Automatic writeback: which LLM responses are kept, and where they go (docs/architecture.md,
+"The use cases")."""
 
 from __future__ import annotations
 

@@ -57,6 +57,15 @@ def micros(value: datetime, field: str = "timestamp") -> int:
         raise ValidationError(field, "must be a timezone-aware datetime") from exc
 
 
+def unit_confidence(value: float) -> float:
+    """``value`` as a stored confidence: within [0, 1], as PostgreSQL's column checks, else
+    :class:`PersistenceFailed`."""
+    confidence = float(value)
+    if not 0.0 <= confidence <= 1.0:
+        raise PersistenceFailed(f"a confidence must be within [0, 1], not {confidence}")
+    return confidence
+
+
 def from_micros(value: int) -> datetime:
     return _EPOCH + timedelta(microseconds=value)
 
@@ -182,7 +191,7 @@ class EntryColumns:
             NO_OWNER if entry.owner_id is None else self.owners.intern(entry.owner_id),
             self.domains.intern(entry.knowledge_domain),
             self.agents.intern(entry.source.agent_id),
-            float(entry.confidence),
+            unit_confidence(entry.confidence),
             micros(entry.updated_at, "updated_at"),
             NO_TIME if entry.decayed_at is None else micros(entry.decayed_at, "decayed_at"),
         )

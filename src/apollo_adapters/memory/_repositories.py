@@ -429,7 +429,8 @@ class InMemoryEvidenceRepository(_Repository):
     async def for_entries(self, entry_ids: Collection[UUID]) -> dict[UUID, list[Evidence]]:
         self._uow._open("evidence")
         table = self._store._entries.evidence
-        return {entry_id: table.for_entry(entry_id) for entry_id in entry_ids}
+        found = {entry_id: table.for_entry(entry_id) for entry_id in entry_ids}
+        return {entry_id: evidence for entry_id, evidence in found.items() if evidence}
 
     async def forget_agent(self, agent_id: str, redacted: SourceRef) -> int:
         undo = self._uow._open("evidence")

@@ -256,6 +256,12 @@ class PostgresUnitOfWork:
                 await session.flush()
 
 
+def _lsn(position: str) -> int:
+    """A ``pg_lsn`` text (``16/B374D848``) as a number, in WAL order."""
+    high, _, low = position.partition("/")
+    return (int(high, 16) << 32) | int(low, 16)
+
+
 async def _check(conn: psycopg.AsyncConnection[Any]) -> None:
     """The pool's check of a connection it hands out. A connection idle in the pool has
     nothing to read: a server that closed it (restarted, or ended the session) has left its
@@ -639,7 +645,11 @@ class PostgresStore:
         self._replica_retry = retry
 
     def _wrote(self, position: str) -> None:
-        self._written = position  # commits end in WAL order on one server
+        # Concurrent units of work may hear back from their commits in another order than
+        # the server wrote them: the furthest position is kept, so a read never waits for
+        # less than every commit this store has made.
+        if self._written is None or _lsn(position) > _lsn(self._written):
+            self._written = position
 
     async def _replica_reads(
         self, reads: Sequence[Callable[[Reads], Awaitable[T]]]

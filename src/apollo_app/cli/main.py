@@ -1,4 +1,4 @@
-"""The ``apollo`` command line: serve, demo, simulate, ingest, query, entity, entities,
+"""The ``apollo`` command line: serve, mcp, demo, simulate, ingest, query, entity, entities,
 migrate, label, stats.
 
 Settings come from the ``APOLLO_*`` environment (:meth:`Settings.from_env`); ``--data-dir``
@@ -16,9 +16,16 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
+from apollo_domain import commands as c
+from apollo_domain.commands import defaults_of
 from apollo_domain.errors import ApolloError, ConfigurationError, ValidationError
-from apollo_domain.services.entity_reads import DEFAULT_ENTITIES, MAX_ENTITIES, MAX_ENTITY_DEPTH
-from apollo_domain.services.query import DEFAULT_MODE, MAX_LIMIT, QUERY_MODES
+from apollo_domain.limits import (
+    MAX_ENTITIES,
+    MAX_ENTITY_DEPTH,
+    MAX_LIMIT,
+    QUERY_MODES,
+)
+from apollo_domain.model import Role
 
 from .. import __version__
 from ..simulation import DEFAULT_NOISE
@@ -44,6 +51,7 @@ from .common import (
 )
 from .entities import cmd_entities, cmd_entity
 from .ingest import cmd_ingest
+from .mcp import cmd_mcp
 
 
 def _positive_int(text: str) -> int:
@@ -87,6 +95,9 @@ def _float_between(low: float, high: float) -> Callable[[str], float]:
 
 
 _unit_float = _float_between(0.0, 1.0)
+#: The defaults of ``apollo query``: the command's own.
+_QUERY = defaults_of(c.QueryKnowledge)
+_ENTITIES = defaults_of(c.ListEntities)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -143,6 +154,33 @@ def build_parser() -> argparse.ArgumentParser:
         help="also log the embedded PostgreSQL's progress (initdb, start, stop)",
     )
     serve.set_defaults(handler=cmd_serve)
+
+    mcp = commands.add_parser(
+        "mcp",
+        parents=[store],
+        help="serve MCP over stdio for one local agent (Claude Desktop, Claude Code, ...)",
+        description="Speak the Model Context Protocol on stdin and stdout: Apollo's tools "
+        "and resources for the agent that started this process, on the embedded store (or "
+        "APOLLO_DATABASE_URL). The caller is the local identity given here; logs go to "
+        "stderr. `apollo serve` serves the same tools over HTTP at /mcp.",
+    )
+    mcp.add_argument(
+        "--principal",
+        metavar="ID",
+        help="act as this principal (default: the login name of the user running it)",
+    )
+    mcp.add_argument(
+        "--role",
+        choices=[role.value for role in Role],
+        default=Role.WRITER.value,
+        help="the principal's role: which tools it sees and may call (default writer)",
+    )
+    mcp.add_argument(
+        "--agent",
+        metavar="ID",
+        help="the one agent its work is credited to (default: the principal)",
+    )
+    mcp.set_defaults(handler=cmd_mcp)
 
     demo = commands.add_parser(
         "demo",
@@ -223,30 +261,31 @@ def build_parser() -> argparse.ArgumentParser:
     query.add_argument(
         "--limit",
         type=_int_between(1, MAX_LIMIT),
-        default=10,
+        default=_QUERY["limit"],
         metavar="N",
-        help=f"results, 1 to {MAX_LIMIT} (default 10)",
+        help=f"results, 1 to {MAX_LIMIT} (default {_QUERY['limit']})",
     )
     query.add_argument(
         "--min-confidence",
         type=_unit_float,
-        default=0.3,
+        default=_QUERY["min_confidence"],
         metavar="X",
-        help="lowest confidence returned (default 0.3)",
+        help=f"lowest confidence returned (default {_QUERY['min_confidence']})",
     )
     query.add_argument(
         "--mode",
         choices=QUERY_MODES,
-        default=DEFAULT_MODE,
-        help=f"hybrid fuses every signal; vector or lexical use one (default {DEFAULT_MODE})",
+        default=_QUERY["mode"],
+        help=f"hybrid fuses every signal; vector or lexical use one (default {_QUERY['mode']})",
     )
     query.add_argument(
         "--min-similarity",
         type=_float_between(-1.0, 1.0),
-        default=0.0,
+        default=_QUERY["min_similarity"],
         metavar="S",
         help="only entries whose cosine similarity to the text is above S, in [-1, 1] "
-        "(default 0.0: anything related at all; raise it, e.g. to 0.5, for close matches only)",
+        f"(default {_QUERY['min_similarity']}: anything related at all; raise it, e.g. to 0.5, "
+        "for close matches only)",
     )
     query.set_defaults(handler=cmd_query)
 
@@ -293,9 +332,9 @@ def build_parser() -> argparse.ArgumentParser:
     entities.add_argument(
         "--limit",
         type=_int_between(1, MAX_ENTITIES),
-        default=DEFAULT_ENTITIES,
+        default=_ENTITIES["limit"],
         metavar="N",
-        help=f"entities, 1 to {MAX_ENTITIES} (default {DEFAULT_ENTITIES})",
+        help=f"entities, 1 to {MAX_ENTITIES} (default {_ENTITIES['limit']})",
     )
     entities.set_defaults(handler=cmd_entities)
 

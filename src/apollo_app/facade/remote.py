@@ -31,8 +31,8 @@ from apollo_domain import commands as c
 from apollo_domain.commands import result_type
 from apollo_domain.errors import ConfigurationError, RpcTimeout, ValidationError
 from apollo_domain.expertise import DomainCoverage
-from apollo_domain.handlers import ingest_request
 from apollo_domain.lifecycle import parse_resolution, validate_decay_factor, validate_stale_days
+from apollo_domain.limits import DEFAULT_STATUSES, MAX_ENTITIES, MAX_ENTITY_DEPTH, MAX_LIMIT
 from apollo_domain.model import Principal
 from apollo_domain.ports import ExpertiseRecord
 from apollo_domain.ports.messaging import Message, MessageBus
@@ -55,22 +55,20 @@ from apollo_domain.services.context import (
     unit_float,
 )
 from apollo_domain.services.entity_reads import (
-    MAX_ENTITIES,
-    MAX_ENTITY_DEPTH,
     parse_entity_query,
     parse_instant,
     parse_name,
     parse_prefix,
 )
 from apollo_domain.services.graph import parse_id
-from apollo_domain.services.query import DEFAULT_STATUSES, MAX_LIMIT
+from apollo_domain.services.ingest import prepare
 from apollo_domain.traversal import parse_relation_types, validate_depth
 from apollo_domain.validation import bounded_float
 
 from .. import bootstrap
 from ..settings import parse_users, queue_type_setting
 from ..wire.codec import format_datetime
-from ..wire.envelope import DEADLINE_HEADER, action_of, encode_command, payload_of
+from ..wire.envelope import DEADLINE_HEADER, MUTATIONS, action_of, encode_command, payload_of
 from ..wire.replies import decode_reply
 from .client import arguments_of, store_command, store_many_command
 
@@ -144,7 +142,21 @@ class RemoteClient:
         message per item, each exactly-once on the service side. The messages are
         published in item order without waiting for each confirm in turn; this returns
         once the broker has confirmed them all."""
-        batch = store_many_command(items)
+        return await self._publish_items(store_many_command(items))
+
+    async def run(self, command: c.Command[Any]) -> Any:
+        """Any command the bus carries, as an edge hands it over: a store (or bulk store)
+        checked here as the service will check it and published, another mutation
+        published (each returns its :class:`Dispatch`), a read asked over RPC."""
+        if isinstance(command, c.StoreMany):
+            return await self._publish_items(command)
+        if isinstance(command, c.StoreKnowledge):
+            return await self._publish(self._normalized(command))
+        if action_of(command) in MUTATIONS:
+            return await self._publish(command)
+        return await self._request(command)
+
+    async def _publish_items(self, batch: c.StoreMany) -> list[Dispatch]:
         normalized = []
         for index, item in enumerate(batch.items):
             try:
@@ -160,11 +172,11 @@ class RemoteClient:
 
     def _normalized(self, command: c.StoreKnowledge) -> c.StoreKnowledge:
         """The command as the service will read it, validated here with the same rules."""
-        request = ingest_request(self.caller, command)
+        request = prepare(self.caller, command)
         source = request.source
         return c.StoreKnowledge(
             content=request.content,
-            agent_id=self._credited,
+            agent_id=command.agent_id or self._credited,  # the service decides who may name one
             content_type=request.content_type.value,
             tags=request.tags,
             context=dict(request.context),

@@ -768,7 +768,7 @@ class StoreContract:
             assert [origin, attrs.evolve(origin, source=SourceRef("agent-a", "openai", "c"))] == (
                 evidence
             )
-            assert {a.id: evidence} == await uow.evidence.for_entries([a.id])
+            assert {a.id: evidence} == await uow.evidence.for_entries([a.id, b.id, uuid.uuid4()])
             assert [relation] == await uow.relations.outgoing([a.id])
             assert [] == await uow.relations.outgoing([a.id], [RelationType.IS_A])
             assert await uow.relations.exists(a.id, b.id, RelationType.SUPPORTS_BY)
@@ -825,6 +825,22 @@ class StoreContract:
         )
         assert stored is not None
         assert attrs.asdict(expected, recurse=False) == attrs.asdict(stored, recurse=False)
+
+    async def test_a_confidence_outside_the_unit_interval_is_refused(self, store: Store) -> None:
+        """Adding or updating an entry with a confidence outside [0, 1] (NaN included) is
+        PersistenceFailed, and its unit of work writes nothing."""
+        kept = make_entry("kept")
+        await seed(store, kept)
+        for bad in (1.5, -0.1, math.nan):
+            with pytest.raises(PersistenceFailed):
+                async with store.unit_of_work() as uow:
+                    await uow.entries.add(make_entry(f"refused {bad}", confidence=bad))
+                    await uow.commit()
+            with pytest.raises(PersistenceFailed):
+                async with store.unit_of_work() as uow:
+                    await uow.entries.update(attrs.evolve(kept, confidence=bad))
+                    await uow.commit()
+        assert [kept] == await read(store, lambda u: u.entries.browse(everything(), 10))
 
     async def test_a_boost_is_capped_at_one_and_counts_an_access_once(self, store: Store) -> None:
         """An id named twice is boosted once; an unknown id is absent from the result; the

@@ -159,7 +159,8 @@ class EntryWrites(Protocol):
 
         Raises :class:`Conflict` when an active entry with the same
         (content_hash, access_scope, owner_id) exists — the dedup uniqueness rule — and
-        then writes nothing: the unit of work goes on as if the call had not been made.
+        then writes nothing: the unit of work goes on as if the call had not been made. A
+        confidence outside [0, 1] is :class:`PersistenceFailed` (on :meth:`update` too).
         """
 
     async def add_many(self, entries: Sequence[Entry]) -> set[UUID]:

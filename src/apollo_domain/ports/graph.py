@@ -31,9 +31,11 @@ class RelationRepository(Protocol):
         """Edges arriving at any of ``entry_ids``, optionally restricted to ``types``, in
         insertion order."""
 
-    async def exists(self, from_id: UUID, to_id: UUID, relation_type: RelationType) -> bool: ...
+    async def exists(self, from_id: UUID, to_id: UUID, relation_type: RelationType) -> bool:
+        """Whether that edge (in that direction) is stored."""
 
-    async def count(self) -> int: ...
+    async def count(self) -> int:
+        """How many edges are stored."""
 
     async def redact_context(self, agent_id: str, replacement: str) -> int:
         """Erasure: :meth:`EntryRepository.redact_context` for the ``source_context`` of
@@ -53,8 +55,8 @@ class GraphSurroundings:
 
 
 class EntityGraph(Protocol):
-    """Entity nodes, the entries that mention them, and the edges between them (DESIGN §2
-    "Entities and the knowledge graph"). Writes take effect when the unit of work commits.
+    """Entity nodes, the entries that mention them, and the edges between them (README, "The
+    entity graph"). Writes take effect when the unit of work commits.
 
     Visibility: an entity is visible to a viewer only when an entry that mentions it is
     (scope rules of :func:`apollo_domain.rules.scope_visible`) and is not archived; an edge

@@ -15,7 +15,8 @@ from ..model import AccessScope, ContentType, Entry, Status, Viewer
 
 @frozen
 class SearchFilter:
-    """What a read may return. Every read applies ``viewer`` visibility (DESIGN §2).
+    """What a read may return. Every read applies ``viewer`` visibility (README, "The rules in
+    one page").
 
     ``access_scope`` restricts to entries of that scope. ``partition`` restricts to one
     dedup partition (access scope, owner); for ``global`` the owner is ignored (all global

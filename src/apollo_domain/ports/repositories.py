@@ -30,7 +30,9 @@ class EvidenceRepository(Protocol):
     async def for_entry(self, entry_id: UUID) -> list[Evidence]:
         """Evidence on the entry in insertion order."""
 
-    async def for_entries(self, entry_ids: Collection[UUID]) -> dict[UUID, list[Evidence]]: ...
+    async def for_entries(self, entry_ids: Collection[UUID]) -> dict[UUID, list[Evidence]]:
+        """:meth:`for_entry` for each id, in one statement where the adapter can; an entry
+        without evidence (or unknown) is absent from the result."""
 
     async def forget_agent(self, agent_id: str, redacted: SourceRef) -> int:
         """Erasure: delete the agent's corroboration/deduplication evidence everywhere and
@@ -52,9 +54,11 @@ class ExpertiseRepository(Protocol):
     async def for_domain(self, domain: str, min_proficiency: float) -> list[ExpertiseRecord]:
         """Agents with proficiency ≥ min in the domain, highest proficiency first."""
 
-    async def all(self) -> list[ExpertiseRecord]: ...
+    async def all(self) -> list[ExpertiseRecord]:
+        """Every record, by agent, then domain."""
 
-    async def for_agent(self, agent_id: str) -> list[ExpertiseRecord]: ...
+    async def for_agent(self, agent_id: str) -> list[ExpertiseRecord]:
+        """The agent's records, by domain."""
 
     async def forget_agent(self, agent_id: str) -> int:
         """Erasure: delete the agent's rows; returns how many there were."""
@@ -64,7 +68,8 @@ class AccessLog(Protocol):
     async def record(self, records: Sequence[AccessLogRecord]) -> None:
         """Append the rows, in order (one statement where the adapter can)."""
 
-    async def count(self, action: str | None = None) -> int: ...
+    async def count(self, action: str | None = None) -> int:
+        """How many rows there are (of that ``action`` only, when given)."""
 
     async def for_agent(self, agent_id: str) -> list[AccessLogRecord]:
         """The agent's rows, oldest first."""
@@ -111,7 +116,9 @@ class Outbox(Protocol):
     process or another, sees them until the lease ends or they are completed or failed.
     """
 
-    async def enqueue(self, kind: str, payload: Mapping[str, Any], now: datetime) -> None: ...
+    async def enqueue(self, kind: str, payload: Mapping[str, Any], now: datetime) -> None:
+        """Queue an item of ``kind``, enqueued at ``now`` (due at once, no attempt yet);
+        it commits, or not, with the unit of work."""
 
     async def enqueue_many(self, items: Sequence[tuple[str, Mapping[str, Any], datetime]]) -> None:
         """:meth:`enqueue` for each ``(kind, payload, now)``, in order (one statement where
@@ -159,17 +166,22 @@ class ProcessedKeys(Protocol):
         keeps no key, as a unit of work that does not commit keeps none); undone with
         the unit of work."""
 
-    async def seen(self, key: str) -> bool: ...
+    async def seen(self, key: str) -> bool:
+        """Whether ``key`` is recorded (committed, or marked by this unit of work)."""
 
 
 class IdentityDirectory(Protocol):
     """Group membership of principals; identity itself is resolved at the edge."""
 
-    async def add_membership(self, principal_id: str, group: str) -> None: ...
+    async def add_membership(self, principal_id: str, group: str) -> None:
+        """Make the principal a member of ``group`` (idempotent). Each directory call
+        stands alone: it takes effect at once, in no unit of work."""
 
-    async def remove_membership(self, principal_id: str, group: str) -> None: ...
+    async def remove_membership(self, principal_id: str, group: str) -> None:
+        """End the membership (idempotent: an unknown one is a no-op)."""
 
-    async def groups_of(self, principal_id: str) -> frozenset[str]: ...
+    async def groups_of(self, principal_id: str) -> frozenset[str]:
+        """The principal's groups (empty for an unknown principal)."""
 
     async def members_of(self, groups: Collection[str]) -> frozenset[str]:
         """Every principal id belonging to at least one of ``groups``."""

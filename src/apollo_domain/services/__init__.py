@@ -1,17 +1,18 @@
 """Use cases: application services over the ports. Async, I/O only through ports."""
 
 from .access_log import trim_access_log
-from .bulk_ingest import ingest_many
+from .bulk_ingest import ingest_many, store_many
 from .context import Caller, Deps, resolve_viewer, scoped_key
 from .corroboration import check_corroboration
 from .decay import archive_stale, force_decay, run_decay_cycle
 from .entity_reads import entity_history, get_entity, list_entities, related_entities
+from .entries import get_entry, get_evidence, stats
 from .erasure import erase_agent
 from .expertise import agent_profile, aggregate_expertise, domains_at_risk, get_expertise
 from .gas import process_gas_event
-from .graph import entry_relations, link_entries, related_entries
+from .graph import get_relations, link_entries, related_entries
 from .group_ingest import IngestItem, ingest_each
-from .ingest import IngestRequest, ingest, prepare
+from .ingest import IngestRequest, ingest, prepare, store_knowledge, store_writeback
 from .lifecycle import deprecate_entry, resolve_dispute
 from .outbox import process_outbox
 from .query import query
@@ -29,11 +30,13 @@ __all__ = [
     "deprecate_entry",
     "domains_at_risk",
     "entity_history",
-    "entry_relations",
     "erase_agent",
     "force_decay",
     "get_entity",
+    "get_entry",
+    "get_evidence",
     "get_expertise",
+    "get_relations",
     "get_source",
     "ingest",
     "ingest_each",
@@ -51,6 +54,10 @@ __all__ = [
     "resolve_viewer",
     "run_decay_cycle",
     "scoped_key",
+    "stats",
+    "store_knowledge",
+    "store_many",
+    "store_writeback",
     "trim_access_log",
     "unlabel_source",
 ]

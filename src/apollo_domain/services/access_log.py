@@ -4,24 +4,25 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from ..commands import TrimAccessLog
+from ..limits import MAX_DAYS
 from ..results import MaintenanceResult
-from .context import Deps, bounded_int, first_application
+from .context import Caller, Deps, bounded_int, first_application
 
 #: Access-log rows one retention transaction deletes at most: a large backlog goes in
 #: several short transactions instead of one that holds the table for long.
 ACCESS_LOG_TRIM_BATCH = 5_000
-MAX_RETENTION_DAYS = 36_500
 
 
 async def trim_access_log(
-    deps: Deps, days: object, *, idempotency_key: str | None = None
+    deps: Deps, caller: Caller, command: TrimAccessLog, idempotency_key: str | None = None
 ) -> MaintenanceResult:
     """Retention: delete the access-log rows older than ``days`` days (an integer, 1 to
     36,500), oldest first, in transactions of at most :data:`ACCESS_LOG_TRIM_BATCH` rows
     until none is left before the cutoff, which is fixed when the run starts. Rows written
     meanwhile are newer than the cutoff and stay. ``idempotency_key`` is recorded with the
     first batch: a redelivery of it changes nothing and reports 0."""
-    kept = bounded_int("days", days, 1, MAX_RETENTION_DAYS)
+    kept = bounded_int("days", command.days, 1, MAX_DAYS)
     cutoff = deps.clock.now() - timedelta(days=kept)
     deleted = 0
     key = idempotency_key

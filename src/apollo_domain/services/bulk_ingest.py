@@ -22,8 +22,10 @@ from datetime import datetime
 from attrs import define, evolve, field
 
 from .. import admission
+from ..bounds import STORE_MANY
+from ..commands import StoreMany
 from ..entities import Extraction
-from ..errors import TransientConflict
+from ..errors import TransientConflict, ValidationError
 from ..model import DedupKey, Entry, Evidence, EvidenceKind, Outcome, Viewer
 from ..ports import AccessLogRecord, ScoredEntry, SearchFilter, UnitOfWork
 from ..results import IngestResult
@@ -48,12 +50,30 @@ from .ingest import (
     ingest_chunk_in_order,
     ingest_log_record,
     new_entry,
+    prepare,
     replayed,
     support_outcome,
     supports,
 )
 
 BATCH_SIZE = 256
+
+
+async def store_many(
+    deps: Deps, caller: Caller, command: StoreMany, idempotency_key: str | None = None
+) -> list[IngestResult]:
+    """The ``store_many`` use case: every item prepared first (:func:`.ingest.prepare`; a
+    bad one is refused naming ``items[<index>].<field>`` before anything is written), then
+    :func:`ingest_many` as the agent the command credits."""
+    acting = caller.acting_as(command.agent_id)
+    STORE_MANY.check(len(command.items))
+    requests = []
+    for index, item in enumerate(command.items):
+        try:
+            requests.append(prepare(acting, item))
+        except ValidationError as exc:
+            raise ValidationError(f"items[{index}].{exc.field}", exc.message) from None
+    return await ingest_many(deps, acting, requests, idempotency_key=idempotency_key)
 
 
 async def ingest_many(
@@ -77,8 +97,9 @@ async def ingest_many(
     return results
 
 
-class _Interrupted(Exception):
-    """A concurrent writer changed what the chunk's reads found: redo it in order."""
+class Interrupted(Exception):
+    """A concurrent writer changed what the chunk's reads found: redo it in order (here,
+    and in :mod:`.group_ingest`, which decides its groups with a :class:`Chunk` too)."""
 
 
 async def _ingest_chunk(
@@ -94,21 +115,23 @@ async def _ingest_chunk(
         async with store.unit_of_work() as uow:
             if not await first_application(uow, "store_many", idempotency_key, deps.clock.now()):
                 return replayed(await uow.entries.find_by_hashes([r.dedup_key for r in requests]))
-            chunk = await _Chunk.read(deps, uow, viewer, requests, embeddings)
+            chunk = await Chunk.read(deps, uow, viewer, requests, embeddings)
             results = [chunk.decide(i, deps.clock.now()) for i in range(len(requests))]
             await chunk.write(uow, extractions)
             await uow.commit()
             return results
-    except (_Interrupted, TransientConflict):  # redone in order, each request alone
+    except (Interrupted, TransientConflict):  # redone in order, each request alone
         return await ingest_chunk_in_order(
             deps, caller, requests, embeddings, extractions, idempotency_key
         )
 
 
 @define
-class _Chunk:
+class Chunk:
     """A chunk's requests, what the store held for them when read, and the chunk's own
-    writes so far: the view one-by-one ingest would have at each request."""
+    writes so far: the view one-by-one ingest would have at each request. Bulk ingest
+    decides each chunk with one, group commit (:mod:`.group_ingest`) each principal's part
+    of a group."""
 
     deps: Deps
     viewer: Viewer
@@ -142,7 +165,7 @@ class _Chunk:
         viewer: Viewer,
         requests: Sequence[IngestRequest],
         embeddings: Sequence[tuple[float, ...]],
-    ) -> _Chunk:
+    ) -> Chunk:
         policy = deps.policy
         credibility = {
             agent: credibility_of(await uow.credibility.get(agent))
@@ -184,7 +207,7 @@ class _Chunk:
         for duplicate in duplicates.values():
             locked = entries.get(duplicate.id)
             if locked is None or not locked.status.is_active:
-                raise _Interrupted  # removed or archived since it was found
+                raise Interrupted  # removed or archived since it was found
         repeat_checked = {
             n.entry.id for nearest in stored.values() for n in nearest
             if policy.is_near_duplicate(n.similarity)
@@ -244,13 +267,13 @@ class _Chunk:
         policy, viewer = self.deps.policy, self.viewer
         neighbours = self._neighbours(i)
         if any(n.entry.dedup_key == request.dedup_key for n in neighbours):
-            raise _Interrupted  # a concurrent writer committed this very content
+            raise Interrupted  # a concurrent writer committed this very content
         for kind in (EvidenceKind.CORROBORATION, EvidenceKind.AGREEMENT):  # step 6
             for n in neighbours:
                 recorded = self.evidence.get(n.entry.id, [])
                 if supports(policy, viewer, request, n.entry, n.similarity, recorded, kind):
                     if n.entry.id not in self.entries:
-                        raise _Interrupted  # it was not a possible target when locked
+                        raise Interrupted  # it was not a possible target when locked
                     added = self._record(
                         Evidence(n.entry.id, request.source, n.similarity, now, kind, credibility)
                     )
@@ -310,9 +333,9 @@ class _Chunk:
     async def write(self, uow: UnitOfWork, extractions: Sequence[Extraction]) -> None:
         inserted = await uow.entries.add_many(self.new_entries)
         if len(inserted) != len(self.new_entries):
-            raise _Interrupted  # a concurrent writer took one of these content hashes
+            raise Interrupted  # a concurrent writer took one of these content hashes
         if not all(await uow.evidence.add_many(self.new_evidence)):
-            raise _Interrupted
+            raise Interrupted
         await uow.entries.boost_each(self.boosts)
         await uow.outbox.enqueue_many(
             [(CONTRADICTION_SCAN, {"entry_id": str(entry_id)}, now) for entry_id, now in self.scans]

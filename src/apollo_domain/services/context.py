@@ -53,7 +53,8 @@ class Deps:
     llm: GasLanguageModel | None = None
     retrieval: RetrievalSettings = field(factory=RetrievalSettings)
     outbox_retry: OutboxRetry = field(factory=OutboxRetry)
-    #: A principal earns a retrieval boost on an entry once per window (DESIGN §2).
+    #: A principal earns a retrieval boost on an entry once per window (README, "The rules
+    #: in one page").
     boost_window: timedelta = DEFAULT_BOOST_WINDOW
     #: The embedder a query's text goes through (:func:`embed_query`), the same model as
     #: ``embedder`` behind a cache of its own, so that a bulk ingest does not push the
@@ -152,18 +153,17 @@ async def resolve_viewer(directory: IdentityDirectory, principal: Principal) -> 
 
 def scoped_key(principal: Principal, key: str) -> str:
     """``key`` (a message id, a GAS request id) as the key of ``principal``'s commands: one
-    principal's key never suppresses another's command (DESIGN §2 "One login, one
-    source"). The anonymous principal is one scope. Unambiguous whatever the two
-    contain."""
+    principal's key never suppresses another's command (README, "Security model"). The
+    anonymous principal is one scope. Unambiguous whatever the two contain."""
     return json.dumps([principal.id, key], ensure_ascii=False, separators=(",", ":"))
 
 
 async def first_application(
     uow: UnitOfWork, kind: str, idempotency_key: str | None, now: datetime
 ) -> bool:
-    """Record ``<kind>:<idempotency_key>`` in ``uow``'s transaction (DESIGN §4
-    "Concurrency"); True when the caller goes on to apply its effects (no key, or the key is
-    new), False when an earlier unit of work already recorded it.
+    """Record ``<kind>:<idempotency_key>`` in ``uow``'s transaction (docs/architecture.md,
+    "Units of work and concurrency"); True when the caller goes on to apply its effects (no
+    key, or the key is new), False when an earlier unit of work already recorded it.
 
     The record is a unique insert committed with the effects: of two overlapping deliveries
     one records the key and applies, the other waits for it (PostgreSQL) or runs after it

@@ -1,6 +1,5 @@
 """The corroboration checker: promote candidates that a confirmed entry, an independent
-partner or their own agreeing sources corroborate (DESIGN §2 "Corroboration", "Agreement";
-§4 "Periodic work")."""
+partner or their own agreeing sources corroborate (README, "The rules in one page")."""
 
 from __future__ import annotations
 
@@ -8,8 +7,10 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
+from ..commands import CheckCorroboration
 from ..contradiction import flips_negation
 from ..lifecycle import confirm
+from ..limits import MAX_CORROBORATION_BATCH
 from ..model import (
     Entry,
     Evidence,
@@ -23,7 +24,7 @@ from ..policy import ConfidencePolicy
 from ..ports import SearchFilter, UnitOfWork
 from ..results import CorroborationReport
 from ..rules import Corroborator, agreeing_sources, independent, may_corroborate
-from .context import Deps, bounded_int, first_application, resolve_viewer
+from .context import Caller, Deps, bounded_int, first_application, resolve_viewer
 from .sources import current_credibility
 
 CHECKER_NEIGHBOURS = 5
@@ -43,7 +44,8 @@ def allowed(
     sharing: frozenset[str],
     policy: ConfidencePolicy,
 ) -> bool:
-    """``a`` may corroborate ``b``: every rule of DESIGN §2, with ``a``'s own evidence
+    """``a`` may corroborate ``b``: every corroboration rule (:func:`may_corroborate`), with
+    ``a``'s own evidence
     sources independent of ``b``'s source too, and neither saying the opposite of the
     other (:func:`flips_negation`)."""
     a_sources = [e.source for e in evidence.get(a.id, ())] or [a.source]
@@ -71,16 +73,17 @@ def _paired_with(entry: Entry) -> str | None:
 
 
 async def check_corroboration(
-    deps: Deps, limit: object = 100, *, idempotency_key: str | None = None
+    deps: Deps, caller: Caller, command: CheckCorroboration, idempotency_key: str | None = None
 ) -> CorroborationReport:
     """Confirm, for at most ``limit`` candidates per run: a candidate on which two mutually
-    independent sources agree (a bootstrap pair on its own, DESIGN §2 "Agreement"); else a
+    independent sources agree (a bootstrap pair on its own: README, "The rules in one
+    page"); else a
     candidate that a confirmed entry corroborates; else bootstrap ONE confirmation from a
     mutually corroborating, independently sourced candidate pair (the older of the two).
     A promotion by another entry commits only together with its persisted ``similar_to``
     relation. Agreement and pair confirmations are both counted as ``bootstrapped``.
     A redelivery of ``idempotency_key`` changes nothing and reports zeros."""
-    bound = bounded_int("limit", limit, 1, 100_000)
+    bound = bounded_int("limit", command.limit, 1, MAX_CORROBORATION_BATCH)
     policy = deps.policy
     promoted = bootstrapped = 0
     async with deps.store.unit_of_work() as uow:

@@ -1,8 +1,9 @@
 """Decay: the periodic decay cycle, a forced decay by a factor, and archiving what nobody
-touched (DESIGN §3, §4 "Lifecycle", "Periodic work")."""
+touched (README, "The rules in one page")."""
 
 from __future__ import annotations
 
+from ..commands import ArchiveStale, ForceDecay, RunDecayCycle
 from ..lifecycle import (
     stale_cutoff,
     validate_decay_factor,
@@ -11,15 +12,15 @@ from ..lifecycle import (
 from ..results import (
     MaintenanceResult,
 )
-from .context import Deps, first_application
+from .context import Caller, Deps, first_application
 
 
 async def force_decay(
-    deps: Deps, factor: object, *, idempotency_key: str | None = None
+    deps: Deps, caller: Caller, command: ForceDecay, idempotency_key: str | None = None
 ) -> MaintenanceResult:
     """Multiply the confidence of every non-archived entry; never archives. A redelivery
     of ``idempotency_key`` changes nothing and reports 0 affected."""
-    value = validate_decay_factor(factor)
+    value = validate_decay_factor(command.factor)
     async with deps.store.unit_of_work() as uow:
         if not await first_application(uow, "force_decay", idempotency_key, deps.clock.now()):
             return MaintenanceResult("force_decay", 0)
@@ -29,11 +30,11 @@ async def force_decay(
 
 
 async def archive_stale(
-    deps: Deps, days: object, *, idempotency_key: str | None = None
+    deps: Deps, caller: Caller, command: ArchiveStale, idempotency_key: str | None = None
 ) -> MaintenanceResult:
     """Archive non-archived entries untouched (COALESCE(updated_at, created_at)) for ``days``.
     A redelivery of ``idempotency_key`` changes nothing and reports 0 archived."""
-    value = validate_stale_days(days)
+    value = validate_stale_days(command.days)
     async with deps.store.unit_of_work() as uow:
         now = deps.clock.now()
         if not await first_application(uow, "archive_stale", idempotency_key, now):
@@ -43,7 +44,9 @@ async def archive_stale(
     return MaintenanceResult("archive_stale", count, archived=count)
 
 
-async def run_decay_cycle(deps: Deps, *, idempotency_key: str | None = None) -> MaintenanceResult:
+async def run_decay_cycle(
+    deps: Deps, caller: Caller, command: RunDecayCycle, idempotency_key: str | None = None
+) -> MaintenanceResult:
     """c · 0.998^hours since each entry's last decay, then archive active entries below 0.1;
     the records of retrieval boosts whose window has passed are forgotten. A redelivery of
     ``idempotency_key`` changes nothing and reports 0."""

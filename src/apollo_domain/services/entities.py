@@ -1,4 +1,4 @@
-"""Tagging entries with their entities and wiring the entity graph (DESIGN §2)."""
+"""Tagging entries with their entities and wiring the entity graph (README, "The entity graph")."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """Reading the entity graph: entities by name or prefix, one entity with its edges and
-entries, its typed edges through time, and its neighbourhood (DESIGN §2 "Entities and the
-knowledge graph").
+entries, its typed edges through time, and its neighbourhood (README, "The entity graph").
 
 Every read sees the graph through the entries the caller may see that are not archived
 (the :class:`~apollo_domain.ports.EntityGraph` visibility rule): an entity, an edge, a
@@ -17,8 +16,10 @@ from typing import Final
 from uuid import UUID
 
 from .. import bounds
+from ..commands import GetEntity, GetEntityHistory, ListEntities, RelatedEntities
 from ..entities import CO_OCCURS, Entity, EntityEdge, normalize_entity_name
 from ..errors import NotFound, ValidationError
+from ..limits import MAX_ENTITIES, MAX_ENTITY_DEPTH
 from ..model import ACTIVE_STATUSES, Viewer
 from ..ports import EntityGraph, SearchFilter
 from ..results import (
@@ -33,11 +34,6 @@ from ..validation import shown
 from .context import Caller, Deps, bounded_int, resolve_viewer
 from .graph_fill import query_names
 
-#: ``entities``: default and largest ``limit``.
-DEFAULT_ENTITIES: Final = 20
-MAX_ENTITIES: Final = bounds.ENTITY_LIMIT.limit
-#: A name or prefix argument longer than this is refused (names are kept to 200 characters).
-MAX_NAME_INPUT: Final = bounds.ENTITY_NAME.limit
 #: ``entity``: at most this many live typed edges, and as many ``co_occurs`` edges, oldest
 #: first; ``entity_history``: at most this many typed edges, oldest first.
 MAX_ENTITY_EDGES: Final = 100
@@ -46,8 +42,7 @@ MAX_EDGE_ENTRIES: Final = 10
 #: ``entity``: the newest entries mentioning it, and how much of each one's content is shown.
 ENTITY_ENTRIES: Final = 10
 SNIPPET_CHARS: Final = 200
-#: ``related_entities``: deepest walk, most neighbours returned, and the edges read per level.
-MAX_ENTITY_DEPTH: Final = 3
+#: ``related_entities``: most neighbours returned, and the edges read per level.
 MAX_RELATED_ENTITIES: Final = 50
 RELATED_SCAN: Final = 500
 
@@ -86,19 +81,13 @@ def parse_instant(name: str, value: object) -> datetime | None:
         ) from None
 
 
-async def list_entities(
-    deps: Deps,
-    caller: Caller,
-    query: object = None,
-    prefix: object = None,
-    limit: object = DEFAULT_ENTITIES,
-) -> list[EntitySummary]:
+async def list_entities(deps: Deps, caller: Caller, command: ListEntities) -> list[EntitySummary]:
     """The visible entities a text names (``query``: every run of words, as a query's graph
     signal reads it), or whose name starts with ``prefix``, or both; by name, at most
     ``limit``. With neither, the visible entities by name."""
-    top = bounded_int("limit", limit, 1, MAX_ENTITIES)
-    text = parse_entity_query(query)
-    start = parse_prefix(prefix) or ""
+    top = bounded_int("limit", command.limit, 1, MAX_ENTITIES)
+    text = parse_entity_query(command.query)
+    start = parse_prefix(command.prefix) or ""
     viewer = await resolve_viewer(deps.store.directory, caller.principal)
     async with deps.store.reading() as uow:
         if text is None:
@@ -109,12 +98,12 @@ async def list_entities(
     return [EntitySummary(e.name, e.key, e.kind, count) for e, count in found]
 
 
-async def get_entity(deps: Deps, caller: Caller, name: object) -> EntityDetail:
+async def get_entity(deps: Deps, caller: Caller, command: GetEntity) -> EntityDetail:
     """The entity ``name`` names, with its live edges (typed first, then ``co_occurs``;
     at most :data:`MAX_ENTITY_EDGES` of each) and its newest :data:`ENTITY_ENTRIES`
     active entries, as the caller may see them. :class:`NotFound` when unknown or not
     visible."""
-    key = parse_name(name)
+    key = parse_name(command.name)
     viewer = await resolve_viewer(deps.store.directory, caller.principal)
     async with deps.store.reading() as uow:
         found, mentions = await _visible_entity(uow.graph, key, viewer)
@@ -136,15 +125,13 @@ async def get_entity(deps: Deps, caller: Caller, name: object) -> EntityDetail:
     return EntityDetail(found.name, found.key, found.kind, mentions, edges, entries)
 
 
-async def entity_history(
-    deps: Deps, caller: Caller, name: object, as_of: object = None
-) -> EntityHistory:
+async def entity_history(deps: Deps, caller: Caller, command: GetEntityHistory) -> EntityHistory:
     """The entity's typed edges (either direction) live at ``as_of`` (``valid_from <=
     as_of < valid_to``), or, with ``as_of`` None, all of them, retired ones included with
     their ``valid_to`` and ``superseded_by``; oldest first, at most
     :data:`MAX_ENTITY_EDGES`. :class:`NotFound` when unknown or not visible."""
-    key = parse_name(name)
-    when = parse_instant("as_of", as_of)
+    key = parse_name(command.name)
+    when = parse_instant("as_of", command.as_of)
     viewer = await resolve_viewer(deps.store.directory, caller.principal)
     async with deps.store.reading() as uow:
         found, _ = await _visible_entity(uow.graph, key, viewer)
@@ -161,15 +148,15 @@ async def entity_history(
 
 
 async def related_entities(
-    deps: Deps, caller: Caller, name: object, depth: object = 1
+    deps: Deps, caller: Caller, command: RelatedEntities
 ) -> list[RelatedEntity]:
     """The entities within ``depth`` (1 to :data:`MAX_ENTITY_DEPTH`) live edges of the
     entity ``name``, either direction, breadth first: nearest first, each once, with the
     edge that first reached it (a typed edge rather than ``co_occurs`` when both do). At
     most :data:`MAX_RELATED_ENTITIES`, reading at most :data:`RELATED_SCAN` edges per
     level. :class:`NotFound` when unknown or not visible."""
-    key = parse_name(name)
-    levels = bounded_int("depth", depth, 1, MAX_ENTITY_DEPTH)
+    key = parse_name(command.name)
+    levels = bounded_int("depth", command.depth, 1, MAX_ENTITY_DEPTH)
     viewer = await resolve_viewer(deps.store.directory, caller.principal)
     async with deps.store.reading() as uow:
         root, _ = await _visible_entity(uow.graph, key, viewer)
@@ -262,13 +249,9 @@ async def _names(graph: EntityGraph, entity_ids: Collection[UUID]) -> dict[UUID,
 
 
 __all__ = [
-    "DEFAULT_ENTITIES",
     "ENTITY_ENTRIES",
     "MAX_EDGE_ENTRIES",
-    "MAX_ENTITIES",
-    "MAX_ENTITY_DEPTH",
     "MAX_ENTITY_EDGES",
-    "MAX_NAME_INPUT",
     "MAX_RELATED_ENTITIES",
     "RELATED_SCAN",
     "SNIPPET_CHARS",

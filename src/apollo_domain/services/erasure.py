@@ -1,23 +1,23 @@
-"""Erasure of one agent's contributions (DESIGN §4 "Erasure")."""
+"""Erasure of one agent's contributions (docs/architecture.md, "The use cases")."""
 
 from __future__ import annotations
 
 from attrs import evolve
 
-from ..bounds import AGENT_ID
+from ..commands import EraseAgent
 from ..errors import ValidationError
 from ..model import Entry, SourceRef, Status
 from ..ports import UnitOfWork
 from ..redaction import REDACTED
 from ..results import ErasureResult
-from .context import Deps, first_application
+from .context import Caller, Deps, first_application, subject_agent
 
 
 async def erase_agent(
-    deps: Deps, agent_id: object, *, idempotency_key: str | None = None
+    deps: Deps, caller: Caller, command: EraseAgent, idempotency_key: str | None = None
 ) -> ErasureResult:
-    """Remove every trace of ``agent_id``, in one transaction, its entries read under their
-    row locks:
+    """Remove every trace of the agent ``target_agent_id``, in one transaction, its entries
+    read under their row locks:
 
     - its entries that are not confirmed are deleted (with their evidence and relations);
     - its confirmed entries are redacted: source ``redacted`` with provider, channel and
@@ -35,9 +35,7 @@ async def erase_agent(
     Idempotent: erasing the same agent again changes nothing and returns zero counts; so
     does a redelivery of ``idempotency_key`` (recorded with the erasure).
     """
-    if not isinstance(agent_id, str) or not agent_id.strip():
-        raise ValidationError("agent_id", "must be a non-empty string")
-    agent = AGENT_ID.text(agent_id.strip())
+    agent = subject_agent(command.target_agent_id)
     if agent == REDACTED:
         raise ValidationError("agent_id", f"{REDACTED!r} stands for erased agents")
     async with deps.store.unit_of_work() as uow:

@@ -1,12 +1,14 @@
 """Expertise: agents by proficiency in a domain, the domains at risk, an agent's profile, and
-the periodic aggregation of proficiency (DESIGN §4 "Expertise")."""
+the periodic aggregation of proficiency (docs/architecture.md, "The use cases")."""
 
 from __future__ import annotations
 
 from ..bounds import DOMAIN
+from ..commands import AggregateExpertise, DomainsAtRisk, GetAgentProfile, GetExpertise
 from ..errors import ValidationError
 from ..expertise import DomainCoverage, proficiency
 from ..expertise import domains_at_risk as select_at_risk
+from ..limits import MAX_MIN_AGENTS
 from ..normalize import normalize_tag
 from ..ports import (
     AgentDomainStats,
@@ -30,16 +32,15 @@ from .context import (
 from .sources import source_report
 
 
-async def get_expertise(
-    deps: Deps, caller: Caller, domain: object, min_proficiency: object = 0.0
-) -> list[ExpertiseRecord]:
+async def get_expertise(deps: Deps, caller: Caller, command: GetExpertise) -> list[ExpertiseRecord]:
     """Agents by proficiency in ``domain``, most proficient first, computed over the active
     entries the caller may see (nothing invisible counts, nor shows)."""
+    domain: object = command.domain
     name = normalize_tag(domain) if isinstance(domain, str) else None
     if not name:
         raise ValidationError("domain", "must be a non-empty string")
     DOMAIN.text(name, "domain")
-    floor = unit_float("min_proficiency", min_proficiency)
+    floor = unit_float("min_proficiency", command.min_proficiency)
     viewer = await resolve_viewer(deps.store.directory, caller.principal)
     async with deps.store.reading() as uow:
         stats = await uow.entries.agent_domain_stats(viewer, domain=name)
@@ -60,21 +61,21 @@ async def get_expertise(
 
 
 async def domains_at_risk(
-    deps: Deps, caller: Caller, min_agents: object = 2
+    deps: Deps, caller: Caller, command: DomainsAtRisk
 ) -> list[DomainCoverage]:
     """Domains that fewer than ``min_agents`` agents cover, among the entries the caller
     may see."""
-    threshold = bounded_int("min_agents", min_agents, 1, 1_000_000)
+    threshold = bounded_int("min_agents", command.min_agents, 1, MAX_MIN_AGENTS)
     viewer = await resolve_viewer(deps.store.directory, caller.principal)
     async with deps.store.reading() as uow:
         stats = await uow.entries.agent_domain_stats(viewer)
     return select_at_risk(((s.agent_id, s.knowledge_domain) for s in stats), threshold)
 
 
-async def agent_profile(deps: Deps, caller: Caller, agent_id: object) -> AgentProfile:
+async def agent_profile(deps: Deps, caller: Caller, command: GetAgentProfile) -> AgentProfile:
     """An agent's domains, counts, proficiency, average confidence and last activity, over
     the active entries the caller may see."""
-    agent = subject_agent(agent_id)
+    agent = subject_agent(command.target_agent_id)
     viewer = await resolve_viewer(deps.store.directory, caller.principal)
     async with deps.store.reading() as uow:
         standing = await uow.credibility.get(agent)
@@ -108,7 +109,7 @@ def _proficiency(stats: AgentDomainStats) -> float:
 
 
 async def aggregate_expertise(
-    deps: Deps, *, idempotency_key: str | None = None
+    deps: Deps, caller: Caller, command: AggregateExpertise, idempotency_key: str | None = None
 ) -> MaintenanceResult:
     """Recompute proficiency per (agent, domain) from the agents' active entries (the
     redacted entries of erased agents are nobody's expertise). A redelivery of

@@ -1,4 +1,4 @@
-"""GAS: turn an LLM audit event into knowledge (DESIGN §4 "GAS")."""
+"""GAS: turn an LLM audit event into knowledge (docs/architecture.md, "The use cases")."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from typing import Any
 from uuid import UUID
 
 from .. import bounds
+from ..commands import ProcessGasEvent, StoreKnowledge
 from ..errors import ApolloError, Forbidden, InvalidTransition, NotFound, ValidationError
 from ..gas_rules import (
     FALLBACK_RELATION,
@@ -44,7 +45,7 @@ def _depositor(event: Mapping[str, Any], caller: Caller) -> Caller:
     """Who the deposits are credited to. The event's ``caller`` (else ``<provider>-gas``
     from its routing, else ``gas``) is honoured only from a principal that speaks for
     other agents (a gateway, an admin, the embedding program); anyone else deposits as
-    itself, whatever the event says (DESIGN §2 "One login, one source"). A named agent
+    itself, whatever the event says (README, "Security model"). A named agent
     Apollo reserves is refused (:class:`ValidationError` naming ``caller.agent_id``)."""
     if not caller.principal.role.speaks_for_others:
         return caller
@@ -87,24 +88,32 @@ def _request_id(value: object) -> str:
 
 
 async def process_gas_event(
-    deps: Deps, event: Mapping[str, Any], caller: Caller, *, scope: str = "global"
+    deps: Deps,
+    caller: Caller,
+    command: ProcessGasEvent,
+    idempotency_key: str | None = None,
+    *,
+    scope: str = "global",
 ) -> GasResult:
     """Comprehend → entities → deposit facts → relate → synthesize → anticipate.
+
+    The event is idempotent by its own request id, whichever message carried it:
+    ``idempotency_key`` (a message id) is not needed.
 
     ``caller.principal`` owns the deposits (resolved at the edge); the event's ``caller``
     only attributes them, and only when the principal speaks for others
     (:func:`_depositor`). A request id the same principal already processed changes
     nothing; another principal's request of the same id is another request.
 
-    Idempotency (DESIGN §4 "Concurrency"): each deposit is an ingest keyed by the request
-    id and its content hash, recorded in the deposit's own transaction, so overlapping or
-    repeated runs of one request deposit each fact (and synthesis) once, and a run after a
-    partial failure deposits only what is missing. The request id itself is recorded at
-    the end, only when every deposit succeeded or failed permanently
-    (:data:`PERMANENT_FAILURES`); a transient deposit failure is raised with the request
-    left unmarked, for the bus to redeliver. The early look at the request id only saves a
-    finished request's LLM calls; the deposit keys are what make a rerun harmless.
-    """
+    Idempotency (docs/architecture.md, "Units of work and concurrency"): each deposit is an
+    ingest keyed by the request id and its content hash, recorded in the deposit's own
+    transaction, so overlapping or repeated runs of one request deposit each fact (and
+    synthesis) once, and a run after a partial failure deposits only what is missing. The
+    request id itself is recorded at the end, only when every deposit succeeded or failed
+    permanently (:data:`PERMANENT_FAILURES`); a transient deposit failure is raised with the
+    request left unmarked, for the bus to redeliver. The early look at the request id only
+    saves a finished request's LLM calls; the deposit keys are what make a rerun harmless."""
+    event = command.event
     if not isinstance(event, Mapping):
         raise ValidationError("event", "must be a JSON object")
     check_depth("event", event)
@@ -286,7 +295,7 @@ async def _deposit(
     agent: Caller,
     key: str,
     content: str,
-    content_type: object,
+    content_type: str | None,
     scope: str,
     system_context: Mapping[str, Any],
     initial_confidence: float | None = None,
@@ -296,11 +305,10 @@ async def _deposit(
     try:
         request = prepare(
             agent,
-            content=content,
-            content_type=content_type,
-            access_scope=scope,
+            StoreKnowledge(content=content, content_type=content_type, access_scope=scope),
             system_context=system_context,
             initial_confidence=initial_confidence,
+            edge_submission=False,
         )
         return await ingest(deps, agent, request, idempotency_key=f"{key}:{request.content_hash}")
     except PERMANENT_FAILURES:

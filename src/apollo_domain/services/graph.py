@@ -6,13 +6,14 @@ import math
 from datetime import UTC, datetime
 from uuid import UUID
 
+from ..commands import GetRelations, LinkEntries, RelatedEntries
 from ..errors import Forbidden, NotFound, ValidationError
+from ..limits import MAX_RELATED
 from ..model import Entry, Relation, Viewer
 from ..ports import AccessLogRecord, UnitOfWork
 from ..results import LinkedEntry, LinkResult, RelatedEntry
 from ..rules import dispute_refusal, is_visible
 from ..traversal import (
-    MAX_RELATED,
     Activation,
     activation_step,
     parse_relation_types,
@@ -45,20 +46,16 @@ async def visible_entry(
 
 
 async def related_entries(
-    deps: Deps,
-    caller: Caller,
-    entry_id: object,
-    *,
-    depth: object = 2,
-    relation_types: object = None,
+    deps: Deps, caller: Caller, command: RelatedEntries
 ) -> list[RelatedEntry]:
     """Spreading activation over outgoing relations from a visible root. Invisible and
     archived entries are never returned nor traversed through. At most ``MAX_RELATED``
     entries are returned, highest activation first. One ``traverse`` access-log row when
-    the calling agent is known."""
-    root = parse_id("entry_id", entry_id)
-    max_depth = validate_depth(depth)
-    types = parse_relation_types(relation_types)  # type: ignore[arg-type]
+    the agent the command credits (else the caller's) is known."""
+    caller = caller.acting_as(command.agent_id)
+    root = parse_id("entry_id", command.entry_id)
+    max_depth = validate_depth(command.depth)
+    types = parse_relation_types(command.relation_types)
     audited = caller.agent_id != UNKNOWN_AGENT
     store = deps.store
     if audited:
@@ -106,12 +103,12 @@ async def related_entries(
     ]
 
 
-async def entry_relations(deps: Deps, caller: Caller, entry_id: object) -> list[LinkedEntry]:
+async def get_relations(deps: Deps, caller: Caller, command: GetRelations) -> list[LinkedEntry]:
     """The relations of a visible entry, both ways, each with the entry at its other end:
     outgoing first, then incoming, newest first within each (at most ``MAX_RELATED`` each
     way). Relations to entries the caller may not see are left out; archived entries are
     shown (with their status), so the loser of a dispute stays in view. Writes nothing."""
-    root = parse_id("entry_id", entry_id)
+    root = parse_id("entry_id", command.entry_id)
     viewer = await resolve_viewer(deps.store.directory, caller.principal)
     async with deps.store.reading() as uow:
         await visible_entry(uow, root, viewer)
@@ -145,21 +142,16 @@ async def entry_relations(deps: Deps, caller: Caller, entry_id: object) -> list[
 
 
 async def link_entries(
-    deps: Deps,
-    caller: Caller,
-    from_entry_id: object,
-    to_entry_id: object,
-    relation_type: object,
-    weight: object = 1.0,
-    *,
-    idempotency_key: str | None = None,
+    deps: Deps, caller: Caller, command: LinkEntries, idempotency_key: str | None = None
 ) -> LinkResult:
     """Manual curation: a typed relation between two entries the caller can see; a
     ``contradicts`` or ``supersedes`` link only from one who may make both entries parties
     to a dispute (:func:`~apollo_domain.rules.dispute_refusal`, else :class:`Forbidden`).
     A redelivery of ``idempotency_key`` changes nothing and reports ``created`` False."""
-    source = parse_id("from_entry_id", from_entry_id)
-    target = parse_id("to_entry_id", to_entry_id)
+    caller = caller.acting_as(command.agent_id)
+    source = parse_id("from_entry_id", command.from_entry_id)
+    target = parse_id("to_entry_id", command.to_entry_id)
+    relation_type, weight = command.relation_type, command.weight  # as the caller sent them
     types = parse_relation_types([relation_type]) if relation_type is not None else None
     if not types:
         raise ValidationError("relation_type", "is required")
@@ -167,7 +159,7 @@ async def link_entries(
     if isinstance(weight, bool):
         raise ValidationError("weight", "must be a number")
     try:
-        w = float(weight)  # type: ignore[arg-type]
+        w = float(weight)
     except (TypeError, ValueError):
         raise ValidationError("weight", f"must be a number, got {weight!r}") from None
     if not math.isfinite(w) or not 0.0 < w <= 1.0:
@@ -193,4 +185,4 @@ async def link_entries(
 
 _EPOCH = datetime.min.replace(tzinfo=UTC)
 
-__all__ = ["entry_relations", "link_entries", "parse_id", "related_entries", "visible_entry"]
+__all__ = ["get_relations", "link_entries", "parse_id", "related_entries", "visible_entry"]

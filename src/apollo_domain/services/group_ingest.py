@@ -19,7 +19,7 @@ from ..errors import TransientConflict
 from ..model import Entry, Outcome, Principal, Viewer
 from ..ports import UnitOfWork
 from ..results import IngestResult
-from .bulk_ingest import _Chunk, _Interrupted
+from .bulk_ingest import Chunk, Interrupted
 from .context import INGEST_PARTS, Caller, Deps, embed_readings, resolve_viewer
 from .entities import extract
 from .ingest import IngestRequest, ingest, replayed
@@ -70,7 +70,7 @@ async def ingest_each(deps: Deps, items: Sequence[IngestItem]) -> list[IngestRes
             if applied:  # a group of replays recorded nothing: nothing to commit
                 await uow.commit()
             return results
-    except (_Interrupted, TransientConflict):  # the store broke the group apart: alone
+    except (Interrupted, TransientConflict):  # the store broke the group apart: alone
         return [
             await ingest(deps, item.caller, item.request, idempotency_key=item.idempotency_key)
             for item in items
@@ -118,7 +118,7 @@ async def _in_order(
         chunk_items = [i for i in mine if i in applied]
         chunk = None
         if chunk_items:
-            chunk = await _Chunk.read(
+            chunk = await Chunk.read(
                 deps,
                 uow,
                 viewers[principal],
@@ -150,7 +150,7 @@ async def _in_order(
     return [result for result in results if result is not None], bool(applied)
 
 
-def _replay(chunk: _Chunk | None, request: IngestRequest, stored: Entry | None) -> IngestResult:
+def _replay(chunk: Chunk | None, request: IngestRequest, stored: Entry | None) -> IngestResult:
     """A replayed ingest's result: the entry holding the request's text as the chunk sees
     it now (its own writes included), else as stored."""
     entry = stored

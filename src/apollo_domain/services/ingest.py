@@ -1,4 +1,4 @@
-"""Ingest (``store_knowledge``): DESIGN §4, the eight steps."""
+"""Ingest (``store_knowledge``): the eight steps of docs/architecture.md, "The use cases"."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from typing import Any
 from attrs import frozen
 
 from .. import admission
-from ..bounds import CONTEXT_BYTES
+from ..bounds import CONTEXT_BYTES, SUBMITTED_BY, SUBMITTED_FROM
+from ..commands import StoreKnowledge, WritebackStore, WritebackVectorize
 from ..contradiction import flips_negation
 from ..credibility import SourceCredibility
 from ..entities import Extraction
@@ -28,6 +29,7 @@ from ..model import (
     dedup_key,
 )
 from ..normalize import (
+    bounded_text,
     clean_content,
     content_hash,
     make_source,
@@ -41,6 +43,7 @@ from ..ports import AccessLogRecord, CredibilityRecord, ScoredEntry, SearchFilte
 from ..results import IngestResult
 from ..rules import Corroborator, independent_of_all, may_corroborate
 from ..validation import bounded_json, check_depth
+from ..writeback import writeback_arguments
 from .context import (
     ACTIVE,
     INGEST_PARTS,
@@ -92,48 +95,89 @@ class IngestRequest:
 
 def prepare(
     caller: Caller,
+    command: StoreKnowledge,
     *,
-    content: object,
-    content_type: object = None,
-    tags: object = None,
-    context: object = None,
-    source_provider: object = None,
-    source_channel: object = None,
-    knowledge_domain: object = None,
-    access_scope: object = "global",
-    submitted_by: object = None,
-    submitted_from: object = None,
     initial_confidence: float | None = None,
     system_context: Mapping[str, Any] | None = None,
+    edge_submission: bool = True,
 ) -> IngestRequest:
-    """Step 1: validate and normalize; :class:`ValidationError` names the field."""
-    text = clean_content(content)
+    """Step 1: the command validated and normalized (:class:`ValidationError` names the
+    field), as the agent it credits (``caller`` when none). Over an edge the submission
+    metadata is the edge's own (the principal, the edge) and what the command says of it
+    is only held to its bounds; ``edge_submission`` false keeps the command's (a GAS
+    deposit: Apollo's own work on an event, whichever edge carried it)."""
+    acting = caller.acting_as(command.agent_id)
+    text = clean_content(command.content)
+    tags = command.tags
     if tags is not None and not isinstance(tags, Sequence):
         raise ValidationError("tags", "must be a list of strings")
     normalized_tags = normalize_tags(tags)
-    scope = normalize_scope(access_scope)
-    if scope is not AccessScope.GLOBAL and caller.principal.id is None:
+    scope = normalize_scope(command.access_scope)
+    if scope is not AccessScope.GLOBAL and acting.principal.id is None:
         raise ValidationError(
             "access_scope", f"{scope.value} entries need a resolved principal to own them"
         )
+    submitted_by: object = command.submitted_by
+    submitted_from: object = command.submitted_from
+    if edge_submission and acting.edge is not None:
+        bounded_text(submitted_by, SUBMITTED_BY)
+        bounded_text(submitted_from, SUBMITTED_FROM)
+        submitted_by, submitted_from = acting.principal.id, acting.edge
     return IngestRequest(
         content=text,
         content_hash=content_hash(text),
-        content_type=normalize_content_type(content_type),
-        knowledge_domain=normalize_domain(knowledge_domain, normalized_tags),
+        content_type=normalize_content_type(command.content_type),
+        knowledge_domain=normalize_domain(command.knowledge_domain, normalized_tags),
         tags=normalized_tags,
         access_scope=scope,
         source=make_source(
-            caller.agent_id, source_provider, source_channel, submitted_by, submitted_from
+            acting.agent_id,
+            command.source_provider,
+            command.source_channel,
+            submitted_by,
+            submitted_from,
         ),
-        owner_id=caller.principal.id,
-        context={**clean_context(context), **(system_context or {})},
+        owner_id=acting.principal.id,
+        context={**clean_context(command.context), **(system_context or {})},
         initial_confidence=(
             None
             if initial_confidence is None
             else unit_float("initial_confidence", initial_confidence)
         ),
     )
+
+
+async def store_knowledge(
+    deps: Deps, caller: Caller, command: StoreKnowledge, idempotency_key: str | None = None
+) -> IngestResult:
+    """The ``store_knowledge`` use case: :func:`prepare`, then :func:`ingest`, as the agent
+    the command credits."""
+    request = prepare(caller, command)
+    acting = caller.acting_as(command.agent_id)
+    return await ingest(deps, acting, request, idempotency_key=idempotency_key)
+
+
+async def store_writeback(
+    deps: Deps,
+    caller: Caller,
+    command: WritebackStore | WritebackVectorize,
+    idempotency_key: str | None = None,
+) -> IngestResult:
+    """A qualifying LLM response, ingested like any knowledge: its ``metadata`` gives the
+    ingest's arguments and context (:func:`~apollo_domain.writeback.writeback_arguments`).
+    A response that carries its embedding must have the store's dimension (the store's own
+    embedder still produces the stored vector, so one store keeps one model)."""
+    if isinstance(command, WritebackStore) and len(command.embedding) != deps.embedder.dimension:
+        raise ValidationError(
+            "embedding",
+            f"has {len(command.embedding)} dimensions; this store uses {deps.embedder.dimension}",
+        )
+    stored = StoreKnowledge(
+        content=command.content,
+        agent_id=command.agent_id,
+        **writeback_arguments(command.metadata),
+    )
+    return await store_knowledge(deps, caller, stored, idempotency_key)
 
 
 def clean_context(context: object) -> dict[str, Any]:
@@ -151,7 +195,8 @@ def clean_context(context: object) -> dict[str, Any]:
 async def ingest(
     deps: Deps, caller: Caller, request: IngestRequest, *, idempotency_key: str | None = None
 ) -> IngestResult:
-    """Steps 2-8 of DESIGN §4 "Ingest"; nothing is written unless the whole ingest commits.
+    """Steps 2-8 of an ingest (docs/architecture.md, "The use cases"); nothing is written
+    unless the whole ingest commits.
 
     A first, read-only look finds an exact duplicate, so a repeat is not embedded. Steps
     4-8 then run in one unit of work that decides again: the duplicate under its row lock
@@ -256,11 +301,11 @@ def supports(
     recorded: Sequence[Evidence],
     kind: EvidenceKind,
 ) -> bool:
-    """``request`` may add ``kind`` evidence to ``target``: every corroboration rule of
-    DESIGN §2, against a confirmed target at the corroboration similarity, or against a
-    candidate it restates (near-duplicate similarity) for an agreement; and it does not
-    say the opposite (:func:`flips_negation`: a negated restatement is a contradiction
-    candidate, however close it embeds)."""
+    """``request`` may add ``kind`` evidence to ``target``: every corroboration rule
+    (:func:`may_corroborate`), against a confirmed target at the corroboration similarity,
+    or against a candidate it restates (near-duplicate similarity) for an agreement; and it
+    does not say the opposite (:func:`flips_negation`: a negated restatement is a
+    contradiction candidate, however close it embeds)."""
     if kind is EvidenceKind.CORROBORATION:
         status, threshold = Status.CONFIRMED, policy.corroboration_similarity
     else:
@@ -376,7 +421,7 @@ async def _place(
     )
 
     # step 6: corroborate the best confirmed neighbour the rules allow; failing that,
-    # record agreement on the best candidate this text restates (DESIGN §2 "Agreement").
+    # record agreement on the best candidate this text restates (README, "The rules in one page").
     # The possible targets are locked together, in id order (locking them one by one in
     # similarity order could deadlock with a writer locking in id order), and each is
     # decided again on its state and evidence as of then.

@@ -1,5 +1,5 @@
 """Deprecating entries and resolving disputes: the lifecycle transitions a caller asks for
-(DESIGN §4 "Lifecycle"); credibility learns from each resolution."""
+(docs/architecture.md, "The use cases"); credibility learns from each resolution."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from uuid import UUID
 
 from ..bounds import REASON
+from ..commands import DeprecateEntry, ResolveDispute
 from ..credibility import evidence_weight
 from ..errors import Forbidden, NotFound, ValidationError
 from ..lifecycle import (
@@ -34,18 +35,15 @@ from .graph import parse_id, visible_entry
 
 
 async def deprecate_entry(
-    deps: Deps,
-    caller: Caller,
-    entry_id: object,
-    reason: object,
-    *,
-    idempotency_key: str | None = None,
+    deps: Deps, caller: Caller, command: DeprecateEntry, idempotency_key: str | None = None
 ) -> LifecycleResult:
     """Archive the entry with ``deprecation_reason``; an identical repeat is a no-op.
 
     ``idempotency_key`` (a message id) is recorded with the change: a redelivery reports
     the entry as it is now, ``changed`` False."""
-    target = parse_id("entry_id", entry_id)
+    caller = caller.acting_as(command.agent_id)
+    target = parse_id("entry_id", command.entry_id)
+    reason: object = command.reason
     if not isinstance(reason, str) or not reason.strip():
         raise ValidationError("reason", "must be a non-empty string")
     REASON.check(len(reason))
@@ -87,25 +85,22 @@ def _unchanged(entry: Entry) -> LifecycleResult:
 
 
 async def resolve_dispute(
-    deps: Deps,
-    caller: Caller,
-    entry_id: object,
-    resolution: object,
-    *,
-    idempotency_key: str | None = None,
+    deps: Deps, caller: Caller, command: ResolveDispute, idempotency_key: str | None = None
 ) -> LifecycleResult:
-    """accept/keep confirm a disputed entry, reject archives it; credibility learns from
-    both sides (DESIGN §4 "Lifecycle"). The entries it ``contradicts`` (either direction)
-    get the opposite verdict: accepting archives them (``archive_reason: lost_dispute``);
-    rejecting returns each whose only remaining contradiction this was to its prior status.
-    Validated sources gain α, refuted ones β, each by one. Nothing changes on any failure.
-    A redelivery of ``idempotency_key`` reports the entry as it is now, ``changed`` False.
+    """accept/keep confirm a disputed entry, reject archives it; credibility learns from both
+    sides (docs/architecture.md, "The use cases"). The entries it ``contradicts`` (either
+    direction) get the opposite verdict: accepting archives them (``archive_reason:
+    lost_dispute``); rejecting returns each whose only remaining contradiction this was to
+    its prior status. Validated sources gain α, refuted ones β, each by one. Nothing changes
+    on any failure. A redelivery of ``idempotency_key`` reports the entry as it is now,
+    ``changed`` False.
 
     The entry and its counterparts are decided and written under their row locks, taken
     in id order, so resolutions of two sides of one dispute at once wait for each other
     (the second then finds its entry no longer disputed) instead of deadlocking."""
-    target = parse_id("entry_id", entry_id)
-    decided = parse_resolution(resolution)
+    caller = caller.acting_as(command.agent_id)
+    target = parse_id("entry_id", command.entry_id)
+    decided = parse_resolution(command.resolution)
     viewer = await resolve_viewer(deps.store.directory, caller.principal)
     async with deps.store.unit_of_work() as uow:
         if not await first_application(uow, "resolve", idempotency_key, deps.clock.now()):

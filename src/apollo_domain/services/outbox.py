@@ -1,12 +1,14 @@
-"""The contradiction scan, run from the transactional outbox: judge each new entry against
-its older close neighbours and record the disputes found (DESIGN §4 "Periodic work",
-"Concurrency")."""
+"""The contradiction scan, run from the transactional outbox: judge each new entry against its
+older close neighbours and record the disputes found (docs/architecture.md, "The use cases"
+and "Units of work and concurrency")."""
 
 from __future__ import annotations
 
 from uuid import UUID
 
+from ..commands import ProcessOutbox
 from ..lifecycle import dispute
+from ..limits import MAX_OUTBOX_BATCH
 from ..model import (
     AccessScope,
     Entry,
@@ -20,7 +22,7 @@ from ..ports import OutboxItem, ScoredEntry, SearchFilter, UnitOfWork
 from ..results import ContradictionReport
 from ..rules import independent
 from ..secrets import redact
-from .context import ACTIVE, Deps, bounded_int, first_application, resolve_viewer
+from .context import ACTIVE, Caller, Deps, bounded_int, first_application, resolve_viewer
 from .ingest import CONTRADICTION_SCAN
 from .sources import current_credibility
 
@@ -43,11 +45,11 @@ def _independent_evidence_count(evidence: list[Evidence]) -> int:
 
 
 async def process_outbox(
-    deps: Deps, limit: object = 50, *, idempotency_key: str | None = None
+    deps: Deps, caller: Caller, command: ProcessOutbox, idempotency_key: str | None = None
 ) -> ContradictionReport:
     """Run up to ``limit`` due outbox items, in batches of at most :data:`OUTBOX_CLAIM`,
     each batch in a few short units of work with the judge (possibly a slow LLM) called
-    between them, outside any transaction (DESIGN §4 "Concurrency"):
+    between them, outside any transaction (docs/architecture.md, "Units of work and concurrency"):
 
     1. claim the batch under a lease (committed at once: no other claimer sees it);
     2. read, in one unit of work that writes nothing, each new entry and its active
@@ -68,7 +70,7 @@ async def process_outbox(
     (:class:`~apollo_domain.retry.OutboxRetry`); an item is dead once its attempts are
     spent. ``idempotency_key`` is recorded with the first claim: a redelivery of it
     changes nothing and reports zeros."""
-    bound = bounded_int("limit", limit, 1, 10_000)
+    bound = bounded_int("limit", command.limit, 1, MAX_OUTBOX_BATCH)
     retry = deps.outbox_retry
     processed = contradictions = failed = 0
     key = idempotency_key

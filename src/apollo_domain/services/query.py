@@ -1,14 +1,16 @@
-"""Query, retrieve and browse (DESIGN §4 "Query")."""
+"""Query, retrieve and browse (README, "How retrieval works")."""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime
-from typing import Any, Final
+from typing import Any
 from uuid import UUID
 
-from ..bounds import QUERY, QUERY_LIMIT
+from ..bounds import QUERY
+from ..commands import QueryKnowledge, Retrieve
 from ..errors import ValidationError
+from ..limits import DEFAULT_STATUSES, MAX_LIMIT, QUERY_MODES
 from ..model import Entry, Status
 from ..normalize import normalize_domain_filter, normalize_tag_filter
 from ..ports import AccessLogRecord, Reads, SearchFilter, UnitOfWork
@@ -28,14 +30,6 @@ from .context import (
 from .graph_fill import GraphFill, graph_fill
 
 BROWSE_BELOW_CHARS = 3
-MAX_LIMIT = QUERY_LIMIT.limit
-#: The longest query text, in characters: a search is a question, not a document (and
-#: embedding a long one costs time and memory in proportion).
-MAX_QUERY_CHARS = QUERY.limit
-DEFAULT_STATUSES = (Status.CONFIRMED, Status.CANDIDATE)
-#: Retrieval modes: ``hybrid`` fuses every signal, the others use one alone.
-QUERY_MODES: Final = ("hybrid", "vector", "lexical")
-DEFAULT_MODE: Final = "hybrid"
 
 Ranking = list[tuple[UUID, float]]
 #: One signal's ranking (best first, each entry id with the signal's own score) and the
@@ -51,21 +45,9 @@ def query_text(query: object) -> str:
     return QUERY.text(query).strip()
 
 
-async def query(
-    deps: Deps,
-    caller: Caller,
-    query: object,
-    *,
-    min_confidence: object = 0.3,
-    limit: object = 10,
-    status: object = None,
-    tags: object = None,
-    knowledge_domain: object = None,
-    count_access: bool = True,
-    min_similarity: object = 0.0,
-    mode: object = DEFAULT_MODE,
-) -> QueryResult:
-    """Search (or newest-first browse for queries under three characters). The result's
+async def query(deps: Deps, caller: Caller, command: QueryKnowledge | Retrieve) -> QueryResult:
+    """The ``query_knowledge`` and ``retrieve`` use cases, as the agent the command credits:
+    search (or newest-first browse for queries under three characters). The result's
     ``mode`` names what ran: the search mode asked for, or ``browse``.
 
     ``mode``: ``vector`` ranks by embedding similarity, ``lexical`` by the query's terms,
@@ -77,10 +59,11 @@ async def query(
     opposite texts are neither returned nor boosted.
 
     A search boosts each returned entry's confidence atomically in the store, once per
-    boost window for each principal (the agent, for a caller without one), and, when
-    ``count_access``, adds to its access count and writes one ``query`` access-log row per
-    returned entry — all in one transaction. The access log must be writable before
-    anything is embedded or looked up.
+    boost window for each principal (the agent, for a caller without one), and, for
+    ``query_knowledge``, adds to its access count and writes one ``query`` access-log row
+    per returned entry — all in one transaction. The access log must be writable before
+    anything is embedded or looked up. A ``retrieve`` does neither, and looks at the
+    confirmed and candidate entries.
 
     Archived entries are only found when ``status`` asks for them, and are shown as they
     are: never boosted, counted or logged (archiving takes an entry out of the lifecycle;
@@ -89,20 +72,24 @@ async def query(
     The text is at most ``MAX_QUERY_CHARS`` long; a ``tags`` or ``knowledge_domain`` filter
     that normalizes to nothing is refused rather than dropped.
     """
-    text = query_text(query)
+    caller = caller.acting_as(command.agent_id)
+    counted = isinstance(command, QueryKnowledge)
+    text = query_text(command.query)
+    mode: object = command.mode
     if not isinstance(mode, str) or mode not in QUERY_MODES:
         raise ValidationError(
             "mode", f"unknown mode {shown(mode)}; expected {', '.join(QUERY_MODES)}"
         )
-    flt_tags = normalize_tag_filter(tags)
-    domain = normalize_domain_filter(knowledge_domain)
-    count = bounded_int("limit", limit, 1, MAX_LIMIT)
-    floor = unit_float("min_confidence", min_confidence)
-    statuses = parse_statuses(status, DEFAULT_STATUSES)
-    similarity_floor = bounded_float("min_similarity", min_similarity, -1.0, 1.0)
+    flt_tags = normalize_tag_filter(command.tags)
+    domain = normalize_domain_filter(command.knowledge_domain)
+    count = bounded_int("limit", command.limit, 1, MAX_LIMIT)
+    floor = unit_float("min_confidence", command.min_confidence)
+    asked = command.status if isinstance(command, QueryKnowledge) else None
+    statuses = parse_statuses(asked, DEFAULT_STATUSES)
+    similarity_floor = bounded_float("min_similarity", command.min_similarity, -1.0, 1.0)
     semantic = len(text) >= BROWSE_BELOW_CHARS
     store = deps.store
-    if semantic and count_access:
+    if semantic and counted:
         await store.preflight(("access_log", "entries"))
     viewer = await resolve_viewer(store.directory, caller.principal)
     flt = SearchFilter(
@@ -202,11 +189,11 @@ async def query(
             [r.entry_id for r in live],
             deps.policy.retrieval_boost,
             now,
-            count_access=count_access,
+            count_access=counted,
             earner=caller.principal.id or caller.agent_id,
             window=deps.boost_window,
         )
-        if count_access:
+        if counted:
             await uow.access_log.record(
                 [
                     AccessLogRecord("query", caller.agent_id, r.entry_id, now, _detail(r))

@@ -1,8 +1,9 @@
-"""Sources: a source's standing (its credibility) and the labels that override it (DESIGN §2
-"Sources and independence")."""
+"""Sources: a source's standing (its credibility) and the labels that override it (README, "The
+rules in one page")."""
 
 from __future__ import annotations
 
+from ..commands import GetSource, LabelSource, UnlabelSource
 from ..credibility import SourceCredibility, parse_label
 from ..ports import (
     AccessLogRecord,
@@ -39,37 +40,30 @@ def source_report(record: CredibilityRecord) -> SourceReport:
     )
 
 
-async def get_source(deps: Deps, agent_id: object) -> SourceReport:
+async def get_source(deps: Deps, caller: Caller, command: GetSource) -> SourceReport:
     """A source's standing: α, β, credibility, label, validated and refuted counts."""
-    agent = subject_agent(agent_id)
+    agent = subject_agent(command.target_agent_id)
     async with deps.store.reading() as uow:
         return source_report(await uow.credibility.get(agent))
 
 
 async def label_source(
-    deps: Deps,
-    caller: Caller,
-    agent_id: object,
-    label: object,
-    *,
-    idempotency_key: str | None = None,
+    deps: Deps, caller: Caller, command: LabelSource, idempotency_key: str | None = None
 ) -> SourceReport:
     """Label a source (``moderator``/``admin`` → credibility 1.0, ``troll``/``flagged`` →
     0.05); α, β and the counts are kept, so removing the label restores them. A redelivery
     of ``idempotency_key`` changes nothing and reports the source as it is now."""
-    return await _set_label(
-        deps, caller, subject_agent(agent_id), parse_label(label), "label_source", idempotency_key
-    )
+    agent, label = subject_agent(command.target_agent_id), parse_label(command.label)
+    return await _set_label(deps, caller, agent, label, "label_source", idempotency_key)
 
 
 async def unlabel_source(
-    deps: Deps, caller: Caller, agent_id: object, *, idempotency_key: str | None = None
+    deps: Deps, caller: Caller, command: UnlabelSource, idempotency_key: str | None = None
 ) -> SourceReport:
     """Remove a source's label: its credibility is α / (α + β) again. A redelivery of
     ``idempotency_key`` changes nothing and reports the source as it is now."""
-    return await _set_label(
-        deps, caller, subject_agent(agent_id), None, "unlabel_source", idempotency_key
-    )
+    agent = subject_agent(command.target_agent_id)
+    return await _set_label(deps, caller, agent, None, "unlabel_source", idempotency_key)
 
 
 async def _set_label(

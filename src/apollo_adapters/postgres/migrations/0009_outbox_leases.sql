@@ -1,9 +1,10 @@
--- Outbox retries and claims (DESIGN §4 "Concurrency"): a failed item waits until
--- next_attempt_at (capped exponential backoff) before it is due again, and a claim is a
--- lease (leased_until) that commits at once, so the contradiction judge runs outside any
--- transaction while no other claimer sees the item. The corroboration checker takes the
--- least recently checked candidates first (last_checked_at, never checked first), so
--- every candidate is reached however many there are.
+-- Outbox retries and claims (docs/architecture.md, "Units of work and concurrency"): a
+-- failed item waits until next_attempt_at (capped exponential backoff) before it is due
+-- again, and a claim is a lease (leased_until) that commits at once, so the contradiction
+-- judge runs outside any transaction while no other claimer sees the item. The
+-- corroboration checker takes the least recently checked candidates first
+-- (last_checked_at, never checked first), so every candidate is reached however many there
+-- are.
 
 ALTER TABLE outbox ADD COLUMN next_attempt_at timestamptz;
 ALTER TABLE outbox ADD COLUMN leased_until timestamptz;

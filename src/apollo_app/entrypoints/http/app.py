@@ -212,12 +212,13 @@ def create_app(
     broker: BrokerLink | None = None,
 ) -> Starlette:
     """The Starlette application of Apollo's HTTP API (``/api/apollo/...``, ``/metrics``,
-    ``/openapi.json``) and of the console (``/`` and ``/console/...``, static files outside
-    the API document). ``tokens`` maps bearer tokens to principal ids; a request not carried
-    out within ``request_timeout`` seconds (None: no budget) is answered with 503. Every
-    command waits for ``admission`` (default: :data:`DEFAULT_CAPACITY` at once); health
-    does not. With ``broker`` (the service's RabbitMQ bus), health is degraded while it has
-    no connection, and ``/metrics`` shows the connection's state."""
+    ``/openapi.json``), of MCP over streamable HTTP (``/mcp``) and of the console (``/``
+    and ``/console/...``, static files outside the API document). ``tokens`` maps bearer
+    tokens to principal ids; a request not carried out within ``request_timeout`` seconds
+    (None: no budget) is answered with 503. Every command waits for ``admission``
+    (default: :data:`DEFAULT_CAPACITY` at once); health does not. With ``broker`` (the
+    service's RabbitMQ bus), health is degraded while it has no connection, and
+    ``/metrics`` shows the connection's state."""
     converter = make_converter(round_scores=True)
     admission = admission or Admission(DEFAULT_CAPACITY)
     if metrics is not None and broker is not None:
@@ -259,6 +260,10 @@ def create_app(
 
     routes.append(Route("/openapi.json", openapi, methods=["GET"]))
     routes.append(Route("/metrics", exposition, methods=["GET"]))
+    from ..mcp.http import McpHttp  # here: the MCP edge reads this package's tables
+
+    mcp = McpHttp(apollo, auth, admission=admission.admitted, metrics=metrics)
+    routes.extend(mcp.routes())
     routes.extend(console_routes())
     # Instrumentation first (outermost), so it counts what LoopbackOnly refuses too.
     middleware = [Middleware(Instrumentation, metrics=metrics)] if metrics is not None else []

@@ -21,6 +21,7 @@ from starlette.requests import Request
 from apollo_domain import commands as c
 from apollo_domain.actions import action_of
 from apollo_domain.expertise import DomainCoverage
+from apollo_domain.limits import MAX_RELATED
 from apollo_domain.model import Entry, Evidence, Outcome, Principal, Status
 from apollo_domain.ports import ExpertiseRecord, StoreStats
 from apollo_domain.results import (
@@ -38,7 +39,6 @@ from apollo_domain.results import (
     RelatedEntry,
     SourceReport,
 )
-from apollo_domain.traversal import MAX_RELATED
 
 from ...facade import Apollo
 from ...metrics import Metrics
