@@ -88,8 +88,8 @@ class ApolloMcp:
         self.admission = admission or nullcontext
         self.metrics = metrics
         self.resources = resources
-        self._converter = make_converter(forbid_extra_keys=True)
-        self._shown = make_converter(round_scores=True)
+        self._converter = make_converter(forbid_extra_keys=True, round_scores=False)
+        self._shown = make_converter(forbid_extra_keys=False, round_scores=True)
         self._listing = [_listed(tool) for tool in tools]
 
     def server(self) -> Server[Any]:
