@@ -26,6 +26,7 @@ import pytest
 from attrs import define, field
 
 from tests.fleet_cluster import FleetCluster, cluster_command
+from tests.processes import alive
 from tests.service_processes import ServiceProcesses
 
 pytestmark = [pytest.mark.postgres, pytest.mark.cluster]
@@ -46,6 +47,8 @@ class Callers:
     http: httpx.AsyncClient
     backoff: float = 0.05
     attempts: int = 0
+    #: 2xx answers by process (its index in ``apis``)
+    answered: Counter[int] = field(factory=Counter)
     failures: Counter[str] = field(factory=Counter)
     #: set at the first failure
     failed: asyncio.Event = field(factory=asyncio.Event)
@@ -54,7 +57,8 @@ class Callers:
     async def send(self, path: str, body: dict[str, Any], *, retry: bool = True) -> Any:
         """The 2xx answer's body; with ``retry`` False, a failure raises at once."""
         for _ in range(ATTEMPTS):
-            api = self.apis[self._turn % len(self.apis)]
+            index = self._turn % len(self.apis)
+            api = self.apis[index]
             self._turn += 1
             self.attempts += 1
             try:
@@ -63,6 +67,7 @@ class Callers:
                 failure = type(exc).__name__
             else:
                 if response.is_success:
+                    self.answered[index] += 1
                     return response.json()
                 if response.status_code < 500:
                     raise AssertionError(f"{path}: {response.status_code} {response.text}")
@@ -298,13 +303,16 @@ async def test_kill_9_of_one_of_three_processes_during_2000_ingests_stores_each_
 ) -> None:
     """Sixteen callers ingest 2,000 texts through three processes; after 600 are
     acknowledged, one process is killed with SIGKILL (its requests in flight die with it,
-    committed or not). Callers send what failed again to the next process. Every
-    acknowledged text is stored exactly once, and every ingest is whole."""
+    committed or not), and after 1,200 it is started again on its port. Callers send what
+    failed again to the next process. Every acknowledged text is stored exactly once,
+    every ingest is whole, and the restarted process answers again."""
     total = 2_000
     services = await _started(fleet_cluster.service_processes(3, database))
     acknowledged: dict[int, str] = {}
     deduplicated = 0
-    killed_at: list[int] = []
+    killed: list[int | None] = []
+    restarting: list[asyncio.Task[None]] = []
+    back: list[int] = []  # the restarted process's answers when it was back
     try:
         async with httpx.AsyncClient(timeout=30) as http:
             callers = Callers(services.apis, http)
@@ -317,20 +325,29 @@ async def test_kill_9_of_one_of_three_processes_during_2000_ingests_stores_each_
                 assert answer["outcome"] in ("created", "deduplicated"), answer
                 acknowledged[i] = answer["entry_id"]
                 deduplicated += answer["outcome"] == "deduplicated"
-                if len(acknowledged) == 600 and not killed_at:
-                    killed_at.append(callers.attempts)
+                if len(acknowledged) == 600 and not killed:
+                    killed.append(services[1].pid)
                     services.kill9(1)
+                elif len(acknowledged) == 1_200 and not restarting:
+                    restarting.append(asyncio.create_task(restart()))
+
+            async def restart() -> None:  # as an orchestrator does, on the same port
+                await asyncio.to_thread(services.restart, 1)
+                back.append(callers.answered[1])
 
             await asyncio.wait_for(_spread(total, 16, ingest), PATIENCE * 3)
+            await asyncio.gather(*restarting)
     finally:
         await _stopped(services)
     counts = await _integrity(fleet_cluster.primary.conninfo(database))
     print(
         f"\nkill -9 drill: {total} texts, {len(acknowledged)} acknowledged,"
-        f" {callers.attempts} requests sent, failures {dict(callers.failures)},"
+        f" {callers.attempts} requests sent, failures {dict(callers.failures)}, answers by"
+        f" process {dict(callers.answered)} (process 1 back after {back}),"
         f" {deduplicated} acknowledged as deduplicated; store {counts}"
     )
-    assert killed_at and not services[1].running
+    assert killed and killed[0] is not None and not alive(killed[0])
+    assert back and callers.answered[1] > back[0], "the restarted process answered nothing"
     assert total == len(acknowledged) == len(set(acknowledged.values()))
     _whole(counts, total)
     assert total + deduplicated <= counts["ingest_rows"] <= total + callers.failures.total()
