@@ -22,8 +22,10 @@ pytestmark = [pytest.mark.postgres, pytest.mark.rabbitmq]
 APPLIED_SECONDS = 60.0
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def broker_url() -> Iterator[str]:
+    """This run's vhost, released at the end of the session: the other files' session
+    fixtures hand out the same one, so a module must not delete it under them."""
     yield amqp_test_url()
     release_test_broker()
 
