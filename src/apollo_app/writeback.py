@@ -9,7 +9,6 @@ it. Either way the service ingests it like any other knowledge.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from typing import Any
 from uuid import uuid4
 
@@ -23,6 +22,7 @@ from apollo_domain.writeback import (
     STORE_ROUTE,
     WRITEBACK_ARGUMENTS,
     evaluate_writeback,
+    response_field,
 )
 
 from .wire.envelope import action_of, encode_command, payload_of
@@ -45,15 +45,15 @@ async def publish_writeback(
     decision = evaluate_writeback(response, min_content_chars=min_content_chars)
     if not decision.qualifies:
         return None
-    content = str(_get(response, "content")).strip()
+    content = str(response_field(response, "content")).strip()
     metadata: dict[str, Any] = {"research_tools": list(decision.research_tools)}
     for name in RESPONSE_METADATA:
-        value = _get(response, name)
+        value = response_field(response, name)
         if value is not None:
             metadata[name] = list(value) if isinstance(value, tuple) else value
     command: c.WritebackStore | c.WritebackVectorize
     if decision.route == STORE_ROUTE:
-        embedding = _vector(_get(response, "embedding"))
+        embedding = _vector(response_field(response, "embedding"))
         command = c.WritebackStore(
             content=content, embedding=embedding, agent_id=agent_id, metadata=metadata
         )
@@ -71,16 +71,6 @@ async def publish_writeback(
         )
     )
     return Dispatch(action_of(command), payload_of(command), message_id)
-
-
-def _get(obj: Any, name: str) -> Any:
-    """``obj.name``, ``obj["name"]`` or ``obj[":name"]``, else None."""
-    if isinstance(obj, Mapping):
-        for key in (name, f":{name}"):
-            if key in obj:
-                return obj[key]
-        return None
-    return getattr(obj, name, None)
 
 
 def _vector(value: Any) -> tuple[float, ...]:

@@ -111,6 +111,22 @@ def _attributed(command: c.Command[Any]) -> list[str]:
     return [agent for agent in named if agent is not None and agent.strip()]
 
 
+def refusal(caller: Caller, kind: type[c.Command[Any]]) -> str | None:
+    """Why ``caller`` may run no command of type ``kind`` at all, whatever its fields say
+    (None: it may, as far as its role goes): the first checks of :func:`authorize`, and
+    what an edge asks to list the actions a caller may run (MCP's ``tools/list``)."""
+    access = action_of(kind).access
+    role = caller.principal.role
+    name = kind.__name__
+    if access is Access.ADMIN and not role.administers:
+        return f"{name} needs the admin role; the caller is a {role.value}"
+    if access is Access.WRITE and not role.writes:
+        return f"{name} needs a role that writes; the caller is a {role.value}"
+    if kind in AGENT_VIEWS and _anonymous(caller):
+        return f"{name} names agents; an anonymous caller sees no agent names"
+    return None
+
+
 def authorize(caller: Caller, command: c.Command[Any]) -> None:
     """Refuse (:class:`Forbidden`, nothing changed) what the caller's role does not allow:
     writes to readers, administration to non-admins, and crediting work to another agent
@@ -119,13 +135,9 @@ def authorize(caller: Caller, command: c.Command[Any]) -> None:
     (:class:`ValidationError` naming ``agent_id``)."""
     record = action_of(command)
     role = caller.principal.role
-    name = type(command).__name__
-    if record.access is Access.ADMIN and not role.administers:
-        raise Forbidden(f"{name} needs the admin role; the caller is a {role.value}")
-    if record.access is Access.WRITE and not role.writes:
-        raise Forbidden(f"{name} needs a role that writes; the caller is a {role.value}")
-    if type(command) in AGENT_VIEWS and _anonymous(caller):
-        raise Forbidden(f"{name} names agents; an anonymous caller sees no agent names")
+    refused = refusal(caller, type(command))
+    if refused is not None:
+        raise Forbidden(refused)
     attributed = _attributed(command)
     if record.mutates:
         for agent in attributed:
@@ -173,6 +185,7 @@ __all__ = [
     "authorize",
     "handle",
     "handler_of",
+    "refusal",
     "store_each",
     "store_item",
 ]

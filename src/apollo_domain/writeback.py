@@ -24,8 +24,9 @@ class WritebackDecision:
     route: str | None = None  # STORE_ROUTE (already embedded) or VECTORIZE_ROUTE
 
 
-def _get(obj: Any, name: str) -> Any:
-    """``obj.name``, ``obj["name"]`` or ``obj[":name"]`` (symbol-keyed), else None."""
+def response_field(obj: Any, name: str) -> Any:
+    """``obj.name``, ``obj["name"]`` or ``obj[":name"]`` (symbol-keyed), else None: a field
+    of an LLM response however the caller's client shapes it (typed object or dict)."""
     if isinstance(obj, Mapping):
         for key in (name, f":{name}"):
             if key in obj:
@@ -37,11 +38,15 @@ def _get(obj: Any, name: str) -> Any:
 def _tool_name(tool: Any) -> str | None:
     if isinstance(tool, str):
         return tool
-    name = _get(tool, "name") or _get(tool, "tool") or _get(tool, "tool_name")
+    name = (
+        response_field(tool, "name")
+        or response_field(tool, "tool")
+        or response_field(tool, "tool_name")
+    )
     if name is None:
-        function = _get(tool, "function")
+        function = response_field(tool, "function")
         if function is not None:
-            name = _get(function, "name")
+            name = response_field(function, "name")
     return str(name).strip().removeprefix(":") if name else None
 
 
@@ -58,12 +63,12 @@ def research_tool_calls(response: Any) -> tuple[str, ...]:
     """Research tool names found in the response's typed tools or keyed dicts (``tools``),
     its ``tool_calls``, and the enrichment tool history; in first-seen order."""
     names: list[str] = []
-    sources: list[Any] = [_get(response, "tools"), _get(response, "tool_calls")]
-    enrichments = _get(response, "enrichments")
+    sources: list[Any] = [response_field(response, "tools"), response_field(response, "tool_calls")]
+    enrichments = response_field(response, "enrichments")
     if enrichments is not None:
-        sources.append(_get(enrichments, "tool_history"))
-        sources.append(_get(enrichments, "tools"))
-    sources.append(_get(response, "tool_history"))
+        sources.append(response_field(enrichments, "tool_history"))
+        sources.append(response_field(enrichments, "tools"))
+    sources.append(response_field(response, "tool_history"))
     for source in sources:
         for tool in _as_list(source):
             name = _tool_name(tool)
@@ -79,14 +84,14 @@ def evaluate_writeback(
     and it made at least one research tool call. Apollo's own context never qualifies a
     response. Qualifying responses route to writeback-store when they carry an embedding,
     else to writeback-vectorize."""
-    content = _get(response, "content")
+    content = response_field(response, "content")
     text = content.strip() if isinstance(content, str) else ""
     if len(text) < min_content_chars:
         return WritebackDecision(False, f"content shorter than {min_content_chars} characters")
     tools = research_tool_calls(response)
     if not tools:
         return WritebackDecision(False, "no research tool call")
-    embedding = _get(response, "embedding")
+    embedding = response_field(response, "embedding")
     has_embedding = embedding is not None and len(embedding) > 0
     route = STORE_ROUTE if has_embedding else VECTORIZE_ROUTE
     return WritebackDecision(True, "research-backed response", tools, route)
@@ -100,6 +105,7 @@ __all__ = [
     "WritebackDecision",
     "evaluate_writeback",
     "research_tool_calls",
+    "response_field",
 ]
 
 

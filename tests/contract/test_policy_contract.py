@@ -1,7 +1,9 @@
 """The confidence policy governs every store: a policy with other numbers than the
 defaults is followed, on every store adapter, by every path that sets a confidence (a new
 entry, a query's boost, corroboration at ingest and by the checker, agreement, decay and
-the archive threshold). Each expectation is the policy's own formula, never a copy."""
+the archive threshold). Each expectation is the policy's own formula, never a copy. (That
+a store computes those formulas from the numbers it is given, PgBouncer included, is the
+store contract suite's: apollo_app.testing.StoreContract.)"""
 
 from __future__ import annotations
 
@@ -9,11 +11,7 @@ import pytest
 
 from apollo_app import ConfidencePolicy, Outcome, Status
 from apollo_domain.ports import CredibilityRecord
-from tests.contract.stores import POOLED_STORE_KINDS, pooled_store_kind
 from tests.support import KeyedEmbedder, at_cosine
-
-#: Also through PgBouncer in transaction mode.
-store_kind = pytest.fixture(params=POOLED_STORE_KINDS)(pooled_store_kind)
 
 #: Every number of the confidence arithmetic moved away from its default.
 POLICY = ConfidencePolicy(

@@ -32,7 +32,7 @@ OWNERS = ["alice", "bob", "carol", "dave", None]
 GROUPS = ["ops", "research"]
 SCOPES = ["global", "team", "private"]
 MAX_EXAMPLES = {"memory": 40, "postgres": 8}
-_converter = make_converter()
+_converter = make_converter(forbid_extra_keys=False, round_scores=False)
 
 
 @frozen

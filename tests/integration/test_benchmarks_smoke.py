@@ -19,6 +19,7 @@ from benchmarks import (
     hybrid_bench,
     ingest_recall_bench,
     load_bench,
+    mcp_bench,
     memory_bench,
     model_ingest_bench,
     postgres_bench,
@@ -303,3 +304,19 @@ def test_content_identity_bench_quick_reports_both_figures_for_every_input() -> 
     figures = content_identity_bench.main(["--quick"])
     assert 3 == len(figures)
     assert all(positive(v) for row in figures.values() for v in row.values())
+
+
+def test_mcp_bench_quick_reports_both_edges_for_both_calls_in_both_eras() -> None:
+    """Each call as an MCP tool call and as an HTTP API call, taking turns on one server:
+    both edges' percentiles and their ratio are measured (no verdict asserted)."""
+    result = mcp_bench.run_quick()
+
+    measured = [(row["era"], row["call"]) for row in result["results"]]
+    calls = ("store_knowledge", "query_knowledge")
+    assert [(era, call) for era in ("auto", "legacy") for call in calls] == measured
+    for row in result["results"]:
+        for edge in ("mcp", "http"):
+            assert 10 == row[edge]["count"]
+            assert positive(row[edge]["p50_ms"]) and positive(row[edge]["p95_ms"])
+        assert positive(row["p50_ratio"])
+    assert 3 == len(result["machine"]["load_average_before"])

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import inspect
 
+import attrs
 import grimp
 
 from apollo_app import BlockingClient, Client, KnowledgeClient, RemoteClient
+from apollo_domain.actions import command_named
 
 
 def _cycles(graph: grimp.ImportGraph) -> list[list[str]]:
@@ -74,14 +76,40 @@ def _public_methods(kind: type) -> dict[str, inspect.Signature]:
     }
 
 
+def _parameters(signature: inspect.Signature) -> list[tuple[str, object, object]]:
+    return [(p.name, p.kind, p.default) for p in signature.parameters.values()]
+
+
 def test_every_client_offers_the_protocol_with_the_same_parameters():
-    """Client, RemoteClient and BlockingClient take the same parameters for every method of
-    KnowledgeClient (mypy checks the return types)."""
+    """Client, RemoteClient and BlockingClient take the same parameters, in the same order
+    and with the same defaults, for every method of KnowledgeClient (mypy checks the types)."""
     protocol = _public_methods(KnowledgeClient)
     for kind in (Client, RemoteClient, BlockingClient):
         methods = _public_methods(kind)
         for name, signature in protocol.items():
             assert name in methods, f"{kind.__name__} lacks {name}"
-            assert list(signature.parameters) == list(methods[name].parameters), (
-                f"{kind.__name__}.{name}"
-            )
+            assert _parameters(signature) == _parameters(methods[name]), f"{kind.__name__}.{name}"
+
+
+#: Runner method parameters named otherwise than the command field they fill.
+RENAMED = {"agent_profile": {"agent_id": "target_agent_id"}}
+
+
+def test_every_runner_method_takes_its_commands_fields_and_defaults():
+    """A runner method's parameters are the fields of its action's command (all but the
+    credited ``agent_id``, which the client sets), each with the command's default: a
+    default written in both places that drifts in one fails here."""
+    for name, signature in _public_methods(KnowledgeClient).items():
+        kind = command_named(name)
+        renamed = RENAMED.get(name, {})
+        given = {
+            renamed.get(p.name, p.name): p.default
+            for p in signature.parameters.values()
+            if p.name != "self"
+        }
+        expected = {
+            a.name: inspect.Parameter.empty if a.default is attrs.NOTHING else a.default
+            for a in attrs.fields(kind)
+            if a.name != "agent_id"
+        }
+        assert expected == given, name

@@ -27,7 +27,7 @@ from .common import (
     run_async,
 )
 
-_json = make_converter(round_scores=True)
+_json = make_converter(forbid_extra_keys=False, round_scores=True)
 
 
 async def _run(args: argparse.Namespace, command: c.Command[Any]) -> Any:

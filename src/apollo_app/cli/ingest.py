@@ -28,7 +28,7 @@ from apollo_domain.services import IngestItem, ingest_each
 from apollo_domain.services.bulk_ingest import BATCH_SIZE
 from apollo_domain.validation import MAX_JSON_DEPTH
 
-from ..facade.client import store_command
+from ..facade.client import command_of
 from .common import (
     EXIT_FAILURE,
     EXIT_OK,
@@ -206,7 +206,7 @@ async def ingest_lines(
                 caller = callers.get(agent)
                 if caller is None:
                     caller = callers[agent] = apollo.client(agent, principal).caller
-                pending.append(store_item(caller, store_command(**fields), None))
+                pending.append(store_item(caller, command_of(StoreKnowledge, fields), None))
             except ValidationError as exc:
                 report.bad.append((number, f"{exc.field}: {exc.message}"))
             except ValueError as exc:

@@ -1,4 +1,4 @@
-"""The ``apollo`` command line: serve, demo, simulate, ingest, query, entity, entities,
+"""The ``apollo`` command line: serve, mcp, demo, simulate, ingest, query, entity, entities,
 migrate, label, stats.
 
 Settings come from the ``APOLLO_*`` environment (:meth:`Settings.from_env`); ``--data-dir``
@@ -25,6 +25,7 @@ from apollo_domain.limits import (
     MAX_LIMIT,
     QUERY_MODES,
 )
+from apollo_domain.model import Role
 
 from .. import __version__
 from ..simulation import DEFAULT_NOISE
@@ -50,6 +51,7 @@ from .common import (
 )
 from .entities import cmd_entities, cmd_entity
 from .ingest import cmd_ingest
+from .mcp import cmd_mcp
 
 
 def _positive_int(text: str) -> int:
@@ -152,6 +154,33 @@ def build_parser() -> argparse.ArgumentParser:
         help="also log the embedded PostgreSQL's progress (initdb, start, stop)",
     )
     serve.set_defaults(handler=cmd_serve)
+
+    mcp = commands.add_parser(
+        "mcp",
+        parents=[store],
+        help="serve MCP over stdio for one local agent (Claude Desktop, Claude Code, ...)",
+        description="Speak the Model Context Protocol on stdin and stdout: Apollo's tools "
+        "and resources for the agent that started this process, on the embedded store (or "
+        "APOLLO_DATABASE_URL). The caller is the local identity given here; logs go to "
+        "stderr. `apollo serve` serves the same tools over HTTP at /mcp.",
+    )
+    mcp.add_argument(
+        "--principal",
+        metavar="ID",
+        help="act as this principal (default: the login name of the user running it)",
+    )
+    mcp.add_argument(
+        "--role",
+        choices=[role.value for role in Role],
+        default=Role.WRITER.value,
+        help="the principal's role: which tools it sees and may call (default writer)",
+    )
+    mcp.add_argument(
+        "--agent",
+        metavar="ID",
+        help="the one agent its work is credited to (default: the principal)",
+    )
+    mcp.set_defaults(handler=cmd_mcp)
 
     demo = commands.add_parser(
         "demo",

@@ -1,11 +1,18 @@
 """The runner methods of an agent: one :class:`KnowledgeClient` protocol, and the in-process
-:class:`Client` that carries each call out as a command through the handler table."""
+:class:`Client` that carries each call out as a command through the handler table.
+
+Each runner method is named after its action (:mod:`apollo_domain.actions`) and its
+parameters are written once, in :class:`KnowledgeClient`; :class:`Client` and
+:class:`~apollo_app.facade.remote.RemoteClient` take them from there (:func:`parameters_of`).
+The defaults there are the command's own (a test compares them field by field)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import functools
+import inspect
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from datetime import datetime
-from typing import Any, Protocol, TypeVar
+from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 from uuid import UUID
 
 import attrs
@@ -133,26 +140,59 @@ class KnowledgeClient(Protocol):
     async def related_entities(self, name: str, depth: int = 1) -> list[RelatedEntity]: ...
 
 
-def as_tuple(values: Any) -> Any:
-    """A list or tuple argument as the tuple a command holds; anything else as given, for
-    the use case to refuse with a clear error."""
-    return tuple(values) if isinstance(values, list | tuple) else values
+P = ParamSpec("P")
+T = TypeVar("T")
+C = TypeVar("C", bound=c.Command[Any])
 
 
-def arguments_of(local_names: Mapping[str, Any]) -> dict[str, Any]:
-    """A method's keyword arguments, from its ``locals()`` taken first thing (``self``
-    dropped): the method's signature is the one place its fields are listed."""
-    return {name: value for name, value in local_names.items() if name != "self"}
+def parameters_of(
+    method: Callable[Concatenate[Any, P], Awaitable[Any]],
+) -> Callable[
+    [Callable[..., Coroutine[Any, Any, T]]], Callable[Concatenate[Any, P], Coroutine[Any, Any, T]]
+]:
+    """A runner method with the parameters (names, order, defaults) of ``method`` of
+    :class:`KnowledgeClient`, where they are written once: the decorated body receives
+    them all by name, defaults filled in, and returns its own result type."""
+    signature = inspect.signature(method)
+
+    def decorate(
+        body: Callable[..., Coroutine[Any, Any, T]],
+    ) -> Callable[Concatenate[Any, P], Coroutine[Any, Any, T]]:
+        @functools.wraps(body)
+        async def runner(self: Any, /, *args: P.args, **kwargs: P.kwargs) -> T:
+            bound = signature.bind(self, *args, **kwargs)
+            bound.apply_defaults()
+            arguments = dict(bound.arguments)
+            del arguments["self"]
+            return await body(self, **arguments)
+
+        returns = inspect.signature(body).return_annotation
+        runner.__signature__ = signature.replace(  # type: ignore[attr-defined]
+            return_annotation=returns
+        )
+        return runner
+
+    return decorate
 
 
-def store_command(**arguments: Any) -> c.StoreKnowledge:
-    """A :class:`StoreKnowledge` from ``store_knowledge`` keyword arguments (unknown names
-    raise :class:`TypeError`, like a call would)."""
-    if "tags" in arguments:
-        arguments["tags"] = as_tuple(arguments["tags"])
-    if isinstance(arguments.get("context"), Mapping):
-        arguments["context"] = dict(arguments["context"])
-    return c.StoreKnowledge(**arguments)
+def command_of(kind: type[C], arguments: Mapping[str, Any], **renamed: str) -> C:
+    """A command of ``kind`` from a runner method's arguments, each given to the field of
+    its name (``renamed``: parameter → field, for the others). Lists and tuples become the
+    tuples a command holds, ids strings, times ISO 8601 text, mappings dicts; anything else
+    is passed as given, for the use case to refuse with a clear error."""
+    return kind(**{renamed.get(name, name): _held(value) for name, value in arguments.items()})
+
+
+def _held(value: Any) -> Any:
+    if isinstance(value, list | tuple):
+        return tuple(value)
+    if isinstance(value, UUID):
+        return str(value)
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, Mapping):
+        return dict(value)
+    return value
 
 
 def store_many_command(items: Sequence[Mapping[str, Any]]) -> c.StoreMany:
@@ -168,12 +208,14 @@ def store_many_command(items: Sequence[Mapping[str, Any]]) -> c.StoreMany:
         unknown = set(item) - known
         if unknown:
             raise ValidationError(f"items[{index}]", f"unknown fields {sorted(unknown)}")
-        built.append(store_command(**item))
+        built.append(command_of(c.StoreKnowledge, item))
     return c.StoreMany(items=tuple(built))
 
 
 class Client:
-    """The runner methods of one agent acting as one principal, in this process."""
+    """The runner methods of one agent acting as one principal, in this process: each
+    builds its action's command (:func:`command_of`) and carries it out through the
+    handler table."""
 
     def __init__(self, deps: Deps, caller: Caller) -> None:
         self._deps = deps
@@ -191,167 +233,99 @@ class Client:
         """Carry out any command as this client's caller."""
         return await handle(self._deps, self.caller, command)
 
-    async def store_knowledge(
-        self,
-        content: str,
-        content_type: str | None = "observation",
-        tags: Sequence[str] | None = None,
-        context: Mapping[str, Any] | None = None,
-        source_provider: str | None = None,
-        source_channel: str | None = None,
-        knowledge_domain: str | None = None,
-        access_scope: str = "global",
-        submitted_by: str | None = None,
-        submitted_from: str | None = None,
-    ) -> IngestResult:
-        return await self.run(store_command(**arguments_of(locals())))
+    @parameters_of(KnowledgeClient.store_knowledge)
+    async def store_knowledge(self, **arguments: Any) -> IngestResult:
+        return await self.run(command_of(c.StoreKnowledge, arguments))
 
-    async def store_many(self, items: Sequence[Mapping[str, Any]]) -> list[IngestResult]:
+    @parameters_of(KnowledgeClient.store_many)
+    async def store_many(self, **arguments: Any) -> list[IngestResult]:
         """Bulk ``store_knowledge``: each item holds its keyword arguments. Same rules and
         outcomes as storing the items one by one in order, much faster (one embedding call
         and one search pass per chunk of 256). Every item is validated before anything is
         written; a :class:`ValidationError` names the item index and field."""
-        return await self.run(store_many_command(items))
+        return await self.run(store_many_command(arguments["items"]))
 
-    async def query_knowledge(
-        self,
-        query: str,
-        min_confidence: float = 0.3,
-        limit: int = 10,
-        status: Sequence[str] | str | None = None,
-        tags: Sequence[str] | None = None,
-        knowledge_domain: str | None = None,
-        min_similarity: float = 0.0,
-        mode: str = "hybrid",
-    ) -> QueryResult:
+    @parameters_of(KnowledgeClient.query_knowledge)
+    async def query_knowledge(self, **arguments: Any) -> QueryResult:
         """Semantic search (or newest-first browse under three characters). Entries at or
         below ``min_similarity`` are not matches; returned entries get the retrieval boost."""
-        return await self.run(
-            c.QueryKnowledge(
-                query=query,
-                min_confidence=min_confidence,
-                limit=limit,
-                status=as_tuple(status),
-                tags=as_tuple(tags),
-                knowledge_domain=knowledge_domain,
-                min_similarity=min_similarity,
-                mode=mode,
-            )
-        )
+        return await self.run(command_of(c.QueryKnowledge, arguments))
 
-    async def retrieve(
-        self,
-        query: str,
-        limit: int = 5,
-        min_confidence: float = 0.3,
-        tags: Sequence[str] | None = None,
-        knowledge_domain: str | None = None,
-        min_similarity: float = 0.0,
-        mode: str = "hybrid",
-    ) -> QueryResult:
+    @parameters_of(KnowledgeClient.retrieve)
+    async def retrieve(self, **arguments: Any) -> QueryResult:
         """Like ``query_knowledge`` (the retrieval boost included) but without access counts
         or access-log rows."""
-        return await self.run(
-            c.Retrieve(
-                query=query,
-                limit=limit,
-                min_confidence=min_confidence,
-                tags=as_tuple(tags),
-                knowledge_domain=knowledge_domain,
-                min_similarity=min_similarity,
-                mode=mode,
-            )
-        )
+        return await self.run(command_of(c.Retrieve, arguments))
 
-    async def related_entries(
-        self, entry_id: UUID | str, depth: int = 2, relation_types: Sequence[str] | None = None
-    ) -> list[RelatedEntry]:
-        return await self.run(
-            c.RelatedEntries(
-                entry_id=_id(entry_id), depth=depth, relation_types=as_tuple(relation_types)
-            )
-        )
+    @parameters_of(KnowledgeClient.related_entries)
+    async def related_entries(self, **arguments: Any) -> list[RelatedEntry]:
+        return await self.run(command_of(c.RelatedEntries, arguments))
 
-    async def link_entries(
-        self,
-        from_entry_id: UUID | str,
-        to_entry_id: UUID | str,
-        relation_type: str,
-        weight: float = 1.0,
-    ) -> LinkResult:
-        return await self.run(
-            c.LinkEntries(
-                from_entry_id=_id(from_entry_id),
-                to_entry_id=_id(to_entry_id),
-                relation_type=relation_type,
-                weight=weight,
-            )
-        )
+    @parameters_of(KnowledgeClient.link_entries)
+    async def link_entries(self, **arguments: Any) -> LinkResult:
+        return await self.run(command_of(c.LinkEntries, arguments))
 
-    async def deprecate_entry(self, entry_id: UUID | str, reason: str) -> LifecycleResult:
-        return await self.run(c.DeprecateEntry(entry_id=_id(entry_id), reason=reason))
+    @parameters_of(KnowledgeClient.deprecate_entry)
+    async def deprecate_entry(self, **arguments: Any) -> LifecycleResult:
+        return await self.run(command_of(c.DeprecateEntry, arguments))
 
-    async def resolve_dispute(self, entry_id: UUID | str, resolution: str) -> LifecycleResult:
-        return await self.run(c.ResolveDispute(entry_id=_id(entry_id), resolution=resolution))
+    @parameters_of(KnowledgeClient.resolve_dispute)
+    async def resolve_dispute(self, **arguments: Any) -> LifecycleResult:
+        return await self.run(command_of(c.ResolveDispute, arguments))
 
-    async def force_decay(self, factor: float) -> MaintenanceResult:
-        return await self.run(c.ForceDecay(factor=factor))
+    @parameters_of(KnowledgeClient.force_decay)
+    async def force_decay(self, **arguments: Any) -> MaintenanceResult:
+        return await self.run(command_of(c.ForceDecay, arguments))
 
-    async def archive_stale(self, days: float) -> MaintenanceResult:
-        return await self.run(c.ArchiveStale(days=days))
+    @parameters_of(KnowledgeClient.archive_stale)
+    async def archive_stale(self, **arguments: Any) -> MaintenanceResult:
+        return await self.run(command_of(c.ArchiveStale, arguments))
 
-    async def get_expertise(
-        self, domain: str, min_proficiency: float = 0.0
-    ) -> list[ExpertiseRecord]:
-        return await self.run(c.GetExpertise(domain=domain, min_proficiency=min_proficiency))
+    @parameters_of(KnowledgeClient.get_expertise)
+    async def get_expertise(self, **arguments: Any) -> list[ExpertiseRecord]:
+        return await self.run(command_of(c.GetExpertise, arguments))
 
-    async def domains_at_risk(self, min_agents: int = 2) -> list[DomainCoverage]:
-        return await self.run(c.DomainsAtRisk(min_agents=min_agents))
+    @parameters_of(KnowledgeClient.domains_at_risk)
+    async def domains_at_risk(self, **arguments: Any) -> list[DomainCoverage]:
+        return await self.run(command_of(c.DomainsAtRisk, arguments))
 
-    async def agent_profile(self, agent_id: str) -> AgentProfile:
-        return await self.run(c.GetAgentProfile(target_agent_id=agent_id))
+    @parameters_of(KnowledgeClient.agent_profile)
+    async def agent_profile(self, **arguments: Any) -> AgentProfile:
+        return await self.run(command_of(c.GetAgentProfile, arguments, agent_id=SUBJECT))
 
     # -- the entity graph ------------------------------------------------------------------
 
-    async def entities(
-        self, query: str | None = None, prefix: str | None = None, limit: int = 20
-    ) -> list[EntitySummary]:
+    @parameters_of(KnowledgeClient.entities)
+    async def entities(self, **arguments: Any) -> list[EntitySummary]:
         """The entities this caller may see that ``query`` names or whose name starts with
         ``prefix``, by name, each with the number of visible entries mentioning it."""
-        return await self.run(c.ListEntities(query=query, prefix=prefix, limit=limit))
+        return await self.run(command_of(c.ListEntities, arguments))
 
-    async def entity(self, name: str) -> EntityDetail:
+    @parameters_of(KnowledgeClient.entity)
+    async def entity(self, **arguments: Any) -> EntityDetail:
         """One visible entity with its live edges and the newest entries mentioning it;
         :class:`NotFound` when unknown or not visible."""
-        return await self.run(c.GetEntity(name=name))
+        return await self.run(command_of(c.GetEntity, arguments))
 
-    async def entity_history(self, name: str, as_of: datetime | str | None = None) -> EntityHistory:
+    @parameters_of(KnowledgeClient.entity_history)
+    async def entity_history(self, **arguments: Any) -> EntityHistory:
         """The entity's typed edges live at ``as_of``, or all of them (retired included)."""
-        return await self.run(c.GetEntityHistory(name=name, as_of=instant_text(as_of)))
+        return await self.run(command_of(c.GetEntityHistory, arguments))
 
-    async def related_entities(self, name: str, depth: int = 1) -> list[RelatedEntity]:
+    @parameters_of(KnowledgeClient.related_entities)
+    async def related_entities(self, **arguments: Any) -> list[RelatedEntity]:
         """Entities within ``depth`` (1 to 3) live edges of the entity, nearest first."""
-        return await self.run(c.RelatedEntities(name=name, depth=depth))
+        return await self.run(command_of(c.RelatedEntities, arguments))
 
 
-def instant_text(value: datetime | str | None) -> str | None:
-    """A time argument as the ISO 8601 text a command holds (anything else as given: the
-    use case refuses it, naming the field)."""
-    return value.isoformat() if isinstance(value, datetime) else value
-
-
-def _id(value: UUID | str) -> str:
-    """An id argument as the string a command holds (anything else as given: the use case
-    refuses it, naming the field)."""
-    return str(value) if isinstance(value, UUID) else value
-
+#: The field of the agent a command is about, which the runner methods call ``agent_id``.
+SUBJECT = "target_agent_id"
 
 __all__ = [
+    "SUBJECT",
     "Client",
     "KnowledgeClient",
-    "arguments_of",
-    "as_tuple",
-    "instant_text",
-    "store_command",
+    "command_of",
+    "parameters_of",
     "store_many_command",
 ]

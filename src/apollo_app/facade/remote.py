@@ -23,16 +23,23 @@ import os
 import time
 from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from contextlib import asynccontextmanager
-from datetime import datetime
 from typing import Any, TypeVar
-from uuid import UUID, uuid4
+from uuid import uuid4
+
+from attrs import evolve
 
 from apollo_domain import commands as c
 from apollo_domain.commands import result_type
 from apollo_domain.errors import ConfigurationError, RpcTimeout, ValidationError
 from apollo_domain.expertise import DomainCoverage
 from apollo_domain.lifecycle import parse_resolution, validate_decay_factor, validate_stale_days
-from apollo_domain.limits import DEFAULT_STATUSES, MAX_ENTITIES, MAX_ENTITY_DEPTH, MAX_LIMIT
+from apollo_domain.limits import (
+    DEFAULT_STATUSES,
+    MAX_ENTITIES,
+    MAX_ENTITY_DEPTH,
+    MAX_LIMIT,
+    MAX_MIN_AGENTS,
+)
 from apollo_domain.model import Principal
 from apollo_domain.ports import ExpertiseRecord
 from apollo_domain.ports.messaging import Message, MessageBus
@@ -68,11 +75,13 @@ from apollo_domain.validation import bounded_float
 from .. import bootstrap
 from ..settings import parse_users, queue_type_setting
 from ..wire.codec import format_datetime
-from ..wire.envelope import DEADLINE_HEADER, action_of, encode_command, payload_of
+from ..wire.envelope import DEADLINE_HEADER, MUTATIONS, action_of, encode_command, payload_of
 from ..wire.replies import decode_reply
-from .client import arguments_of, store_command, store_many_command
+from .client import SUBJECT, KnowledgeClient, command_of, parameters_of, store_many_command
 
 R = TypeVar("R")
+C = TypeVar("C", bound=c.Command[Any])
+S = TypeVar("S", c.QueryKnowledge, c.Retrieve)
 
 
 class RemoteClient:
@@ -121,28 +130,31 @@ class RemoteClient:
 
     # -- mutations: validate, publish and return the envelope ------------------------------
 
-    async def store_knowledge(
-        self,
-        content: str,
-        content_type: str | None = "observation",
-        tags: Sequence[str] | None = None,
-        context: Mapping[str, Any] | None = None,
-        source_provider: str | None = None,
-        source_channel: str | None = None,
-        knowledge_domain: str | None = None,
-        access_scope: str = "global",
-        submitted_by: str | None = None,
-        submitted_from: str | None = None,
-    ) -> Dispatch:
-        command = store_command(**arguments_of(locals()))
-        return await self._publish(self._normalized(command))
+    @parameters_of(KnowledgeClient.store_knowledge)
+    async def store_knowledge(self, **arguments: Any) -> Dispatch:
+        return await self._publish(self._normalized(command_of(c.StoreKnowledge, arguments)))
 
-    async def store_many(self, items: Sequence[Mapping[str, Any]]) -> list[Dispatch]:
+    @parameters_of(KnowledgeClient.store_many)
+    async def store_many(self, **arguments: Any) -> list[Dispatch]:
         """Every item validated first (nothing is published when one is bad), then one
         message per item, each exactly-once on the service side. The messages are
         published in item order without waiting for each confirm in turn; this returns
         once the broker has confirmed them all."""
-        batch = store_many_command(items)
+        return await self._publish_items(store_many_command(arguments["items"]))
+
+    async def run(self, command: c.Command[Any]) -> Any:
+        """Any command the bus carries, as an edge hands it over: a store (or bulk store)
+        checked here as the service will check it and published, another mutation
+        published (each returns its :class:`Dispatch`), a read asked over RPC."""
+        if isinstance(command, c.StoreMany):
+            return await self._publish_items(command)
+        if isinstance(command, c.StoreKnowledge):
+            return await self._publish(self._normalized(command))
+        if action_of(command) in MUTATIONS:
+            return await self._publish(command)
+        return await self._request(command)
+
+    async def _publish_items(self, batch: c.StoreMany) -> list[Dispatch]:
         normalized = []
         for index, item in enumerate(batch.items):
             try:
@@ -162,7 +174,7 @@ class RemoteClient:
         source = request.source
         return c.StoreKnowledge(
             content=request.content,
-            agent_id=self._credited,
+            agent_id=command.agent_id or self._credited,  # the service decides who may name one
             content_type=request.content_type.value,
             tags=request.tags,
             context=dict(request.context),
@@ -174,193 +186,151 @@ class RemoteClient:
             submitted_from=source.submitted_from,
         )
 
-    async def link_entries(
-        self,
-        from_entry_id: UUID | str,
-        to_entry_id: UUID | str,
-        relation_type: str,
-        weight: float = 1.0,
-    ) -> Dispatch:
-        source = parse_id("from_entry_id", from_entry_id)
-        target = parse_id("to_entry_id", to_entry_id)
+    @parameters_of(KnowledgeClient.link_entries)
+    async def link_entries(self, **arguments: Any) -> Dispatch:
+        command = self._command(c.LinkEntries, arguments)
+        source = parse_id("from_entry_id", command.from_entry_id)
+        target = parse_id("to_entry_id", command.to_entry_id)
         if source == target:
             raise ValidationError("to_entry_id", "an entry cannot be linked to itself")
+        relation_type: object = command.relation_type
         types = parse_relation_types([relation_type]) if relation_type is not None else None
         if not types:
             raise ValidationError("relation_type", "is required")
         (kind,) = types
+        weight: object = command.weight
         if isinstance(weight, bool) or not isinstance(weight, int | float):
             raise ValidationError("weight", f"must be a number, got {weight!r}")
         if not math.isfinite(weight) or not 0.0 < weight <= 1.0:
             raise ValidationError("weight", f"must be within (0, 1], got {weight!r}")
         return await self._publish(
-            c.LinkEntries(
+            evolve(
+                command,
                 from_entry_id=str(source),
                 to_entry_id=str(target),
                 relation_type=kind.value,
                 weight=float(weight),
-                agent_id=self._credited,
             )
         )
 
-    async def deprecate_entry(self, entry_id: UUID | str, reason: str) -> Dispatch:
-        target = parse_id("entry_id", entry_id)
+    @parameters_of(KnowledgeClient.deprecate_entry)
+    async def deprecate_entry(self, **arguments: Any) -> Dispatch:
+        command = self._command(c.DeprecateEntry, arguments)
+        target = parse_id("entry_id", command.entry_id)
+        reason: object = command.reason
         if not isinstance(reason, str) or not reason.strip():
             raise ValidationError("reason", "must be a non-empty string")
-        return await self._publish(
-            c.DeprecateEntry(entry_id=str(target), reason=reason, agent_id=self._credited)
-        )
+        return await self._publish(evolve(command, entry_id=str(target)))
 
-    async def resolve_dispute(self, entry_id: UUID | str, resolution: str) -> Dispatch:
-        target = parse_id("entry_id", entry_id)
-        decided = parse_resolution(resolution)
-        return await self._publish(
-            c.ResolveDispute(
-                entry_id=str(target), resolution=decided.value, agent_id=self._credited
-            )
-        )
+    @parameters_of(KnowledgeClient.resolve_dispute)
+    async def resolve_dispute(self, **arguments: Any) -> Dispatch:
+        command = self._command(c.ResolveDispute, arguments)
+        target = parse_id("entry_id", command.entry_id)
+        decided = parse_resolution(command.resolution)
+        return await self._publish(evolve(command, entry_id=str(target), resolution=decided.value))
 
-    async def force_decay(self, factor: float) -> Dispatch:
-        return await self._publish(
-            c.ForceDecay(factor=validate_decay_factor(factor), agent_id=self._credited)
-        )
+    @parameters_of(KnowledgeClient.force_decay)
+    async def force_decay(self, **arguments: Any) -> Dispatch:
+        command = self._command(c.ForceDecay, arguments)
+        return await self._publish(evolve(command, factor=validate_decay_factor(command.factor)))
 
-    async def archive_stale(self, days: float) -> Dispatch:
-        return await self._publish(
-            c.ArchiveStale(days=validate_stale_days(days), agent_id=self._credited)
-        )
+    @parameters_of(KnowledgeClient.archive_stale)
+    async def archive_stale(self, **arguments: Any) -> Dispatch:
+        command = self._command(c.ArchiveStale, arguments)
+        return await self._publish(evolve(command, days=validate_stale_days(command.days)))
 
     # -- reads: RPC -------------------------------------------------------------------------
 
-    async def query_knowledge(
-        self,
-        query: str,
-        min_confidence: float = 0.3,
-        limit: int = 10,
-        status: Sequence[str] | str | None = None,
-        tags: Sequence[str] | None = None,
-        knowledge_domain: str | None = None,
-        min_similarity: float = 0.0,
-        mode: str = "hybrid",
-    ) -> QueryResult:
+    @parameters_of(KnowledgeClient.query_knowledge)
+    async def query_knowledge(self, **arguments: Any) -> QueryResult:
+        command = _search(self._command(c.QueryKnowledge, arguments))
+        status: object = command.status
         statuses = None
         if status is not None:
             statuses = tuple(sorted(s.value for s in parse_statuses(status, DEFAULT_STATUSES)))
-        return await self._request(
-            c.QueryKnowledge(
-                query=_text("query", query),
-                agent_id=self._credited,
-                min_confidence=unit_float("min_confidence", min_confidence),
-                limit=bounded_int("limit", limit, 1, MAX_LIMIT),
-                status=statuses,
-                tags=_strings("tags", tags),
-                knowledge_domain=_optional_text("knowledge_domain", knowledge_domain),
-                min_similarity=_similarity(min_similarity),
-                mode=_text("mode", mode),
-            )
-        )
+        return await self._request(evolve(command, status=statuses))
 
-    async def retrieve(
-        self,
-        query: str,
-        limit: int = 5,
-        min_confidence: float = 0.3,
-        tags: Sequence[str] | None = None,
-        knowledge_domain: str | None = None,
-        min_similarity: float = 0.0,
-        mode: str = "hybrid",
-    ) -> QueryResult:
+    @parameters_of(KnowledgeClient.retrieve)
+    async def retrieve(self, **arguments: Any) -> QueryResult:
         """Like ``query_knowledge`` but without access counts or access-log rows."""
-        return await self._request(
-            c.Retrieve(
-                query=_text("query", query),
-                agent_id=self._credited,
-                limit=bounded_int("limit", limit, 1, MAX_LIMIT),
-                min_confidence=unit_float("min_confidence", min_confidence),
-                tags=_strings("tags", tags),
-                knowledge_domain=_optional_text("knowledge_domain", knowledge_domain),
-                min_similarity=_similarity(min_similarity),
-                mode=_text("mode", mode),
-            )
-        )
+        return await self._request(_search(self._command(c.Retrieve, arguments)))
 
-    async def related_entries(
-        self, entry_id: UUID | str, depth: int = 2, relation_types: Sequence[str] | None = None
-    ) -> list[RelatedEntry]:
-        types = parse_relation_types(relation_types)
+    @parameters_of(KnowledgeClient.related_entries)
+    async def related_entries(self, **arguments: Any) -> list[RelatedEntry]:
+        command = self._command(c.RelatedEntries, arguments)
+        types = parse_relation_types(command.relation_types)
         return await self._request(
-            c.RelatedEntries(
-                entry_id=str(parse_id("entry_id", entry_id)),
-                agent_id=self._credited,
-                depth=validate_depth(depth),
+            evolve(
+                command,
+                entry_id=str(parse_id("entry_id", command.entry_id)),
+                depth=validate_depth(command.depth),
                 relation_types=None if types is None else tuple(sorted(t.value for t in types)),
             )
         )
 
-    async def get_expertise(
-        self, domain: str, min_proficiency: float = 0.0
-    ) -> list[ExpertiseRecord]:
+    @parameters_of(KnowledgeClient.get_expertise)
+    async def get_expertise(self, **arguments: Any) -> list[ExpertiseRecord]:
+        command = self._command(c.GetExpertise, arguments)
         return await self._request(
-            c.GetExpertise(
-                domain=_text("domain", domain),
-                agent_id=self._credited,
-                min_proficiency=unit_float("min_proficiency", min_proficiency),
+            evolve(
+                command,
+                domain=_text("domain", command.domain),
+                min_proficiency=unit_float("min_proficiency", command.min_proficiency),
             )
         )
 
-    async def domains_at_risk(self, min_agents: int = 2) -> list[DomainCoverage]:
-        return await self._request(
-            c.DomainsAtRisk(
-                agent_id=self._credited,
-                min_agents=bounded_int("min_agents", min_agents, 1, 1_000_000),
-            )
-        )
+    @parameters_of(KnowledgeClient.domains_at_risk)
+    async def domains_at_risk(self, **arguments: Any) -> list[DomainCoverage]:
+        command = self._command(c.DomainsAtRisk, arguments)
+        threshold = bounded_int("min_agents", command.min_agents, 1, MAX_MIN_AGENTS)
+        return await self._request(evolve(command, min_agents=threshold))
 
-    async def agent_profile(self, agent_id: str) -> AgentProfile:
-        if not isinstance(agent_id, str) or not agent_id.strip():
+    @parameters_of(KnowledgeClient.agent_profile)
+    async def agent_profile(self, **arguments: Any) -> AgentProfile:
+        command = self._command(c.GetAgentProfile, arguments, agent_id=SUBJECT)
+        agent: object = command.target_agent_id
+        if not isinstance(agent, str) or not agent.strip():
             raise ValidationError("agent_id", "must be a non-empty string")
-        return await self._request(
-            c.GetAgentProfile(target_agent_id=agent_id.strip(), agent_id=self._credited)
-        )
+        return await self._request(evolve(command, target_agent_id=agent.strip()))
 
     # -- the entity graph: RPC ---------------------------------------------------------------
 
-    async def entities(
-        self, query: str | None = None, prefix: str | None = None, limit: int = 20
-    ) -> list[EntitySummary]:
+    @parameters_of(KnowledgeClient.entities)
+    async def entities(self, **arguments: Any) -> list[EntitySummary]:
+        command = self._command(c.ListEntities, arguments)
         return await self._request(
-            c.ListEntities(
-                query=parse_entity_query(query),
-                prefix=parse_prefix(prefix),
-                limit=bounded_int("limit", limit, 1, MAX_ENTITIES),
-                agent_id=self._credited,
+            evolve(
+                command,
+                query=parse_entity_query(command.query),
+                prefix=parse_prefix(command.prefix),
+                limit=bounded_int("limit", command.limit, 1, MAX_ENTITIES),
             )
         )
 
-    async def entity(self, name: str) -> EntityDetail:
-        parse_name(name)
-        return await self._request(c.GetEntity(name=name, agent_id=self._credited))
+    @parameters_of(KnowledgeClient.entity)
+    async def entity(self, **arguments: Any) -> EntityDetail:
+        command = self._command(c.GetEntity, arguments)
+        parse_name(command.name)
+        return await self._request(command)
 
-    async def entity_history(self, name: str, as_of: datetime | str | None = None) -> EntityHistory:
-        parse_name(name)
-        when = parse_instant("as_of", as_of)
-        return await self._request(
-            c.GetEntityHistory(
-                name=name,
-                as_of=None if when is None else format_datetime(when),
-                agent_id=self._credited,
-            )
-        )
+    @parameters_of(KnowledgeClient.entity_history)
+    async def entity_history(self, **arguments: Any) -> EntityHistory:
+        command = self._command(c.GetEntityHistory, arguments)
+        parse_name(command.name)
+        when = parse_instant("as_of", command.as_of)
+        as_of = None if when is None else format_datetime(when)
+        return await self._request(evolve(command, as_of=as_of))
 
-    async def related_entities(self, name: str, depth: int = 1) -> list[RelatedEntity]:
-        parse_name(name)
-        return await self._request(
-            c.RelatedEntities(
-                name=name,
-                depth=bounded_int("depth", depth, 1, MAX_ENTITY_DEPTH),
-                agent_id=self._credited,
-            )
-        )
+    @parameters_of(KnowledgeClient.related_entities)
+    async def related_entities(self, **arguments: Any) -> list[RelatedEntity]:
+        command = self._command(c.RelatedEntities, arguments)
+        parse_name(command.name)
+        depth = bounded_int("depth", command.depth, 1, MAX_ENTITY_DEPTH)
+        return await self._request(evolve(command, depth=depth))
+
+    def _command(self, kind: type[C], arguments: Mapping[str, Any], **renamed: str) -> C:
+        """The command of a runner method's arguments, crediting this client's agent."""
+        return evolve(command_of(kind, arguments, **renamed), agent_id=self._credited)
 
     # -- transport ------------------------------------------------------------------------
 
@@ -401,6 +371,21 @@ class RemoteClient:
             ) from exc
         result: R = decode_reply(reply.body, result_type(type(command)))
         return result
+
+
+def _search(command: S) -> S:
+    """A search command with the fields every search takes checked as the service checks
+    them (the mode and the statuses are the service's to refuse)."""
+    return evolve(
+        command,
+        query=_text("query", command.query),
+        min_confidence=unit_float("min_confidence", command.min_confidence),
+        limit=bounded_int("limit", command.limit, 1, MAX_LIMIT),
+        tags=_strings("tags", command.tags),
+        knowledge_domain=_optional_text("knowledge_domain", command.knowledge_domain),
+        min_similarity=_similarity(command.min_similarity),
+        mode=_text("mode", command.mode),
+    )
 
 
 def _similarity(value: object) -> float:

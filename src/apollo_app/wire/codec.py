@@ -1,6 +1,6 @@
 """The JSON codec of every edge: a private cattrs converter, strict JSON encoding and decoding.
 
-``make_converter()`` turns Apollo's attrs values into JSON-ready dicts (UUIDs as strings,
+``make_converter(...)`` turns Apollo's attrs values into JSON-ready dicts (UUIDs as strings,
 datetimes as ISO 8601 UTC, enums as their values, sets and tuples as lists) and structures
 JSON bodies back into attrs classes *strictly*: a string is never coerced into a number nor a
 number into a string, a list must be a JSON array, an object a JSON object. Every edge (HTTP
@@ -34,12 +34,12 @@ StructureHook = Callable[[Any, Any], Any]
 rounded = reported
 
 
-def make_converter(
-    *, forbid_extra_keys: bool = False, round_scores: bool = False
-) -> cattrs.Converter:
-    """A fresh converter for one JSON edge. With ``round_scores`` (what the edges send, not
-    what they read) the ``float`` fields of Apollo's values are :func:`rounded`, while
-    free-form objects (``Mapping[str, Any]``: the caller's context) keep their numbers."""
+def make_converter(*, forbid_extra_keys: bool, round_scores: bool) -> cattrs.Converter:
+    """A fresh converter for one JSON edge, each choice explicit. ``forbid_extra_keys``:
+    unknown fields of a structured value are refused (what an edge reads from callers) or
+    ignored (replies, read tolerantly). ``round_scores`` (what the edges send, not what they
+    read): the ``float`` fields of Apollo's values are :func:`rounded`, while free-form
+    objects (``Mapping[str, Any]``: the caller's context) keep their numbers."""
     converter = _converter(forbid_extra_keys)
     if round_scores:
         free_form = _converter(forbid_extra_keys)

@@ -80,16 +80,9 @@ REQUESTS: Final = names_on(Bus.QUERY)
 _LEGACY_QUERY = "query"
 
 
-def make_converter(
-    *, forbid_extra_keys: bool = True, round_scores: bool = False
-) -> cattrs.Converter:
-    """The private converter of the message edge: strict JSON types; unknown payload fields
-    are refused unless ``forbid_extra_keys`` is false (replies are read tolerantly); with
-    ``round_scores`` the scores it writes are rounded (replies, never command payloads)."""
-    return codec.make_converter(forbid_extra_keys=forbid_extra_keys, round_scores=round_scores)
-
-
-_commands = make_converter()
+#: The private converter of command payloads: strict JSON types, unknown fields refused,
+#: numbers as sent.
+_commands = codec.make_converter(forbid_extra_keys=True, round_scores=False)
 
 
 def action_of(command: c.Command[Any]) -> str:
@@ -247,7 +240,6 @@ __all__ = [
     "decode_gas_event",
     "encode_command",
     "encode_gas_event",
-    "make_converter",
     "names_on",
     "payload_of",
     "structure",

@@ -15,7 +15,8 @@ from apollo_domain.errors import TransportError, ValidationError
 
 from ..error_policy import error_named, field_of, message_of, rule_for
 from . import codec
-from .envelope import make_converter, structure
+from .codec import make_converter
+from .envelope import structure
 
 T = TypeVar("T")
 _replies = make_converter(forbid_extra_keys=False, round_scores=True)

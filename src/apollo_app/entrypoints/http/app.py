@@ -102,8 +102,6 @@ async def _inputs(op: Operation, request: Request) -> dict[str, Any]:
     unknown = sorted(request.query_params)
     if unknown:
         raise ValidationError(unknown[0], "unknown query parameter")
-    if not op.reads_body:
-        return {}
     received = await _read_body(request)
     if not received:
         return {}  # no body at all means {}
@@ -144,52 +142,71 @@ def _endpoint(
     broker: BrokerLink | None,
 ) -> Callable[[Request], Awaitable[Response]]:
     async def endpoint(request: Request) -> Response:
-        try:
-            principal = auth.principal(request)
-            if op.command is not None and auth.configured and principal.id is None:
-                raise Unauthorized("a bearer token is required")
-            data = await _inputs(op, request)
-            call = Call(request, apollo, metrics, principal, converter)
-            if op.command is None:
-                status, payload = await _health(apollo, broker)
-            else:
-                command = _command(op, call, data)
-                caller = Caller.of(
-                    principal.agent or principal.id or HTTP_AGENT, principal, edge=HTTP_AGENT
-                )
-                started = time.perf_counter()
-                async with admission.admitted():
-                    result = await handle(apollo.deps, caller, command)
-                if metrics is not None:
-                    metrics.observe_command(command, result, time.perf_counter() - started)
-                status, payload = op.present(call, result)
-        except _TooLarge:
-            return error_response(
-                413,
-                "payload_too_large",
-                f"request bodies are limited to {MAX_BODY_BYTES:,} bytes ({MESSAGE.name})",
-                MESSAGE.field,
+        principal = auth.principal(request)
+        if op.command is not None and auth.configured and principal.id is None:
+            raise Unauthorized("a bearer token is required")
+        data = await _inputs(op, request)
+        call = Call(request, apollo, metrics, principal, converter)
+        if op.command is None:
+            status, payload = await _health(apollo, broker)
+        else:
+            command = _command(op, call, data)
+            caller = Caller.of(
+                principal.agent or principal.id or HTTP_AGENT, principal, edge=HTTP_AGENT
             )
-        except Unauthorized as exc:
-            return error_response(401, "unauthorized", exc.message, headers=UNAUTHORIZED_HEADERS)
-        except _NotJson as exc:
-            return error_response(415, "unsupported_media_type", str(exc))
-        except ApolloError as exc:
-            return map_error(exc)
-        except ClientDisconnect:
-            # Nobody is left to answer: one line, no traceback (499: client closed request).
-            client = request.client
-            peer = f"{client.host}:{client.port}" if client else "a client"
-            logger.info("%s went away before its request to %s was read", peer, op.full_path)
-            return Response(status_code=499)
-        except HTTPException:
-            raise
-        except Exception as exc:
-            logger.exception("unexpected error in %s %s", op.method, op.full_path)
-            return map_error(exc)
+            started = time.perf_counter()
+            async with admission.admitted():
+                result = await handle(apollo.deps, caller, command)
+            if metrics is not None:
+                metrics.observe_command(command, result, time.perf_counter() - started)
+            status, payload = op.present(call, result)
         return Response(encode_json(payload), status_code=status, media_type=JSON)
 
     return endpoint
+
+
+def _too_large(request: Request, exc: Exception) -> Response:
+    return error_response(
+        413,
+        "payload_too_large",
+        f"request bodies are limited to {MAX_BODY_BYTES:,} bytes ({MESSAGE.name})",
+        MESSAGE.field,
+    )
+
+
+def _unauthorized(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, Unauthorized)
+    return error_response(401, "unauthorized", exc.message, headers=UNAUTHORIZED_HEADERS)
+
+
+def _not_json(request: Request, exc: Exception) -> Response:
+    return error_response(415, "unsupported_media_type", str(exc))
+
+
+def _apollo_error(request: Request, exc: Exception) -> Response:
+    return map_error(exc)
+
+
+def _gone(request: Request, exc: Exception) -> Response:
+    """Nobody is left to answer: one line, no traceback (499: client closed request)."""
+    client = request.client
+    peer = f"{client.host}:{client.port}" if client else "a client"
+    logger.info("%s went away before its request to %s was read", peer, request.url.path)
+    return Response(status_code=499)
+
+
+#: What every route's errors are answered with, in one place (Starlette looks each raised
+#: exception up here, most specific class first). Anything else is a server fault: 500
+#: ``internal`` without its text, and the server logs it with its traceback.
+EXCEPTION_HANDLERS: Mapping[Any, Callable[[Request, Exception], Response | Awaitable[Response]]] = {
+    _TooLarge: _too_large,
+    _NotJson: _not_json,
+    Unauthorized: _unauthorized,
+    ApolloError: _apollo_error,
+    ClientDisconnect: _gone,
+    HTTPException: http_error,
+    Exception: server_error,
+}
 
 
 async def _health(apollo: Apollo, broker: BrokerLink | None) -> tuple[int, Any]:
@@ -212,13 +229,14 @@ def create_app(
     broker: BrokerLink | None = None,
 ) -> Starlette:
     """The Starlette application of Apollo's HTTP API (``/api/apollo/...``, ``/metrics``,
-    ``/openapi.json``) and of the console (``/`` and ``/console/...``, static files outside
-    the API document). ``tokens`` maps bearer tokens to principal ids; a request not carried
-    out within ``request_timeout`` seconds (None: no budget) is answered with 503. Every
-    command waits for ``admission`` (default: :data:`DEFAULT_CAPACITY` at once); health
-    does not. With ``broker`` (the service's RabbitMQ bus), health is degraded while it has
-    no connection, and ``/metrics`` shows the connection's state."""
-    converter = make_converter(round_scores=True)
+    ``/openapi.json``), of MCP over streamable HTTP (``/mcp``) and of the console (``/``
+    and ``/console/...``, static files outside the API document). ``tokens`` maps bearer
+    tokens to principal ids; a request not carried out within ``request_timeout`` seconds
+    (None: no budget) is answered with 503. Every command waits for ``admission``
+    (default: :data:`DEFAULT_CAPACITY` at once); health does not. With ``broker`` (the
+    service's RabbitMQ bus), health is degraded while it has no connection, and
+    ``/metrics`` shows the connection's state."""
+    converter = make_converter(forbid_extra_keys=False, round_scores=True)
     admission = admission or Admission(DEFAULT_CAPACITY)
     if metrics is not None and broker is not None:
         metrics.watch_broker(broker)
@@ -239,12 +257,9 @@ def create_app(
     async def exposition(request: Request) -> Response:
         """The counters are the whole store's (private writes included): with tokens, an
         admin's only."""
-        try:
-            principal = auth.principal(request)
-            if auth.configured and principal.id is None:
-                raise Unauthorized("a bearer token is required")
-        except Unauthorized as exc:
-            return error_response(401, "unauthorized", exc.message, headers=UNAUTHORIZED_HEADERS)
+        principal = auth.principal(request)
+        if auth.configured and principal.id is None:
+            raise Unauthorized("a bearer token is required")
         if auth.configured and not principal.role.administers:
             return error_response(403, "forbidden", "the metrics are an admin's")
         if metrics is None:
@@ -259,6 +274,10 @@ def create_app(
 
     routes.append(Route("/openapi.json", openapi, methods=["GET"]))
     routes.append(Route("/metrics", exposition, methods=["GET"]))
+    from ..mcp.http import McpHttp  # here: the MCP edge reads this package's tables
+
+    mcp = McpHttp(apollo, auth, admission=admission.admitted, metrics=metrics)
+    routes.extend(mcp.routes())
     routes.extend(console_routes())
     # Instrumentation first (outermost), so it counts what LoopbackOnly refuses too.
     middleware = [Middleware(Instrumentation, metrics=metrics)] if metrics is not None else []
@@ -269,7 +288,7 @@ def create_app(
     return Starlette(
         routes=routes,
         middleware=middleware,
-        exception_handlers={HTTPException: http_error, Exception: server_error},
+        exception_handlers=dict(EXCEPTION_HANDLERS),
     )
 
 

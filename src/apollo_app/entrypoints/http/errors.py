@@ -71,7 +71,9 @@ async def http_error(request: Request, exc: Exception) -> Response:
 
 
 async def server_error(request: Request, exc: Exception) -> Response:
-    return error_response(500, INTERNAL.name, "internal error")
+    """An exception no handler knows (a fault of the server): 500 ``internal`` without its
+    text, the cause logged (:func:`map_error`)."""
+    return map_error(exc)
 
 
 __all__ = ["JSON", "error_body", "error_response", "http_error", "map_error", "server_error"]

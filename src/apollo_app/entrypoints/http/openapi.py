@@ -189,6 +189,7 @@ def openapi_document(operations: tuple[Operation, ...] = OPERATIONS) -> dict[str
             },
         }
     }
+    paths.update(_mcp_paths(error_ref))
     return {
         "openapi": "3.1.0",
         "info": {
@@ -206,6 +207,66 @@ def openapi_document(operations: tuple[Operation, ...] = OPERATIONS) -> dict[str
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
         },
         "security": [{}, {"bearer": []}],
+    }
+
+
+def _mcp_paths(error_ref: JsonSchema) -> dict[str, Any]:
+    """``/mcp`` (MCP over streamable HTTP) and its protected-resource metadata: not REST
+    operations, listed so that every route is in the document."""
+    errors = {
+        str(code): {"description": text, "content": {JSON: {"schema": error_ref}}}
+        for code, text in (
+            (
+                401,
+                "Tokens are configured and none (or an unknown one) was sent; "
+                "WWW-Authenticate names the protected-resource metadata.",
+            ),
+            (403, "No tokens are configured and the Host or Origin is not this machine."),
+        )
+    }
+    return {
+        "/mcp": {
+            "post": {
+                "operationId": "mcp",
+                "summary": "The Model Context Protocol over streamable HTTP (stateless): one "
+                "JSON-RPC 2.0 message per request. Tools are the client methods, with the "
+                "caller's role, scopes and bounds.",
+                "tags": ["mcp"],
+                "security": [{}, {"bearer": []}],
+                "requestBody": {
+                    "required": True,
+                    "content": {JSON: {"schema": {"type": "object"}}},
+                },
+                "responses": {
+                    "200": {
+                        "description": "The JSON-RPC response, as JSON or as a stream of "
+                        "server-sent events (progress notifications, then the response).",
+                        "content": {
+                            JSON: {"schema": {"type": "object"}},
+                            "text/event-stream": {"schema": {"type": "string"}},
+                        },
+                    },
+                    "202": {"description": "A notification or response was accepted."},
+                    "400": {"description": "Not a JSON-RPC message (a JSON-RPC error)."},
+                    "413": {"description": "Request body too large."},
+                    **errors,
+                },
+            }
+        },
+        "/.well-known/oauth-protected-resource/mcp": {
+            "get": {
+                "operationId": "mcp_protected_resource",
+                "summary": "OAuth 2.0 protected-resource metadata of /mcp (RFC 9728).",
+                "tags": ["mcp"],
+                "security": [{}],
+                "responses": {
+                    "200": {
+                        "description": "The metadata document.",
+                        "content": {JSON: {"schema": {"type": "object"}}},
+                    }
+                },
+            }
+        },
     }
 
 

@@ -1,4 +1,5 @@
-"""JSON Schema (2020-12, as OpenAPI 3.1 uses it) derived from attrs classes and type hints."""
+"""JSON Schema (2020-12, as OpenAPI 3.1 and MCP use it) derived from attrs classes and type
+hints."""
 
 from __future__ import annotations
 
@@ -15,14 +16,18 @@ JsonSchema = dict[str, Any]
 
 
 class SchemaBook:
-    """Collects the component schemas that ``schema_of`` refers to by ``$ref``.
+    """Collects the component schemas that ``schema_of`` refers to by ``$ref`` (under
+    ``ref_prefix``: an OpenAPI document's components, or a standalone schema's ``$defs``).
 
-    ``closed`` classes (request bodies) forbid unknown properties; ``omit`` drops fields
-    an edge never shows (an entry's embedding).
+    ``closed`` classes (request bodies) forbid unknown properties and require only the
+    fields without a default; a book made ``closed`` treats every class it meets so (inputs
+    that nest commands). ``omit`` drops fields an edge never shows (an entry's embedding).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, ref_prefix: str = "#/components/schemas/", closed: bool = False) -> None:
         self.components: dict[str, JsonSchema] = {}
+        self.ref_prefix = ref_prefix
+        self.closed = closed
 
     def schema_of(
         self,
@@ -40,7 +45,7 @@ class SchemaBook:
         if origin in (Union, types.UnionType):
             return {"anyOf": [self.schema_of(member) for member in get_args(kind)]}
         if isinstance(kind, type) and attrs.has(kind):
-            return self._component(kind, closed=closed, omit=omit, name=name)
+            return self._component(kind, closed=closed or self.closed, omit=omit, name=name)
         if isinstance(kind, type) and issubclass(kind, enum.Enum):
             return {"type": "string", "enum": [str(m.value) for m in kind]}
         scalar = _SCALARS.get(kind)
@@ -59,7 +64,7 @@ class SchemaBook:
         self, kind: type[Any], *, closed: bool, omit: Set[str], name: str | None
     ) -> JsonSchema:
         key = name or kind.__name__
-        ref = {"$ref": f"#/components/schemas/{key}"}
+        ref = {"$ref": f"{self.ref_prefix}{key}"}
         if key in self.components:
             return ref
         self.components[key] = {}  # reserve the name: recursive types terminate
