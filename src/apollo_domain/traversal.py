@@ -26,9 +26,11 @@ class Activation:
     via: UUID  # the entry the best path reached this one from
 
 
-def parse_relation_types(values: Iterable[object] | None) -> frozenset[RelationType] | None:
+def parse_relation_types(
+    values: Iterable[object] | None, field: str = "relation_types"
+) -> frozenset[RelationType] | None:
     """None → every type; more than the ``RELATION_TYPES`` bound or unknown names →
-    :class:`ValidationError` naming ``relation_types``."""
+    :class:`ValidationError` naming ``field``."""
     if values is None:
         return None
     given = [values] if isinstance(values, str) else list(values)
@@ -41,7 +43,7 @@ def parse_relation_types(values: Iterable[object] | None) -> frozenset[RelationT
         except ValueError:
             allowed = ", ".join(t.value for t in RelationType)
             raise ValidationError(
-                "relation_types", f"unknown relation type {shown(value)}; expected one of {allowed}"
+                field, f"unknown relation type {shown(value)}; expected one of {allowed}"
             ) from None
     return frozenset(parsed)
 

@@ -125,8 +125,9 @@ async def test_link_entries_validates(make_apollo):
     apollo = await make_apollo()
     ids = await _chain(apollo, 2)
     client = apollo.client("curator")
-    with pytest.raises(ValidationError):
+    with pytest.raises(ValidationError) as unknown:
         await client.link_entries(from_entry_id=ids[0], to_entry_id=ids[1], relation_type="likes")
+    assert "relation_type" == unknown.value.field  # the field the caller filled in
     with pytest.raises(ValidationError):
         await client.link_entries(from_entry_id=ids[0], to_entry_id=ids[0], relation_type="extends")
     with pytest.raises(NotFound):

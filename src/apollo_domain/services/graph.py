@@ -152,7 +152,9 @@ async def link_entries(
     source = parse_id("from_entry_id", command.from_entry_id)
     target = parse_id("to_entry_id", command.to_entry_id)
     relation_type, weight = command.relation_type, command.weight  # as the caller sent them
-    types = parse_relation_types([relation_type]) if relation_type is not None else None
+    types = None
+    if relation_type is not None:
+        types = parse_relation_types([relation_type], "relation_type")
     if not types:
         raise ValidationError("relation_type", "is required")
     (kind,) = types
