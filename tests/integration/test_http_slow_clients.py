@@ -9,6 +9,7 @@ tell "closed by the timer" from "left open")."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator
 
@@ -24,14 +25,21 @@ CLOSED_WITHIN = 10.0
 HEALTH = b"GET /api/apollo/health HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n"
 
 
-@pytest.fixture
-async def server() -> AsyncIterator[HttpServer]:
+@contextlib.asynccontextmanager
+async def _serving(deadline: float) -> AsyncIterator[HttpServer]:
+    """The HTTP server over an in-memory Apollo, ``deadline`` seconds for headers and bodies."""
     async with Apollo.in_memory() as apollo:
         app = create_app(apollo)
         async with HttpServer(
-            app, "127.0.0.1", 0, header_timeout=TIMEOUT, body_timeout=TIMEOUT
+            app, "127.0.0.1", 0, header_timeout=deadline, body_timeout=deadline
         ) as running:
             yield running
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[HttpServer]:
+    async with _serving(TIMEOUT) as running:
+        yield running
 
 
 async def _connect(server: HttpServer) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
@@ -146,16 +154,7 @@ async def test_many_slow_clients_are_all_dropped_and_the_server_still_answers():
     """250 connections trickling headers (as many as left open past 65 s before the
     timers) are all answered 408 and closed; a prompt request made meanwhile is answered."""
     head = b"GET /api/apollo/health HTTP/1.1\r\nhost: 127.0.0.1\r\nx-pad: " + b"a" * 400
-    async with (
-        Apollo.in_memory() as apollo,
-        HttpServer(
-            create_app(apollo),
-            "127.0.0.1",
-            0,
-            header_timeout=CROWD_TIMEOUT,
-            body_timeout=CROWD_TIMEOUT,
-        ) as server,
-    ):
+    async with _serving(CROWD_TIMEOUT) as server:
         slow = [asyncio.create_task(_slow_exchange(server, b"", head)) for _ in range(250)]
         reader, writer = await _connect(server)
         writer.write(HEALTH)
