@@ -201,16 +201,27 @@ class PostgresUnitOfWork:
         on_replica = await self._store._replica_reads(reads)
         if on_replica is not None:
             return on_replica
-        # The first read runs on this unit of work's connection; each other one on a spare
-        # connection of the pool when there is one (reserved now, so this never waits for
-        # a connection another unit of work holds), else after the first, in turn.
         store = self._store
-        spare = store._reserve(len(reads) - 1)
+        if store.transaction_pooler:
+            # Behind a transaction-mode pooler its server connections are a second, hidden
+            # pool: a unit of work holding one (its transaction begun) while its readers
+            # wait for more could deadlock with others doing the same. The reads run apart
+            # only while this unit of work has sent nothing, so holds no server connection,
+            # and then every one of them; those the pool cannot spare a connection for run
+            # on this unit of work's connection once the others have ended.
+            spare = 0 if self._session.in_transaction else store._reserve(len(reads))
+            apart_ones, in_turn_ones = range(spare), [*range(spare, len(reads))]
+        else:
+            # The first read runs on this unit of work's connection; each other one on a
+            # spare connection of the pool when there is one (reserved now, so this never
+            # waits for a connection another unit of work holds), else after the first.
+            spare = store._reserve(len(reads) - 1)
+            apart_ones, in_turn_ones = range(1, 1 + spare), [0, *range(1 + spare, len(reads))]
         done: dict[int, T] = {}
         ending: list[asyncio.Task[None]] = []
 
         async def in_turn() -> None:
-            for i in (0, *range(1 + spare, len(reads))):
+            for i in in_turn_ones:
                 done[i] = await reads[i](self)
 
         async def apart(i: int) -> None:
@@ -230,9 +241,16 @@ class PostgresUnitOfWork:
             store._release(spare)
 
         try:
-            outcomes = await asyncio.gather(
-                in_turn(), *(apart(i) for i in range(1, 1 + spare)), return_exceptions=True
-            )
+            if store.transaction_pooler:
+                outcomes = await asyncio.gather(
+                    *(apart(i) for i in apart_ones), return_exceptions=True
+                )
+                if not any(isinstance(o, BaseException) for o in outcomes):
+                    outcomes.extend(await asyncio.gather(in_turn(), return_exceptions=True))
+            else:
+                outcomes = await asyncio.gather(
+                    in_turn(), *(apart(i) for i in apart_ones), return_exceptions=True
+                )
         finally:
             self._readers_ending.append(asyncio.create_task(release()))
         for outcome in outcomes:
@@ -523,12 +541,7 @@ class PostgresStore:
     def _reserve(self, wanted: int) -> int:
         """Up to ``wanted`` connections the pool can give without waiting for one to be
         returned, counted as taken until :meth:`_release`; each is taken with
-        ``connection(reserved=True)``. None behind a transaction-mode pooler."""
-        if self.transaction_pooler:
-            # The pooler's server connections are a second, hidden pool: a unit of work
-            # holding one while its readers wait for more can deadlock with others doing
-            # the same. Behind it, a unit of work's reads run in turn on its connection.
-            return 0
+        ``connection(reserved=True)``."""
         spare = max(0, min(wanted, self._pool_max - self._in_use))
         self._in_use += spare
         return spare
