@@ -195,3 +195,35 @@ async def test_surroundings_read_what_their_three_reads_read(make_apollo, viewer
             assert read.hops  # the caps leave something to compare
         unhopped = await uow.graph.surroundings(seeds, flt, neighbours=8, scan=50)
         assert ([], read.mentioning) == (unhopped.hops, unhopped.mentioning)
+
+
+async def test_an_edge_stated_after_its_seed_was_looked_up_is_crossed_once_looked_up_again(
+    make_apollo,
+):
+    """A seed without a live typed edge reaches nothing across one (the PostgreSQL store
+    does not even send the hop search then); once an edge is stated, looking the seed up
+    again crosses it."""
+    apollo = await make_apollo()
+    writer = apollo.client("writer")
+    await writer.store_knowledge(content="Alice Moreau enjoys sailing.")
+    acme = await writer.store_knowledge(content="Acme Corp keeps its headquarters in Oslo.")
+    viewer = Viewer("bob")
+    flt = SearchFilter(viewer, frozenset({Status.CANDIDATE, Status.CONFIRMED}))
+
+    async def hops() -> list[object]:
+        async with apollo.store.unit_of_work() as uow:
+            seeds = [entity.id for entity in await uow.graph.find(["alice moreau"], viewer)]
+            read = await uow.graph.surroundings(
+                seeds,
+                flt,
+                neighbours=8,
+                scan=50,
+                hop_text="headquarters employer",
+                hop_limit=5,
+                bridges=8,
+            )
+        return [entry_id for entry_id, _, _ in read.hops]
+
+    assert [] == await hops()
+    await writer.store_knowledge(content="Alice Moreau works at Acme Corp.")
+    assert [acme.entry_id] == await hops()

@@ -29,6 +29,8 @@ _ENTITY = "en.id, en.name, en.key, en.kind, en.created_at"
 # A lexeme quoted for the tsquery syntax (backslashes and quotes doubled), as the lexical
 # search quotes the query's terms.
 _QUOTED_LEXEME = r"'''' || replace(replace(lexeme, '\', '\\'), '''', '''''') || ''''"
+#: A live typed edge (the partial indexes ``entity_edges_typed_src`` and ``_dst``).
+_TYPED = "ed.valid_to IS NULL AND ed.relation <> 'co_occurs'"
 _EDGE = "ed.id, ed.src_id, ed.dst_id, ed.relation, ed.valid_from, ed.valid_to, ed.superseded_by"
 
 
@@ -136,6 +138,9 @@ def _hops(rows: list[Row]) -> list[tuple[UUID, float, frozenset[UUID]]]:
 class PostgresEntityGraph:
     def __init__(self, session: Session) -> None:
         self._s = session
+        #: The entities :meth:`find` last found that had no live typed edge: a hop search
+        #: from them alone (:meth:`surroundings`) could reach nothing, and is not sent.
+        self._untyped: set[UUID] = set()
 
     # ------------------------------------------------------------------ writes
 
@@ -282,11 +287,16 @@ class PostgresEntityGraph:
             return []
         where = _visible(viewer)
         query = sql.SQL(
-            "SELECT " + _ENTITY + " FROM entities en WHERE en.key = ANY({keys}) AND EXISTS"
+            "SELECT " + _ENTITY + ", EXISTS (SELECT 1 FROM entity_edges ed"
+            " WHERE ed.src_id = en.id AND " + _TYPED + ") OR EXISTS (SELECT 1 FROM entity_edges"
+            " ed WHERE ed.dst_id = en.id AND " + _TYPED + ") AS typed"
+            " FROM entities en WHERE en.key = ANY({keys}) AND EXISTS"
             " (SELECT 1 FROM entity_mentions m JOIN entries ON entries.id = m.entry_id"
             ' WHERE m.entity_id = en.id AND {visible}) ORDER BY en.key COLLATE "C"'
         ).format(keys=where.param(sorted(set(keys))), visible=where.sql())
-        return [_entity(row) for row in await self._s.rows(query, where.params)]
+        rows = await self._s.rows(query, where.params)
+        self._untyped = {row["id"] for row in rows if not row["typed"]}
+        return [_entity(row) for row in rows]
 
     async def counted(self, keys: Collection[str], viewer: Viewer) -> list[tuple[Entity, int]]:
         if not keys:
@@ -452,7 +462,9 @@ class PostgresEntityGraph:
             scan=where.param(max(scan, 0)),
         )
         statements: list[tuple[sql.Composable, Params]] = [(around, where.params)]
-        if hop_text is not None and hop_limit > 0 and bridges > 0:
+        # A seed's typed edge made after find() is crossed from the next query on.
+        typed = not self._untyped.issuperset(entity_ids)
+        if hop_text is not None and hop_limit > 0 and bridges > 0 and typed:
             statements.append(_hop_statement(entity_ids, hop_text, flt, hop_limit, bridges))
         found = await self._s.rows_together(statements)
         rows = found[0]
