@@ -12,11 +12,14 @@ replica of it (``pg_basebackup -R``), and Debian's PgBouncer in transaction mode
 of it (three server connections). Apollo (hashing embedder, 384 dimensions) is seeded with
 ``--seed`` entries, then answers the same ``--queries`` hybrid queries one at a time in
 three set-ups: straight to the primary (the baseline), through PgBouncer, and straight to
-the primary with ``APOLLO_READ_DATABASE_URL`` set to the replica.
+the primary with ``APOLLO_READ_DATABASE_URL`` set to the replica; ``--query-rounds``
+rounds of the three, in ABC CBA order, so that a drift of the machine's load weighs on
+each alike.
 
-Figures: each set-up's query p50 (``time.perf_counter`` around each query) and the
-primary's server time per query (the sum of ``pg_stat_statements.total_exec_time`` of
-the benchmark's database over the queries, reset before each set-up). Targets: with a
+Figures: each set-up's query p50 over its rounds (``time.perf_counter`` around each
+query; each round's too) and the primary's server time per query (the sum of
+``pg_stat_statements.total_exec_time`` of the benchmark's database over the queries,
+reset before each round). Targets: with a
 replica, the primary's server time per query at most 0.3 × without; the query p50
 through PgBouncer at most 1.2 × direct.
 
@@ -71,7 +74,10 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a smoke run")
     parser.add_argument("--seed", type=int, default=2000)
-    parser.add_argument("--queries", type=int, default=300)
+    parser.add_argument("--queries", type=int, default=300, help="per set-up and round")
+    parser.add_argument(
+        "--query-rounds", type=int, default=2, help="query rounds per set-up, in ABC CBA order"
+    )
     parser.add_argument("--ingests", type=int, default=500, help="per fleet round")
     parser.add_argument("--mixed", type=int, default=1500, help="per fleet set-up")
     parser.add_argument("--agents", type=int, default=50, help="concurrent HTTP agents")
@@ -84,6 +90,7 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.quick:
         args.seed, args.queries, args.ingests, args.mixed, args.rounds = 200, 40, 100, 150, 1
+        args.query_rounds = 1
     return args
 
 
@@ -124,6 +131,8 @@ async def _reset(conninfo: str) -> None:
 async def _queries(
     settings: Settings, server: PostgresTestServer, database: str, count: int
 ) -> dict[str, Any]:
+    """One set-up's round: ``count`` hybrid queries one at a time, each one's latency, the
+    primary's server time over them, and how many ran their searches on the replica."""
     admin = server.admin_conninfo
     latencies: list[float] = []
     async with Apollo.open(settings, migrate=False) as apollo:
@@ -137,11 +146,30 @@ async def _queries(
         server_ms = await _server_ms(admin, database)
         store = apollo.deps.store
         on_replica = getattr(store, "replica_reads", 0)
-    return {
-        "p50_ms": statistics.median(latencies) * 1000,
-        "primary_ms_per_query": server_ms / count,
-        "replica_reads": on_replica,
-    }
+    return {"latencies": latencies, "server_ms": server_ms, "replica_reads": on_replica}
+
+
+async def _query_setups(
+    setups: dict[str, Settings], server: PostgresTestServer, database: str, args: Any
+) -> dict[str, Any]:
+    """Each set-up's query p50, primary server time per query and replica reads, over
+    ``args.query_rounds`` rounds of ``args.queries`` queries in ABC CBA order (a drift of
+    the machine's load over the run weighs on every set-up alike); each round's p50 too."""
+    names = list(setups)
+    done: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
+    for r in range(args.query_rounds):
+        for name in names if r % 2 == 0 else reversed(names):
+            done[name].append(await _queries(setups[name], server, database, args.queries))
+    results: dict[str, Any] = {}
+    for name, rounds in done.items():
+        latencies = [t for one in rounds for t in one["latencies"]]
+        results[name] = {
+            "p50_ms": statistics.median(latencies) * 1000,
+            "round_p50_ms": [statistics.median(one["latencies"]) * 1000 for one in rounds],
+            "primary_ms_per_query": sum(one["server_ms"] for one in rounds) / len(latencies),
+            "replica_reads": sum(one["replica_reads"] for one in rounds),
+        }
+    return results
 
 
 def _stat(pid: int) -> list[str]:
@@ -395,25 +423,16 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         replica.start()
         bouncer.start()
         fleet_bouncer.start()
-        results = {
-            "direct": await _queries(base, server, database, args.queries),
-            "pgbouncer": await _queries(
-                base.replace(
-                    database_url=bouncer.conninfo(database),
-                    database_pooler="transaction",
-                    migration_database_url=direct,
-                ),
-                server,
-                database,
-                args.queries,
+        setups = {
+            "direct": base,
+            "pgbouncer": base.replace(
+                database_url=bouncer.conninfo(database),
+                database_pooler="transaction",
+                migration_database_url=direct,
             ),
-            "replica": await _queries(
-                base.replace(read_database_url=replica.conninfo(database), replica_wait=5.0),
-                server,
-                database,
-                args.queries,
-            ),
+            "replica": base.replace(read_database_url=replica.conninfo(database), replica_wait=5.0),
         }
+        results = await _query_setups(setups, server, database, args)
         rounds: dict[str, list[dict[str, Any]]] = {"1": [], "3": []}
         for n, clone in zip(order, clones, strict=True):
             done = rounds[str(n)]
@@ -499,6 +518,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     for fleet in result["fleet"].values():
         rounds = ", ".join(f"{r['primary_ms_per_ingest']:.2f}" for r in fleet["rounds"])
         print(f"  {fleet['processes']} process(es): primary ms/ingest by round {rounds}")
+    for name, r in result["setups"].items():
+        print(f"  {name}: query p50 by round " + ", ".join(f"{v:.1f}" for v in r["round_p50_ms"]))
         for sample in fleet["error_samples"]:
             print(f"  {fleet['processes']} process(es), error: {sample}")
     for name, value in result["ratios"].items():
