@@ -26,7 +26,9 @@ extraction ≥ 0.8 × without::
 ``--model fp32`` (or ``int8``) puts the real model in the path: the entries are loaded with
 the bundled all-MiniLM-L6-v2's vectors (run by ONNX Runtime, ``--threads`` threads) and
 every query is embedded by it, uncached, inside ``query_knowledge``: the vector and hybrid
-figures are then end to end, the embedding included.
+figures are then end to end, the embedding included. ``--model torch`` does the same with
+the PyTorch model (sentence-transformers), on the database an fp32 run loads (the same
+vectors under the same model id).
 
 ``--keep FOLDER`` keeps the server's data folder there and reuses a database loaded by an
 earlier run with the same sizes and seed (the entries ``--ingest`` adds are deleted again
@@ -57,6 +59,7 @@ from psycopg.types.json import Jsonb
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from apollo_adapters.embedders import HashingEmbedder
+from apollo_adapters.embedders.onnx import default_threads
 from apollo_adapters.heuristics import extract_entities
 from apollo_adapters.postgres import PostgresStore
 from apollo_app import Apollo
@@ -156,9 +159,10 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--model",
-        choices=("none", "fp32", "int8"),
+        choices=("none", "fp32", "int8", "torch"),
         default="none",
-        help="embed entries and every query with the bundled model under ONNX Runtime",
+        help="embed entries and every query with the bundled model under ONNX Runtime"
+        " (or PyTorch: torch)",
     )
     parser.add_argument("--threads", type=int, default=None, help="ONNX Runtime threads")
     parser.add_argument("--onnx-cache", type=Path, default=Path(".apollo/onnx"))
@@ -308,7 +312,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         async with embedded_database("hybrid") as conninfo:
             result = await _run(args, conninfo)
     else:
-        model = "" if args.model == "none" else f"_{args.model}"
+        # PyTorch and ONNX fp32 make the same vectors under the same model id: one database
+        model = "" if args.model == "none" else f"_{args.model.replace('torch', 'fp32')}"
         name = f"apollo_hybrid_{args.entries}_{args.people}_{args.seed}{model}"
         async with kept_database(args.keep, name) as (conninfo, _):
             result = await _run(args, conninfo)
@@ -370,9 +375,17 @@ async def _run(args: argparse.Namespace, conninfo: str) -> dict[str, Any]:
 
 
 def model_embedder(args: argparse.Namespace) -> Any:
-    """The hashing embedder, or the bundled model under ONNX Runtime (``--model``)."""
+    """The hashing embedder, or the bundled model under ONNX Runtime or PyTorch
+    (``--model``), on ``--threads`` threads (every core but one by default)."""
     if args.model == "none":
         return HashingEmbedder(DIMENSION)
+    if args.model == "torch":
+        import torch
+
+        from apollo_adapters.embedders import SentenceTransformerEmbedder
+
+        torch.set_num_threads(args.threads or default_threads())
+        return SentenceTransformerEmbedder()
     from apollo_adapters.embedders import OnnxEmbedder
 
     quantize = "int8" if args.model == "int8" else None
