@@ -518,10 +518,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     for fleet in result["fleet"].values():
         rounds = ", ".join(f"{r['primary_ms_per_ingest']:.2f}" for r in fleet["rounds"])
         print(f"  {fleet['processes']} process(es): primary ms/ingest by round {rounds}")
-    for name, r in result["setups"].items():
-        print(f"  {name}: query p50 by round " + ", ".join(f"{v:.1f}" for v in r["round_p50_ms"]))
         for sample in fleet["error_samples"]:
             print(f"  {fleet['processes']} process(es), error: {sample}")
+    for name, r in result["setups"].items():
+        print(f"  {name}: query p50 by round " + ", ".join(f"{v:.1f}" for v in r["round_p50_ms"]))
     for name, value in result["ratios"].items():
         target = result["targets"][name]
         if name.startswith("ingest_"):
