@@ -5,7 +5,14 @@ same thread count for both runtimes (``--threads``, default every core but one):
 
 1. one-sentence query embedding: p50 / p95 of ``embed_sync([question])``, one at a time;
 2. bulk embedding: texts/s of ``embed_sync(notes)`` (each runtime in its own batches);
-3. agreement: the cosine of each note's ONNX vector with its PyTorch vector (min, mean).
+3. agreement: the cosine of each note's ONNX vector with its PyTorch vector (min, mean);
+4. the int8 bound: one of the model's weight matrix products (``--bound-tokens`` rows of
+   384 times 384 × 1536) timed alone in ONNX Runtime, fp32 and dynamically quantized int8
+   (the embedder's own quantizer), and the share of the fp32 graph's kernel time its
+   weight matrix products take in bulk (ONNX Runtime's profiler). Quantizing can make
+   only those products faster, so int8 bulk is at most ``1 / ((1 - share) + share /
+   speed-up)`` times fp32's (Amdahl's law), which with fp32's own ratio to PyTorch bounds
+   what int8 can reach against PyTorch on this CPU.
 
 Targets: ONNX query p50 ≤ 3 ms; ONNX bulk ≥ 3 × PyTorch::
 
@@ -18,8 +25,10 @@ own default folder) on the first run; later runs load them.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -47,6 +56,9 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--threads", type=int, default=default_threads())
     parser.add_argument("--seed", type=int, default=3)
     parser.add_argument("--cache", type=Path, default=Path(".apollo/onnx"))
+    parser.add_argument(
+        "--bound-tokens", type=int, default=32, help="rows of the int8 bound's matrix product"
+    )
     parser.add_argument("--quick", action="store_true", help="a few texts: a smoke run")
     parser.add_argument("--output", type=Path, default=None, help="results folder")
     args = parser.parse_args(argv)
@@ -70,6 +82,106 @@ def query_latencies(embedder: Any, queries: Sequence[str]) -> dict[str, float]:
         embedder.embed_sync([query])
         seconds.append(time.perf_counter() - started)
     return summary_ms(seconds)
+
+
+def matmul_rates(threads: int, tokens: int, repeats: int) -> dict[str, float]:
+    """G multiply-adds/s of one of the model's weight products, ``[1, tokens, 384] ×
+    [384, 1536]``, run alone by ONNX Runtime in fp32 and quantized by the embedder's own
+    int8 quantizer (dynamic, per-channel weights): the most int8 gains on a product."""
+    import onnx
+    import onnxruntime  # type: ignore[import-untyped]
+    from onnx import TensorProto, helper, numpy_helper
+
+    from apollo_adapters.embedders.onnx import _quantize
+
+    inner, outer = 384, 1536
+    generator = np.random.default_rng(0)
+    weight = (generator.standard_normal((inner, outer)) * 0.05).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"])],
+        "product",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, "tokens", inner])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, "tokens", outer])],
+        [numpy_helper.from_array(weight, "w")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    x = generator.standard_normal((1, tokens, inner)).astype(np.float32)
+    rates: dict[str, float] = {}
+    with tempfile.TemporaryDirectory() as folder:
+        fp32, int8 = Path(folder, "fp32.onnx"), Path(folder, "int8.onnx")
+        onnx.save(model, str(fp32))
+        _quantize(fp32, int8)
+        for name, path in (("fp32", fp32), ("int8", int8)):
+            session = onnxruntime.InferenceSession(
+                str(path), options, providers=["CPUExecutionProvider"]
+            )
+            for _ in range(20):
+                session.run(None, {"x": x})
+            started = time.perf_counter()
+            for _ in range(repeats):
+                session.run(None, {"x": x})
+            seconds = (time.perf_counter() - started) / repeats
+            rates[name] = tokens * inner * outer / seconds / 1e9
+    return rates
+
+
+def weight_product_share(embedder: OnnxEmbedder, texts: Sequence[str]) -> float:
+    """The share of ``embedder``'s kernel time, embedding ``texts`` in its own batches, in
+    the matrix products by a weight (the ones int8 quantizes), from ONNX Runtime's
+    profiler; the products are the graph's ``MatMul`` nodes whose second input is an
+    initializer, matched by node name."""
+    import onnx
+    import onnxruntime  # type: ignore[import-untyped]
+
+    model = onnx.load(str(embedder.graph), load_external_data=False)
+    weights = {init.name for init in model.graph.initializer}
+    products = {
+        node.name
+        for node in model.graph.node
+        if node.op_type == "MatMul" and len(node.input) > 1 and node.input[1] in weights
+    }
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = embedder.threads
+    options.inter_op_num_threads = 1
+    options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
+    with tempfile.TemporaryDirectory() as folder:
+        options.enable_profiling = True
+        options.profile_file_prefix = str(Path(folder, "profile"))
+        profiled = OnnxEmbedder(
+            embedder.path, cache_dir=embedder.graph.parent, threads=embedder.threads
+        )
+        profiled._session = onnxruntime.InferenceSession(
+            str(embedder.graph), options, providers=["CPUExecutionProvider"]
+        )
+        profiled.embed_sync(texts)
+        events = json.loads(Path(profiled._session.end_profiling()).read_text())
+    total = in_products = 0
+    for event in events:
+        if event.get("cat") != "Node" or not event["name"].endswith("_kernel_time"):
+            continue
+        total += event["dur"]
+        if event["name"].removesuffix("_kernel_time") in products:
+            in_products += event["dur"]
+    return in_products / total if total else 0.0
+
+
+def int8_bound(
+    args: argparse.Namespace, embedder: OnnxEmbedder, notes: Sequence[str]
+) -> dict[str, float]:
+    """What int8 can gain over fp32 in bulk on this CPU (module docstring, step 4)."""
+    rates = matmul_rates(args.threads, args.bound_tokens, 50 if args.quick else 400)
+    share = weight_product_share(embedder, notes[: min(len(notes), 400)])
+    speedup = rates["int8"] / rates["fp32"]
+    return {
+        "product_gmacs_fp32": rates["fp32"],
+        "product_gmacs_int8": rates["int8"],
+        "product_int8_over_fp32": speedup,
+        "weight_product_share_fp32": share,
+        "int8_over_fp32_bulk_at_most": 1.0 / ((1.0 - share) + share / speedup),
+    }
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -105,7 +217,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         figures[name]["bulk_over_pytorch"] = (
             figures[name]["bulk_texts_per_s"] / figures["pytorch"]["bulk_texts_per_s"]
         )
+    bound = int8_bound(args, embedders["onnx-fp32"], notes)
+    bound["int8_over_pytorch_bulk_at_most"] = (
+        bound["int8_over_fp32_bulk_at_most"] * figures["onnx-fp32"]["bulk_over_pytorch"]
+    )
     onnx = figures["onnx-fp32"]
+    int8 = figures["onnx-int8"]
     command = "PYTHONPATH=src:. .venv/bin/python benchmarks/embedder_bench.py"
     command += " --quick" if args.quick else f" --texts {args.texts} --queries {args.queries}"
     return {
@@ -120,7 +237,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "bulk_over_pytorch": BULK_RATIO,
             "onnx_fp32_query_met": onnx["query"]["p50_ms"] <= QUERY_P50_MS,
             "onnx_fp32_bulk_met": onnx["bulk_over_pytorch"] >= BULK_RATIO,
+            "onnx_int8_query_met": int8["query"]["p50_ms"] <= QUERY_P50_MS,
+            "onnx_int8_bulk_met": int8["bulk_over_pytorch"] >= BULK_RATIO,
         },
+        "int8_bound": bound,
     }
 
 
@@ -153,10 +273,20 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     print(f"{args.texts} texts, {args.queries} one-sentence queries, {args.threads} thread(s)")
     print(table(rows, header))
     targets = result["targets"]
+    for runtime in ("fp32", "int8"):
+        query, bulk = targets[f"onnx_{runtime}_query_met"], targets[f"onnx_{runtime}_bulk_met"]
+        print(
+            f"targets (onnx-{runtime}): query p50 ≤ {QUERY_P50_MS} ms: {'yes' if query else 'NO'};"
+            f" bulk ≥ {BULK_RATIO} × pytorch: {'yes' if bulk else 'NO'}"
+        )
+    bound = result["int8_bound"]
     print(
-        f"targets (onnx-fp32): query p50 ≤ {QUERY_P50_MS} ms:"
-        f" {'yes' if targets['onnx_fp32_query_met'] else 'NO'};"
-        f" bulk ≥ {BULK_RATIO} × pytorch: {'yes' if targets['onnx_fp32_bulk_met'] else 'NO'}"
+        f"int8 bound: a [{args.bound_tokens} × 384] × [384 × 1536] product alone,"
+        f" fp32 {bound['product_gmacs_fp32']:.1f} / int8 {bound['product_gmacs_int8']:.1f}"
+        f" G multiply-adds/s ({bound['product_int8_over_fp32']:.2f} ×); weight products"
+        f" {bound['weight_product_share_fp32']:.0%} of fp32's bulk kernel time; so int8"
+        f" bulk ≤ {bound['int8_over_fp32_bulk_at_most']:.2f} × fp32"
+        f" ≤ {bound['int8_over_pytorch_bulk_at_most']:.2f} × pytorch"
     )
     name = "embedder_bench_quick" if args.quick else "embedder_bench"
     print(write_json(name, result, args.output))

@@ -298,6 +298,21 @@ def test_embedder_bench_quick_reports_every_runtime(tmp_path: Path, onnx_cache: 
             assert positive(figures["query"][stat]), (name, stat)
         assert 0.95 <= figures["cosine_min"] <= figures["cosine_mean"] <= 1.0 + 1e-6, name
     assert {"onnx_fp32_query_met", "onnx_fp32_bulk_met"} <= set(written["targets"])
+    assert {"onnx_int8_query_met", "onnx_int8_bulk_met"} <= set(written["targets"])
+    bound = written["int8_bound"]
+    assert positive(bound["product_gmacs_fp32"])
+    assert positive(bound["product_gmacs_int8"])
+    assert 0.0 < bound["weight_product_share_fp32"] <= 1.0
+    # Amdahl: never below fp32 if int8 products are faster, never above their speed-up
+    expected = 1.0 / (
+        1.0
+        - bound["weight_product_share_fp32"]
+        + bound["weight_product_share_fp32"] / bound["product_int8_over_fp32"]
+    )
+    assert expected == pytest.approx(bound["int8_over_fp32_bulk_at_most"])
+    assert bound["int8_over_pytorch_bulk_at_most"] == pytest.approx(
+        expected * written["runtimes"]["onnx-fp32"]["bulk_over_pytorch"]
+    )
 
 
 def test_content_identity_bench_quick_reports_both_figures_for_every_input() -> None:
