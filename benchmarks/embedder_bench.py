@@ -84,6 +84,20 @@ def query_latencies(embedder: Any, queries: Sequence[str]) -> dict[str, float]:
     return summary_ms(seconds)
 
 
+def cpu_flags() -> list[str]:
+    """The CPU's vector and int8 instruction-set flags (Linux), which set the int8 bound."""
+    try:
+        info = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return []
+    flags = next(
+        (line.split(":", 1)[1].split() for line in info.splitlines() if line.startswith("flags")),
+        [],
+    )
+    wanted = ("avx", "fma", "vnni", "amx")
+    return sorted(flag for flag in set(flags) if flag.startswith(wanted) or "vnni" in flag)
+
+
 def matmul_rates(threads: int, tokens: int, repeats: int) -> dict[str, float]:
     """G multiply-adds/s of one of the model's weight products, ``[1, tokens, 384] ×
     [384, 1536]``, run alone by ONNX Runtime in fp32 and quantized by the embedder's own
@@ -228,7 +242,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "name": "embedder_bench",
         "command": command + f" --threads {args.threads}",
-        "machine": {**machine(), "load_average": os.getloadavg()},
+        "machine": {**machine(), "load_average": os.getloadavg(), "cpu_flags": cpu_flags()},
         "config": {k: str(v) for k, v in vars(args).items() if k != "output"},
         "threads": args.threads,
         "runtimes": figures,

@@ -299,6 +299,7 @@ def test_embedder_bench_quick_reports_every_runtime(tmp_path: Path, onnx_cache: 
         assert 0.95 <= figures["cosine_min"] <= figures["cosine_mean"] <= 1.0 + 1e-6, name
     assert {"onnx_fp32_query_met", "onnx_fp32_bulk_met"} <= set(written["targets"])
     assert {"onnx_int8_query_met", "onnx_int8_bulk_met"} <= set(written["targets"])
+    assert all(isinstance(flag, str) for flag in written["machine"]["cpu_flags"])
     bound = written["int8_bound"]
     assert positive(bound["product_gmacs_fp32"])
     assert positive(bound["product_gmacs_int8"])
