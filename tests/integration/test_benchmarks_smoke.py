@@ -304,7 +304,7 @@ def test_embedder_bench_quick_reports_every_runtime(tmp_path: Path, onnx_cache: 
     assert positive(bound["product_gmacs_fp32"])
     assert positive(bound["product_gmacs_int8"])
     assert 0.0 < bound["weight_product_share_fp32"] <= 1.0
-    # Amdahl: never below fp32 if int8 products are faster, never above their speed-up
+    # Amdahl's law: only the weight products get faster, by the products' own speed-up
     expected = 1.0 / (
         1.0
         - bound["weight_product_share_fp32"]
