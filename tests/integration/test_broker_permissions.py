@@ -1,6 +1,6 @@
-"""The broker permissions of README "Broker permissions", on a real RabbitMQ vhost.
+"""The broker permissions of docs/security.md, "Broker permissions", on a real RabbitMQ vhost.
 
-The fixture creates a vhost and two users with exactly the README's ``rabbitmqctl
+The fixture creates a vhost and two users with exactly the security page's ``rabbitmqctl
 set_permissions`` lines (the service; an agent, as gateways and admins are too) and removes
 them afterwards. With them, an agent in client mode works, and cannot do what the
 identity rules rely on it not doing: read the service's queues (and so answer queries),
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 from urllib.parse import quote
 from uuid import uuid4
 
@@ -26,17 +25,18 @@ from apollo_domain.errors import TransportError
 from apollo_domain.ports.messaging import Delivery, Message
 from apollo_domain.ports.topology import Topology
 from apollo_domain.results import QueryResult
+from tests.docs_pages import page_path
 from tests.rabbitmq_support import configured_url, ensure_broker, rabbitmqctl
 from tests.support import eventually_within
 
 pytestmark = pytest.mark.rabbitmq
 PATIENCE = 30.0
-README = Path(__file__).resolve().parents[2] / "README.md"
+SECURITY = page_path("security")
 
 
 def readme_permissions() -> dict[str, tuple[str, str, str]]:
-    """Who → (configure, write, read), from the README's ``set_permissions`` lines."""
-    text = README.read_text(encoding="utf-8")
+    """Who → (configure, write, read), from the security page's ``set_permissions`` lines."""
+    text = SECURITY.read_text(encoding="utf-8")
     found = re.findall(
         r"rabbitmqctl set_permissions -p apollo (\S+) '([^']*)' '([^']*)' '([^']*)'", text
     )
@@ -54,7 +54,7 @@ class Vhost:
 
 @pytest.fixture(scope="module")
 def vhost() -> Iterator[Vhost]:
-    """A vhost of its own, a service user and an agent user with the README's permissions."""
+    """A vhost of its own, a service user and an agent user with the security page's permissions."""
     base = configured_url()
     ensure_broker(base)
     assert rabbitmqctl("list_users") is not None, "rabbitmqctl cannot manage the broker"

@@ -1,5 +1,6 @@
-"""Every shell block of the README marked runnable (an ``<!-- runnable -->`` line right
-above it) runs as pasted, in a fresh folder, against a real ``apollo``.
+"""Every shell block of README.md and of the docs pages marked runnable (an
+``<!-- runnable -->`` line right above it) runs as pasted, in a fresh folder, against a
+real ``apollo``.
 
 A block that calls the HTTP API on ``localhost:8765`` gets a real ``apollo serve`` (on a
 free port, which replaces 8765 in the block), started with the ``APOLLO_*`` variables the
@@ -25,11 +26,11 @@ import httpx
 import pytest
 
 from apollo_adapters.postgres.embedded import temporary_folder
+from tests.docs_pages import documentation
 from tests.integration.test_cli import APOLLO
 
 pytestmark = pytest.mark.postgres
 
-README = Path(__file__).resolve().parents[2] / "README.md"
 MARK = "<!-- runnable -->"
 PORT_IN_README = "localhost:8765"
 DEADLINE = 120.0
@@ -38,11 +39,16 @@ CURL = 'curl() { command curl --fail-with-body "$@"; echo; }\n'
 
 
 def runnable_blocks() -> list[str]:
-    """The shell blocks that follow a runnable mark, in README order."""
-    blocks = re.findall(
-        rf"^{re.escape(MARK)}\n```sh\n(.*?)^```$", README.read_text(), flags=re.DOTALL | re.M
-    )
-    return list(blocks)
+    """The shell blocks that follow a runnable mark, README first, then the docs pages in
+    nav order; a block shown twice (the quick start) runs once."""
+    blocks: list[str] = []
+    for path in documentation():
+        for block in re.findall(
+            rf"^{re.escape(MARK)}\n```sh\n(.*?)^```$", path.read_text(), flags=re.DOTALL | re.M
+        ):
+            if block not in blocks:
+                blocks.append(block)
+    return blocks
 
 
 def _exports(block: str) -> dict[str, str]:

@@ -1,4 +1,4 @@
-"""The examples of the README's "Testing your code with Apollo" section run as written."""
+"""The examples of the "Testing your code with Apollo" section (docs/testing.md) run as written."""
 
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ from pathlib import Path
 
 from apollo_app.testing import StoreContract
 from apollo_domain.testing import POLICY_CASES
+from tests.docs_pages import ROOT, page_path
 from tests.pytest_runs import run_pytest
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+TESTING = page_path("testing")
 SECTION = "## Testing your code with Apollo"
 
 
@@ -19,13 +20,15 @@ def section_examples() -> dict[str, str]:
     examples: dict[str, str] = {}
     for block in re.findall(r"```python\n(.*?)```", section_text(), flags=re.DOTALL):
         name = re.fullmatch(r"# (test_\w+\.py)", block.splitlines()[0])
-        assert name is not None, f"a README test example must start with '# test_....py':\n{block}"
+        assert name is not None, (
+            f"a test example of docs/testing.md must start with '# test_....py':\n{block}"
+        )
         examples[name.group(1)] = block
     return examples
 
 
 def section_text() -> str:
-    return README.read_text().split(SECTION, 1)[1].split("\n## ", 1)[0]
+    return TESTING.read_text().split(SECTION, 1)[1].split("\n## ", 1)[0]
 
 
 def section_configuration() -> str:
@@ -42,7 +45,7 @@ def section_install_commands() -> list[str]:
 def test_the_install_command_works_from_a_checkout() -> None:
     """Apollo is not published: the section installs it from the checkout, with the extra
     that pyproject.toml defines for testing."""
-    pyproject = tomllib.loads((README.parent / "pyproject.toml").read_text())
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
     extras = pyproject["project"]["optional-dependencies"]
     commands = section_install_commands()
     assert ['pip install ".[testing]"'] == commands

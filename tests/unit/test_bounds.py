@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
-from pathlib import Path
 
 import pytest
 from hypothesis import event, given
@@ -33,16 +32,17 @@ from apollo_domain.commands import StoreKnowledge
 from apollo_domain.errors import ValidationError
 from apollo_domain.services.entity_reads import parse_instant
 from apollo_domain.validation import shown
+from tests.docs_pages import page_path
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+CONCEPTS = page_path("concepts")
 _LISTED = re.compile(r"<!-- bounds:begin[^>]*-->\n(.*?)\n\s*<!-- bounds:end -->", re.DOTALL)
 
 
 def test_the_readme_lists_exactly_the_table() -> None:
-    """The README's bounds list is the table, row for row (regenerate it from
+    """The bounds list of docs/concepts.md is the table, row for row (regenerate it from
     ``Bound.describe`` when a row changes)."""
-    found = _LISTED.search(README.read_text(encoding="utf-8"))
-    assert found is not None, "README.md lost its bounds list markers"
+    found = _LISTED.search(CONCEPTS.read_text(encoding="utf-8"))
+    assert found is not None, "docs/concepts.md lost its bounds list markers"
     listed = [line.strip().removeprefix("- ") for line in found.group(1).splitlines()]
     assert [bound.describe() for bound in BOUNDS] == listed
 

@@ -1,12 +1,11 @@
 """The MCP tools are the action record's: one tool per action it marks, whose input schema
 is its command's fields and whose output schema its result's; every tool reaches its
-command; README lists exactly these tools."""
+command; docs/mcp.md lists exactly these tools."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import attrs
@@ -23,9 +22,10 @@ from apollo_domain.disclosure import AGENT_VIEWS
 from apollo_domain.handlers import handle
 from apollo_domain.model import Principal
 from apollo_domain.services import Caller
+from tests.docs_pages import page_path
 from tests.mcp_support import ok
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+MCP_PAGE = page_path("mcp")
 _LISTED = re.compile(r"<!-- mcp-tools:begin[^>]*-->\n(.*?)\n\s*<!-- mcp-tools:end -->", re.DOTALL)
 TOOLS = tools_of(mcp_actions())
 ADMIN = Caller.of("root", Principal("root", role="admin"), edge="mcp")
@@ -76,10 +76,10 @@ def test_the_annotations_are_the_records_hints() -> None:
 
 
 def test_the_readme_lists_exactly_the_tools() -> None:
-    """README's tool list is the record's, line for line (regenerate it with
+    """The tool list of docs/mcp.md is the record's, line for line (regenerate it with
     ``describe`` when the record changes)."""
-    found = _LISTED.search(README.read_text(encoding="utf-8"))
-    assert found is not None, "README.md lost its MCP tool list markers"
+    found = _LISTED.search(MCP_PAGE.read_text(encoding="utf-8"))
+    assert found is not None, "docs/mcp.md lost its MCP tool list markers"
     listed = [line.strip().removeprefix("- ") for line in found.group(1).splitlines()]
     assert [describe(tool) for tool in TOOLS] == listed
 

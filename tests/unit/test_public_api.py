@@ -12,7 +12,6 @@ import inspect
 import pkgutil
 import re
 import types
-from pathlib import Path
 
 import pytest
 
@@ -21,6 +20,7 @@ import apollo_app
 import apollo_domain
 from apollo_app import Client
 from apollo_domain import errors
+from tests.docs_pages import page
 
 
 def packages_with_all() -> list[str]:
@@ -98,12 +98,12 @@ def test_the_exported_write_gate_is_the_policy_gate() -> None:
 
 
 def test_the_readme_gives_the_query_defaults_the_client_has() -> None:
-    """README's library section states each filter default of ``query_knowledge`` (a
+    """The library section of docs/index.md states each filter default of ``query_knowledge`` (a
     default left out, ``min_confidence`` of 0.3, hid new low entries from a first query)."""
-    readme = " ".join((Path(__file__).resolve().parents[2] / "README.md").read_text().split())
-    section = readme.split("## Use it as a library", 1)[1].split(" ## ", 1)[0]
+    text = " ".join(page("index").split())
+    section = text.split("## Use it as a library", 1)[1].split(" ## ", 1)[0]
     parameters = inspect.signature(Client.query_knowledge).parameters
     for name in ("min_similarity", "min_confidence"):
         stated = re.search(rf"`{name}`, default ([0-9.]+)", section)
-        assert stated is not None, f"README does not state the default of {name}"
+        assert stated is not None, f"docs/index.md does not state the default of {name}"
         assert parameters[name].default == float(stated.group(1)), name
