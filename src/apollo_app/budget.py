@@ -1,4 +1,4 @@
-"""The time budget of one request (``APOLLO_REQUEST_TIMEOUT``; README, "The rules in one
+"""The time budget of one request (``APOLLO_REQUEST_TIMEOUT``; docs/concepts.md, "The rules in one
 page").
 
 An HTTP request or a bus message whose handling takes longer than the budget is cancelled:

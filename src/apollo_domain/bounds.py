@@ -1,4 +1,5 @@
-"""Every bound Apollo puts on what callers send, in one table (README, "The rules in one page").
+"""Every bound Apollo puts on what callers send, in one table (docs/concepts.md, "The rules in one
+page").
 
 Each :class:`Bound` names the field a violation is reported on, its limit and the unit the
 limit counts. The use cases check their inputs against these rows and nothing else; the
@@ -62,7 +63,7 @@ class Bound:
         return value
 
     def describe(self) -> str:
-        """The row as the README lists it."""
+        """The row as docs/concepts.md lists it."""
         most = f"at most {self.limit:,} {self.unit.value}"
         return f"`{self.field}` ({self.name}): {most}, {self.what}"
 
@@ -146,7 +147,7 @@ MESSAGE: Final = Bound(
     "an HTTP body, a bus message or a CLI line, measured before it is parsed",
 )
 
-#: The table: every bound, in the order the README lists them.
+#: The table: every bound, in the order docs/concepts.md lists them.
 BOUNDS: Final[tuple[Bound, ...]] = (
     CONTENT,
     TAG_COUNT,

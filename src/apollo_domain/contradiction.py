@@ -390,7 +390,7 @@ def flips_negation(a: str, b: str) -> bool:
 
     The one rule that keeps a negated restatement from counting as the same claim: however
     close the two embed, such a pair is never corroboration, agreement or a near copy, and
-    the contradiction judge sees it (README, "The rules in one page")."""
+    the contradiction judge sees it (docs/concepts.md, "The rules in one page")."""
     return bool(_polarity(_profile(a), _profile(b)))
 
 

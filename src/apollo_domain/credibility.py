@@ -1,4 +1,5 @@
-"""Source credibility as Beta(α, β) with label overrides (README, "The rules in one page")."""
+"""Source credibility as Beta(α, β) with label overrides (docs/concepts.md, "The rules in one
+page")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Entities and the knowledge graph (README, "The entity graph").
+"""Entities and the knowledge graph (docs/entity-graph.md, "The entity graph").
 
 An entry mentions entities (people, places, products, dates, quantities, identifiers);
 entities are nodes resolved by their normalized name, so the same name from different

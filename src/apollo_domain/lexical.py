@@ -1,7 +1,8 @@
 """Lexical matching: the terms of a text, which query terms are worth matching, and the
 one ranking both stores order matches by.
 
-Both stores match a query against entries by their terms (README, "How retrieval works"): PostgreSQL
+Both stores match a query against entries by their terms (docs/retrieval.md, "How retrieval
+works"): PostgreSQL
 through its full-text parser with the ``simple`` configuration, the in-memory store through
 :func:`terms`, which follows that parser on ordinary text. ``simple`` lowercases and keeps
 every token as written: names, numbers, versions and identifiers (``v1.2.3``, ``node.js``,

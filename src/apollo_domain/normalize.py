@@ -1,4 +1,4 @@
-"""Normalization of everything an agent submits (README, "The rules in one page")."""
+"""Normalization of everything an agent submits (docs/concepts.md, "The rules in one page")."""
 
 from __future__ import annotations
 

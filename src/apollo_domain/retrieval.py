@@ -1,4 +1,5 @@
-"""How a hybrid query ranks (README, "How retrieval works"): the settings, and the two fusions.
+"""How a hybrid query ranks (docs/retrieval.md, "How retrieval works"): the settings, and the two
+fusions.
 
 Each signal (``vector``, ``lexical``, ``graph``) ranks its own candidates; the fused
 ranking combines them in one of two ways (``RetrievalSettings.fusion``):

@@ -1,5 +1,5 @@
-"""Who may see what, which sources are independent, what may corroborate what (README, "The
-rules in one page")."""
+"""Who may see what, which sources are independent, what may corroborate what (docs/concepts.md,
+"The rules in one page")."""
 
 from __future__ import annotations
 
@@ -134,7 +134,7 @@ def may_corroborate(
     min_similarity: float,
     owners_sharing_group: frozenset[str] = frozenset(),
 ) -> bool:
-    """All the rules of corroboration (README, "The rules in one page"): similarity ≥
+    """All the rules of corroboration (docs/concepts.md, "The rules in one page"): similarity ≥
     threshold, same domain,
     same content type, scope rules, and a source independent of every recorded one."""
     return (
@@ -158,7 +158,8 @@ def agreeing_sources(entry: Entry, evidence: Iterable[Evidence]) -> list[SourceR
     """The mutually independent sources that say what ``entry`` says: its origin, then
     each source whose agreement or corroboration is recorded on it, in the order recorded,
     kept when independent of every source kept before (so no source counts twice).
-    Two or more mean independent sources agree on the entry (README, "The rules in one page")."""
+    Two or more mean independent sources agree on the entry (docs/concepts.md, "The rules in one
+    page")."""
     kept = [entry.source]
     for item in evidence:
         if item.kind in AGREEING_KINDS and independent_of_all(item.source, kept):

@@ -1,5 +1,5 @@
 """Agreement, dispute resolution on both sides, source credibility and content identity
-(README, "The rules in one page"), on every store adapter."""
+(docs/concepts.md, "The rules in one page"), on every store adapter."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The entity graph port and entity tagging at ingest (README, "The entity graph"), on every
+"""The entity graph port and entity tagging at ingest (docs/entity-graph.md, "The entity graph"),
+on every
 store adapter."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Periodic work with three service processes has the effect of one (README, "Running a
+"""Periodic work with three service processes has the effect of one (docs/fleet.md, "Running a
 fleet"): no job multiplies with the number of processes, and none is starved.
 
 Each test builds three service runtimes, each an :class:`ApolloService` over an Apollo and

@@ -1,5 +1,5 @@
 """Two-hop retrieval: the graph fill carries a query's entity across one typed edge
-(README, "How retrieval works")."""
+(docs/retrieval.md, "How retrieval works")."""
 
 from __future__ import annotations
 

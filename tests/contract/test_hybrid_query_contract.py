@@ -1,4 +1,5 @@
-"""Hybrid query: vector, lexical and graph rankings fused into one (README, "How retrieval
+"""Hybrid query: vector, lexical and graph rankings fused into one (docs/retrieval.md, "How
+retrieval
 works")."""
 
 from __future__ import annotations

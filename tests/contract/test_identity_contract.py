@@ -1,4 +1,4 @@
-"""One login, one source, on every store (README, "Security model").
+"""One login, one source, on every store (docs/security.md, "Security model").
 
 A caller cannot pose as several sources or act on others' work by what it writes in a
 payload: a key is its own principal's, a GAS event's ``caller`` counts only from a gateway,

@@ -205,7 +205,7 @@ async def test_low_novelty_is_rejected(make_apollo):
 
 async def test_an_independent_restatement_of_a_candidate_is_agreement(make_apollo):
     """The same restatement in the same content type: the source's agreement is recorded
-    on the candidate instead (README, "The rules in one page")."""
+    on the candidate instead (docs/concepts.md, "The rules in one page")."""
     embedder = KeyedEmbedder(16)
     base = embedder.basis(0)
     embedder.set("original wording", base)

@@ -1,4 +1,4 @@
-"""Lexical search of the entry repository (README, "How retrieval works"), on every store
+"""Lexical search of the entry repository (docs/retrieval.md, "How retrieval works"), on every store
 adapter."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """A restatement that flips negation is a contradiction candidate, never corroboration or
-agreement (README, "The rules in one page"), on every store adapter and every path
+agreement (docs/concepts.md, "The rules in one page"), on every store adapter and every path
 that records support: single ingest, bulk ingest and the corroboration checker."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Query, retrieve, browse and visibility on every read path (README, "The rules in one page")."""
+"""Query, retrieve, browse and visibility on every read path (docs/concepts.md, "The rules in one
+page")."""
 
 from __future__ import annotations
 

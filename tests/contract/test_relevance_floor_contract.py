@@ -1,4 +1,4 @@
-"""The relevance floor (README, "How retrieval works"): a vector match below the
+"""The relevance floor (docs/retrieval.md, "How retrieval works"): a vector match below the
 embedder's calibrated floor is neither returned nor boosted; a lexical or graph match is
 relevant on its own. On every store adapter."""
 

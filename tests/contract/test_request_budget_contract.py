@@ -1,4 +1,4 @@
-"""The time budget of a request on every store (README, "The rules in one page"): a
+"""The time budget of a request on every store (docs/concepts.md, "The rules in one page"): a
 command cancelled inside its unit of work because its budget ran out fails with
 RequestTimeout, and its unit of work rolls back: nothing it wrote is kept."""
 

@@ -332,7 +332,7 @@ async def test_the_anonymous_http_caller_cannot_deprecate_another_agents_entry(
 ) -> None:
     """Without tokens the anonymous HTTP caller owns nothing: what an anonymous library
     (or CLI) client stored as ``claude-7`` stays, as it does for a token's writer
-    (README, Security model)."""
+    (docs/security.md, Security model)."""
     stored = await api.apollo.client("claude-7").store_knowledge(content="Stored anonymously")
     refused = await api.http.post(
         f"{API}/entries/{stored.id}/deprecate", json={"reason": "not mine"}, headers=BOB

@@ -150,7 +150,7 @@ def test_a_runnable_readme_block_runs_as_pasted(block: str) -> None:
 
 
 def _run_block(folder: Path, block: str) -> subprocess.CompletedProcess[str]:
-    """Run a README shell block under bash (stopping at its first failing command) in
+    """Run a documented shell block under bash (stopping at its first failing command) in
     ``folder``; it must exit 0."""
     run = subprocess.run(
         ["bash", "-euo", "pipefail", "-c", CURL + block],

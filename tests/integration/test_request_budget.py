@@ -1,4 +1,5 @@
-"""The time budget of a request at the edges (``APOLLO_REQUEST_TIMEOUT``; README, "The rules
+"""The time budget of a request at the edges (``APOLLO_REQUEST_TIMEOUT``; docs/concepts.md, "The
+rules
 in one page"): an HTTP request over its budget is answered 503 ``request_timeout``
 with ``Retry-After``, a bus message over its budget is retried, then dead-lettered; nothing
 is stored either way. (That the unit of work of a command cancelled inside it rolls back,

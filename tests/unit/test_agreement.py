@@ -1,4 +1,4 @@
-"""The agreement rule (README, "The rules in one page") over random stories.
+"""The agreement rule (docs/concepts.md, "The rules in one page") over random stories.
 
 A story: sources say one fact — its exact text (up to case) or a restatement at cosine
 0.97 — in some content type; then perhaps a confirmed neighbour (cosine 0.92) appears;
@@ -130,7 +130,8 @@ async def _confirmed_neighbour(
 
 
 def _expected(story: Sequence[Submission], neighbour: SourceRef | None) -> Told:
-    """The rules of README's "The rules in one page" step by step, as a reference model."""
+    """The rules of docs/concepts.md, "The rules in one page", step by step, as a reference
+    model."""
     origin, *rest = story
     recorded = [origin.source]  # every source with evidence on the entry
     agreed = [origin.source]  # the origin and the sources whose agreement was recorded

@@ -1,4 +1,5 @@
-"""The bounds table itself: its rows, the errors they raise, the README list written from it,
+"""The bounds table itself: its rows, the errors they raise, the docs/concepts.md list written from
+it,
 and the size of a message checked before anything parses it."""
 
 from __future__ import annotations

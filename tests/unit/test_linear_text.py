@@ -1,4 +1,4 @@
-"""Every text path is linear in its input (README, "The rules in one page").
+"""Every text path is linear in its input (docs/concepts.md, "The rules in one page").
 
 Adversarial texts (long runs of one punctuation character, alternations, digits and
 separators, runs of capitalized words, quotes) go through each path that reads a text an

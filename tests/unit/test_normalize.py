@@ -1,4 +1,5 @@
-"""Normalization of submitted content, types, tags, domains and sources (README, "The rules in
+"""Normalization of submitted content, types, tags, domains and sources (docs/concepts.md, "The
+rules in
 one page")."""
 
 from __future__ import annotations

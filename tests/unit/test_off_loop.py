@@ -1,4 +1,5 @@
-"""CPU-heavy reading of long texts runs off the event loop (README, "The rules in one page"):
+"""CPU-heavy reading of long texts runs off the event loop (docs/concepts.md, "The rules in one
+page"):
 entity extraction, the contradiction heuristic, the hashing embedder and the in-memory
 store's lexical index read a long text in a worker thread, so the loop keeps answering other
 requests meanwhile."""

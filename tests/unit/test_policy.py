@@ -1,4 +1,5 @@
-"""The confidence policy (README, "Configuration"): defaults, overrides, and the invariants
+"""The confidence policy (docs/configuration.md, "Configuration"): defaults, overrides, and the
+invariants
 of every rule."""
 
 from __future__ import annotations
@@ -50,7 +51,8 @@ def in_unit(value: float) -> bool:
 
 
 def test_defaults_are_the_design_table() -> None:
-    """Every setting of ConfidencePolicy, and only those, with the default README's policy
+    """Every setting of ConfidencePolicy, and only those, with the default the policy table of
+    docs/configuration.md
     table gives."""
     actual = {a.name: getattr(ConfidencePolicy(), a.name) for a in fields(ConfidencePolicy)}
     assert DOCUMENTED_DEFAULTS == actual
@@ -273,7 +275,8 @@ test_every_drawn_policy_keeps_every_invariant = policy_invariants_test(policies(
 def test_the_invariant_checks_meet_every_notable_case() -> None:
     """Drawn policies and points reach each assertion with a non-trivial case: boosts that
     raise and boosts capped at 1, decay that lowers and composes above 0, a capped synthesis.
-    (Inside the run each case is also a hypothesis event; see the README example's test.)"""
+    (Inside the run each case is also a hypothesis event; see the example test of
+    docs/testing.md.)"""
     met: set[str] = set()
 
     @settings(derandomize=True, max_examples=300, database=None)

@@ -19,7 +19,7 @@ RRF = RetrievalSettings(fusion="rrf")
 
 
 def test_relative_score_is_the_default_fusion():
-    """It measured better than rank fusion with a real embedding model (README)."""
+    """It measured better than rank fusion with a real embedding model (docs/retrieval.md)."""
     assert "relative_score" == RetrievalSettings().fusion
 
 

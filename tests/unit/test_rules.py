@@ -1,4 +1,5 @@
-"""Visibility, source independence and corroboration rules (README, "The rules in one page")."""
+"""Visibility, source independence and corroboration rules (docs/concepts.md, "The rules in one
+page")."""
 
 from __future__ import annotations
 

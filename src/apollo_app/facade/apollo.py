@@ -255,7 +255,7 @@ class Apollo:
         published to the Apollo service and whose reads are RPC requests to it, answered
         only by ``service_users`` (default: ``APOLLO_SERVICE_USERS``, else the URL's
         login). ``declare_topology=False`` for a login with an agent's broker permissions
-        (README "Broker permissions"): the service declares the topology. ``queue_type``
+        (docs/security.md "Broker permissions"): the service declares the topology. ``queue_type``
         (default ``APOLLO_QUEUE_TYPE``, else quorum) is the type of the queues it declares."""
         from .remote import open_client_mode
 

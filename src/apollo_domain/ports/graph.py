@@ -55,7 +55,8 @@ class GraphSurroundings:
 
 
 class EntityGraph(Protocol):
-    """Entity nodes, the entries that mention them, and the edges between them (README, "The
+    """Entity nodes, the entries that mention them, and the edges between them
+    (docs/entity-graph.md, "The
     entity graph"). Writes take effect when the unit of work commits.
 
     Visibility: an entity is visible to a viewer only when an entry that mentions it is

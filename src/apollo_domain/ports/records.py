@@ -15,7 +15,8 @@ from ..model import AccessScope, ContentType, Entry, Status, Viewer
 
 @frozen
 class SearchFilter:
-    """What a read may return. Every read applies ``viewer`` visibility (README, "The rules in
+    """What a read may return. Every read applies ``viewer`` visibility (docs/concepts.md, "The
+    rules in
     one page").
 
     ``access_scope`` restricts to entries of that scope. ``partition`` restricts to one

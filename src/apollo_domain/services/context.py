@@ -53,7 +53,7 @@ class Deps:
     llm: GasLanguageModel | None = None
     retrieval: RetrievalSettings = field(factory=RetrievalSettings)
     outbox_retry: OutboxRetry = field(factory=OutboxRetry)
-    #: A principal earns a retrieval boost on an entry once per window (README, "The rules
+    #: A principal earns a retrieval boost on an entry once per window (docs/concepts.md, "The rules
     #: in one page").
     boost_window: timedelta = DEFAULT_BOOST_WINDOW
     #: The embedder a query's text goes through (:func:`embed_query`), the same model as
@@ -153,7 +153,7 @@ async def resolve_viewer(directory: IdentityDirectory, principal: Principal) -> 
 
 def scoped_key(principal: Principal, key: str) -> str:
     """``key`` (a message id, a GAS request id) as the key of ``principal``'s commands: one
-    principal's key never suppresses another's command (README, "Security model"). The
+    principal's key never suppresses another's command (docs/security.md, "Security model"). The
     anonymous principal is one scope. Unambiguous whatever the two contain."""
     return json.dumps([principal.id, key], ensure_ascii=False, separators=(",", ":"))
 

@@ -1,5 +1,5 @@
 """The corroboration checker: promote candidates that a confirmed entry, an independent
-partner or their own agreeing sources corroborate (README, "The rules in one page")."""
+partner or their own agreeing sources corroborate (docs/concepts.md, "The rules in one page")."""
 
 from __future__ import annotations
 
@@ -76,7 +76,7 @@ async def check_corroboration(
     deps: Deps, caller: Caller, command: CheckCorroboration, idempotency_key: str | None = None
 ) -> CorroborationReport:
     """Confirm, for at most ``limit`` candidates per run: a candidate on which two mutually
-    independent sources agree (a bootstrap pair on its own: README, "The rules in one
+    independent sources agree (a bootstrap pair on its own: docs/concepts.md, "The rules in one
     page"); else a
     candidate that a confirmed entry corroborates; else bootstrap ONE confirmation from a
     mutually corroborating, independently sourced candidate pair (the older of the two).

@@ -1,5 +1,5 @@
 """Decay: the periodic decay cycle, a forced decay by a factor, and archiving what nobody
-touched (README, "The rules in one page")."""
+touched (docs/concepts.md, "The rules in one page")."""
 
 from __future__ import annotations
 

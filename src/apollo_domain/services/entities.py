@@ -1,4 +1,5 @@
-"""Tagging entries with their entities and wiring the entity graph (README, "The entity graph")."""
+"""Tagging entries with their entities and wiring the entity graph (docs/entity-graph.md, "The
+entity graph")."""
 
 from __future__ import annotations
 

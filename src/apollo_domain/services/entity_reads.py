@@ -1,5 +1,6 @@
 """Reading the entity graph: entities by name or prefix, one entity with its edges and
-entries, its typed edges through time, and its neighbourhood (README, "The entity graph").
+entries, its typed edges through time, and its neighbourhood (docs/entity-graph.md, "The entity
+graph").
 
 Every read sees the graph through the entries the caller may see that are not archived
 (the :class:`~apollo_domain.ports.EntityGraph` visibility rule): an entity, an edge, a

@@ -45,7 +45,7 @@ def _depositor(event: Mapping[str, Any], caller: Caller) -> Caller:
     """Who the deposits are credited to. The event's ``caller`` (else ``<provider>-gas``
     from its routing, else ``gas``) is honoured only from a principal that speaks for
     other agents (a gateway, an admin, the embedding program); anyone else deposits as
-    itself, whatever the event says (README, "Security model"). A named agent
+    itself, whatever the event says (docs/security.md, "Security model"). A named agent
     Apollo reserves is refused (:class:`ValidationError` naming ``caller.agent_id``)."""
     if not caller.principal.role.speaks_for_others:
         return caller

@@ -1,4 +1,5 @@
-"""The graph signal of a hybrid query (README, "How retrieval works"): the entities a query names,
+"""The graph signal of a hybrid query (docs/retrieval.md, "How retrieval works"): the entities a
+query names,
 their neighbours, and one step across their typed edges.
 
 The query's word runs that name a visible entity are its **seeds**. Each seed holds one

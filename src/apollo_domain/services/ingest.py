@@ -421,7 +421,8 @@ async def _place(
     )
 
     # step 6: corroborate the best confirmed neighbour the rules allow; failing that,
-    # record agreement on the best candidate this text restates (README, "The rules in one page").
+    # record agreement on the best candidate this text restates (docs/concepts.md, "The rules in
+    # one page").
     # The possible targets are locked together, in id order (locking them one by one in
     # similarity order could deadlock with a writer locking in id order), and each is
     # decided again on its state and evidence as of then.

@@ -1,4 +1,4 @@
-"""Query, retrieve and browse (README, "How retrieval works")."""
+"""Query, retrieve and browse (docs/retrieval.md, "How retrieval works")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Sources: a source's standing (its credibility) and the labels that override it (README, "The
+"""Sources: a source's standing (its credibility) and the labels that override it
+(docs/concepts.md, "The
 rules in one page")."""
 
 from __future__ import annotations

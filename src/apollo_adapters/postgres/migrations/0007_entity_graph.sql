@@ -1,4 +1,4 @@
--- The entity graph (README, "The entity graph"): nodes resolved by their
+-- The entity graph (docs/entity-graph.md, "The entity graph"): nodes resolved by their
 -- normalized name, the entries that mention them, and edges kept with the entries that
 -- support them. Typed edges are bi-temporal: a retired edge keeps its row (valid_to,
 -- superseded_by). Rendered with psycopg.sql: literal braces are doubled.

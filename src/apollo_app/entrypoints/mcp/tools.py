@@ -52,12 +52,13 @@ class Tool:
     idempotent: bool
 
 
-#: Who may call a tool, as README's list says it.
+#: Who may call a tool, as the list of docs/mcp.md says it.
 _WHO = {"read": "any role", "write": "writers, gateways, admins", "admin": "admins"}
 
 
 def describe(tool: Tool) -> str:
-    """One line of README's tool list: the name, who may call it, its hints, what it does."""
+    """One line of the tool list of docs/mcp.md: the name, who may call it, its hints, what it
+    does."""
     effect = "writes" if tool.action.mutates else "reads, leaves a trace"
     hints = [
         "read-only" if tool.read_only else effect,
@@ -238,6 +239,6 @@ __all__ = [
 ]
 
 
-if __name__ == "__main__":  # README's tool list: python -m apollo_app.entrypoints.mcp.tools
+if __name__ == "__main__":  # docs/mcp.md's tool list: python -m apollo_app.entrypoints.mcp.tools
     for listed in tools_of(mcp_actions()):
         print(f"  - {describe(listed)}")
