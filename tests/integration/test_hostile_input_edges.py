@@ -175,6 +175,20 @@ async def test_http_query_for_archived_entries_does_not_boost_them(http: Http):
 # =================================================================================== bus
 
 
+DUPLICATE_SCOPE = '{"content":"x","access_scope":"private","access_scope":"global"}'
+DUPLICATE_DEEP = '{"content":"x","context":{"a":[{"k":1,"k":2}]}}'
+
+
+@pytest.mark.parametrize("body", [DUPLICATE_SCOPE, DUPLICATE_DEEP])
+async def test_http_ingest_with_a_key_given_twice_is_a_400_naming_the_key(http: Http, body: str):
+    """Which of two values wins is the parser's choice: neither is taken."""
+    await http.refused("/ingest", body.encode(), "body")
+    response = await http.client.post(
+        f"{API}/ingest", content=body.encode(), headers={"content-type": "application/json"}
+    )
+    assert "more than once" in response.json()["error"]["message"]
+
+
 @define
 class Mesh:
     apollo: Apollo
@@ -285,6 +299,17 @@ async def test_bus_ingest_of_hostile_input_is_dead_lettered_on_first_delivery(
     await _dead_on_first_delivery(
         mesh, lambda: mesh.publish(queue, _ingest(payload)), field, caplog
     )
+
+
+@pytest.mark.parametrize("payload", [DUPLICATE_SCOPE, DUPLICATE_DEEP])
+async def test_bus_ingest_with_a_key_given_twice_is_dead_lettered_naming_the_key(
+    mesh: Mesh, payload: str, caplog: pytest.LogCaptureFixture
+):
+    queue = mesh.service.topology.ingest_queue
+    letter = await _dead_on_first_delivery(
+        mesh, lambda: mesh.publish(queue, _ingest(payload)), "body", caplog
+    )
+    assert "more than once" in letter.reason
 
 
 @pytest.mark.parametrize(
