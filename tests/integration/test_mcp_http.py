@@ -321,6 +321,22 @@ async def test_a_tool_call_with_a_key_given_twice_is_a_400_and_changes_nothing(
         assert before["total"] == (await ok(alice, "stats"))["total"]
 
 
+async def test_bidirectional_controls_are_neither_stored_nor_returned(mesh: Mesh) -> None:
+    """The overrides and isolates go, the direction marks and Hebrew letters stay; content
+    of nothing but controls is refused as invisible."""
+    tail = uuid.uuid4().hex[:10]
+    async with http_client(mesh.url, "tok-alice") as alice:
+        stored = await ok(
+            alice,
+            "store_knowledge",
+            {"content": f"grant \u202euser\u202c \u2067שלום\u2069 {tail}\u200f"},
+        )
+        entry = await ok(alice, "get_entry", {"entry_id": stored["entry_id"]})
+        assert f"grant user שלום {tail}\u200f" == entry["content"]
+        error = await refused(alice, "store_knowledge", {"content": "\u202a\u2066\u202e"})
+        assert ("validation_error", "content") == (error["type"], error["field"])
+
+
 async def test_repeating_an_idempotent_tool_changes_nothing_the_second_time(mesh: Mesh) -> None:
     """``deprecate_entry`` and ``link_entries`` say they are idempotent: the second call
     reports no change and leaves the entry as the first left it."""
