@@ -55,20 +55,40 @@ DEFAULT_IGNORABLE = re.compile(f"[{_IGNORABLE_RANGES}]")
 #: A run of what never shows, skipped at once: whitespace, C0 and C1 controls, and the
 #: default-ignorable code points.
 _UNSHOWN_RUN = re.compile(f"[\\s\x00-\x1f\x7f-\x9f{_IGNORABLE_RANGES}]*")
+#: The bidirectional embedding, override and isolate controls (LRE, RLE, PDF, LRO, RLO;
+#: LRI, RLI, FSI, PDI). They reorder how the text around them is shown, so a reader (a
+#: person in a console, an agent quoting it) can be shown something other than what is
+#: stored ("Trojan Source"). Removed from stored text; the bidi marks U+200E and U+200F
+#: (which reorder nothing, they only set a direction) and right-to-left letters stay.
+BIDI_CONTROLS = re.compile("[\u202a-\u202e\u2066-\u2069]")
 #: General categories that show nothing: format and control characters, separators.
 _INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf", "Zs", "Zl", "Zp"})
 _TAG_DROP = re.compile(r"[^a-z0-9_ -]")
 _DASHES = re.compile(r"-+")
 
 
+def storable_text(text: str) -> str:
+    """``text`` without what Apollo never stores: NUL characters and lone surrogates (no
+    store can hold them) and the bidirectional controls :data:`BIDI_CONTROLS` (they make
+    text show other than it reads)."""
+    text = text.replace("\x00", "")
+    if text.isascii():
+        return text
+    text = text.encode("utf-8", "ignore").decode("utf-8")  # lone surrogates cannot encode
+    return BIDI_CONTROLS.sub("", text)
+
+
 def clean_content(content: object) -> str:
-    """NUL bytes removed, invalid surrogates dropped, stripped; too long (``CONTENT``) or
-    nothing visible (:func:`is_visible`) → :class:`ValidationError` naming ``content``."""
+    """NUL bytes, invalid surrogates and bidirectional controls removed
+    (:func:`storable_text`), stripped; too long (``CONTENT``) or nothing visible
+    (:func:`is_visible`) → :class:`ValidationError` naming ``content``."""
     if not isinstance(content, str):
         raise ValidationError("content", "must be a string")
-    text = content.replace("\x00", "")
-    text = text.encode("utf-8", "ignore").decode("utf-8")  # lone surrogates cannot encode
-    text = text.strip()
+    text = storable_text(content).strip()
+    if not text and BIDI_CONTROLS.search(content):  # as invisible-only content is
+        raise ValidationError(
+            "content", "shows nothing: it holds only invisible, format or control characters"
+        )
     if not text:
         raise ValidationError("content", "must not be empty")
     bounds.CONTENT.check(len(text))
@@ -239,14 +259,14 @@ def normalize_scope(value: object) -> AccessScope:
 
 
 def bounded_text(value: object, bound: Bound, field: str | None = None) -> str | None:
-    """An optional free-text value: NUL removed and stripped (None when nothing is left);
+    """An optional free-text value: :func:`storable_text`, stripped (None when nothing is left);
     longer than ``bound`` → :class:`ValidationError` naming ``field`` (default: the bound's),
     never truncated. A value that is not a string is refused."""
     if value is None:
         return None
     if not isinstance(value, str):
         raise ValidationError(field or bound.field, "must be a string")
-    text = value.replace("\x00", "").strip()
+    text = storable_text(value).strip()
     return bound.text(text, field) or None
 
 
@@ -282,6 +302,7 @@ def make_source(
 
 
 __all__ = [
+    "BIDI_CONTROLS",
     "DEFAULT_DOMAIN",
     "DEFAULT_IGNORABLE",
     "KNOWN_PROVIDERS",
@@ -302,4 +323,5 @@ __all__ = [
     "normalize_tag",
     "normalize_tag_filter",
     "normalize_tags",
+    "storable_text",
 ]

@@ -78,6 +78,23 @@ async def test_a_long_content_hashes_to_the_same_fixed_size_key(make_apollo):
     assert 64 == len((await apollo.get_entry(result.entry_id)).content_hash)
 
 
+async def test_bidirectional_controls_are_neither_stored_nor_returned(make_apollo):
+    """An override that shows the text's end before its start ("Trojan Source") is
+    removed; the direction marks and right-to-left letters are kept; content of nothing
+    but such controls is refused as invisible."""
+    apollo = await make_apollo()
+    client = apollo.client("claude-bidi")
+    result = await client.store_knowledge(
+        content="grant \u202euser\u202c to \u2067שלום\u2069 \u200fread\u200e"
+    )
+    entry = await apollo.get_entry(result.entry_id)
+    assert "grant user to שלום \u200fread\u200e" == entry.content
+    field = await _refused(
+        apollo, lambda: client.store_knowledge(content="\u202a\u202b\u202d\u2066\u2068")
+    )
+    assert "content" == field
+
+
 # --------------------------------------------------------------------------- query bounds
 
 

@@ -175,6 +175,35 @@ async def test_http_query_for_archived_entries_does_not_boost_them(http: Http):
 # =================================================================================== bus
 
 
+DUPLICATE_SCOPE = '{"content":"x","access_scope":"private","access_scope":"global"}'
+DUPLICATE_DEEP = '{"content":"x","context":{"a":[{"k":1,"k":2}]}}'
+
+
+@pytest.mark.parametrize("body", [DUPLICATE_SCOPE, DUPLICATE_DEEP])
+async def test_http_ingest_with_a_key_given_twice_is_a_400_naming_the_key(http: Http, body: str):
+    """Which of two values wins is the parser's choice: neither is taken."""
+    await http.refused("/ingest", body.encode(), "body")
+    response = await http.client.post(
+        f"{API}/ingest", content=body.encode(), headers={"content-type": "application/json"}
+    )
+    assert "more than once" in response.json()["error"]["message"]
+
+
+TROJAN = "grant \u202euser\u202c to \u2067שלום\u2069 \u200fread\u200e"
+TROJAN_STORED = "grant user to שלום \u200fread\u200e"
+BIDI_ONLY = "\u202a\u202b\u202d\u2066\u2068"
+
+
+async def test_http_ingest_stores_and_returns_content_without_bidirectional_controls(
+    http: Http,
+):
+    created = await http.client.post(f"{API}/ingest", json={"content": TROJAN})
+    assert 201 == created.status_code, created.text
+    entry = await http.client.get(f"{API}/entries/{created.json()['entry_id']}")
+    assert TROJAN_STORED == entry.json()["content"]
+    await http.refused("/ingest", {"content": BIDI_ONLY}, "content")
+
+
 @define
 class Mesh:
     apollo: Apollo
@@ -284,6 +313,38 @@ async def test_bus_ingest_of_hostile_input_is_dead_lettered_on_first_delivery(
     queue = mesh.service.topology.ingest_queue
     await _dead_on_first_delivery(
         mesh, lambda: mesh.publish(queue, _ingest(payload)), field, caplog
+    )
+
+
+@pytest.mark.parametrize("payload", [DUPLICATE_SCOPE, DUPLICATE_DEEP])
+async def test_bus_ingest_with_a_key_given_twice_is_dead_lettered_naming_the_key(
+    mesh: Mesh, payload: str, caplog: pytest.LogCaptureFixture
+):
+    queue = mesh.service.topology.ingest_queue
+    letter = await _dead_on_first_delivery(
+        mesh, lambda: mesh.publish(queue, _ingest(payload)), "body", caplog
+    )
+    assert "more than once" in letter.reason
+
+
+async def test_bus_ingest_stores_content_without_bidirectional_controls(mesh: Mesh):
+    await mesh.publish(mesh.service.topology.ingest_queue, _ingest(json.dumps({"content": TROJAN})))
+    reader = mesh.apollo.client("claude-reader")
+    deadline = asyncio.get_running_loop().time() + PATIENCE
+    while not (found := (await reader.query_knowledge("grant user to")).entries):
+        if asyncio.get_running_loop().time() > deadline:
+            pytest.fail("the ingest was never stored")
+        await asyncio.sleep(0.02)  # waiting for the consumer, as dead_letter() does
+    assert [TROJAN_STORED] == [entry.content for entry in found]
+
+
+async def test_bus_ingest_of_bidirectional_controls_only_is_dead_lettered(
+    mesh: Mesh, caplog: pytest.LogCaptureFixture
+):
+    queue = mesh.service.topology.ingest_queue
+    payload = json.dumps({"content": BIDI_ONLY})
+    await _dead_on_first_delivery(
+        mesh, lambda: mesh.publish(queue, _ingest(payload)), "content", caplog
     )
 
 

@@ -288,6 +288,55 @@ async def test_a_body_over_the_message_bound_and_malformed_json_rpc_are_protocol
             assert "Traceback" not in response.text
 
 
+@pytest.mark.parametrize(
+    ("arguments", "key"),
+    [
+        ('{"content":"x","access_scope":"private","access_scope":"global"}', "access_scope"),
+        ('{"content":"x","context":{"a":[{"k":1,"k":2}]}}', "k"),
+    ],
+)
+async def test_a_tool_call_with_a_key_given_twice_is_a_400_and_changes_nothing(
+    mesh: Mesh, arguments: str, key: str
+) -> None:
+    """The SDK's parser would keep one of the two values: the raw body is read first and
+    refused, naming the key."""
+    headers = {
+        "Authorization": "Bearer tok-alice",
+        "Accept": "application/json, text/event-stream",
+        "Content-Type": "application/json",
+        "MCP-Protocol-Version": "2025-11-25",
+    }
+    body = (
+        '{"jsonrpc":"2.0","id":7,"method":"tools/call",'
+        '"params":{"name":"store_knowledge","arguments":' + arguments + "}}"
+    )
+    async with http_client(mesh.url, "tok-alice") as alice:
+        before = await ok(alice, "stats")
+        async with httpx.AsyncClient(timeout=30) as http:
+            response = await http.post(mesh.url, content=body.encode(), headers=headers)
+        assert 400 == response.status_code
+        error = response.json()["error"]
+        assert -32600 == error["code"]
+        assert f"body: holds the key '{key}' more than once" == error["message"]
+        assert before["total"] == (await ok(alice, "stats"))["total"]
+
+
+async def test_bidirectional_controls_are_neither_stored_nor_returned(mesh: Mesh) -> None:
+    """The overrides and isolates go, the direction marks and Hebrew letters stay; content
+    of nothing but controls is refused as invisible."""
+    tail = uuid.uuid4().hex[:10]
+    async with http_client(mesh.url, "tok-alice") as alice:
+        stored = await ok(
+            alice,
+            "store_knowledge",
+            {"content": f"grant \u202euser\u202c \u2067שלום\u2069 {tail}\u200f"},
+        )
+        entry = await ok(alice, "get_entry", {"entry_id": stored["entry_id"]})
+        assert f"grant user שלום {tail}\u200f" == entry["content"]
+        error = await refused(alice, "store_knowledge", {"content": "\u202a\u2066\u202e"})
+        assert ("validation_error", "content") == (error["type"], error["field"])
+
+
 async def test_repeating_an_idempotent_tool_changes_nothing_the_second_time(mesh: Mesh) -> None:
     """``deprecate_entry`` and ``link_entries`` say they are idempotent: the second call
     reports no change and leaves the entry as the first left it."""

@@ -357,3 +357,30 @@ def test_json_numbers_nobody_can_hold_are_refused_without_server_internals(
 
 def test_json_numbers_at_the_digit_bound_are_read() -> None:
     assert [int("9" * 4_300), 1.5, -12] == decode_json(b"[" + b"9" * 4_300 + b",1.5,-12]")
+
+
+@pytest.mark.parametrize(
+    ("raw", "key"),
+    [
+        ('{"content":"x","access_scope":"private","access_scope":"global"}', "access_scope"),
+        ('{"context":{"a":{"b":[1,{"c":1,"c":2}]}}}', "c"),
+        ('[{"k":1,"k":1}]', "k"),
+        ('{"a\\u0000":1,"a":2}', "a"),  # one key once NUL is stripped
+    ],
+)
+def test_a_key_given_twice_at_any_depth_is_refused_naming_it(raw: str, key: str) -> None:
+    with pytest.raises(ValidationError, match=f"body: holds the key '{key}' more than once"):
+        decode_json(raw)
+
+
+def test_the_same_key_in_sibling_objects_is_not_a_duplicate() -> None:
+    assert decode_json('{"a":{"k":1},"b":{"k":2}}') == {"a": {"k": 1}, "b": {"k": 2}}
+
+
+def test_a_bus_command_with_a_key_given_twice_is_refused() -> None:
+    raw = (
+        b'{"v":1,"action":"store","action":"delete",'
+        b'"payload":{"content":"x","access_scope":"private"}}'
+    )
+    with pytest.raises(ValidationError, match="'action' more than once"):
+        decode_command(raw)

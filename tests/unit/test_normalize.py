@@ -12,11 +12,14 @@ import pytest
 from hypothesis import event, given
 from hypothesis import strategies as st
 
+from apollo_domain.bounds import SUBMITTED_BY
 from apollo_domain.errors import ValidationError
 from apollo_domain.model import AccessScope, ContentType, SourceRef
 from apollo_domain.normalize import (
+    BIDI_CONTROLS,
     DEFAULT_IGNORABLE,
     MAX_CONTENT_CHARS,
+    bounded_text,
     canonical_content,
     clean_content,
     content_hash,
@@ -292,6 +295,51 @@ def test_empty_or_non_text_content_is_rejected(raw: object) -> None:
     with pytest.raises(ValidationError) as raised:
         clean_content(raw)
     assert "content" == raised.value.field
+
+
+BIDI = "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        # "Trojan Source": an override that shows the end of a line before its start
+        ("access = 'user\u202e \u2066// admin\u2069 \u2066'", "access = 'user // admin '"),
+        (f"{BIDI}kept{BIDI}", "kept"),
+        ("left\u200emark\u200fright", "left\u200emark\u200fright"),  # LRM, RLM stay
+        ("שלום \u2067مرحبا\u2069", "שלום مرحبا"),  # right-to-left letters stay
+        ("\u202e\x00\ud800x", "x"),
+    ],
+)
+def test_bidirectional_controls_are_removed_and_marks_and_letters_kept(
+    raw: str, expected: str
+) -> None:
+    assert expected == clean_content(raw)
+
+
+def test_content_of_bidirectional_controls_only_is_refused_as_invisible() -> None:
+    with pytest.raises(ValidationError, match="shows nothing") as raised:
+        clean_content(f" {BIDI} \u202e ")
+    assert "content" == raised.value.field
+
+
+def test_free_text_fields_lose_bidirectional_controls_too() -> None:
+    assert "agent-7" == bounded_text("\u202eagent-7\u2069", SUBMITTED_BY)
+    assert bounded_text(BIDI, SUBMITTED_BY) is None
+
+
+@given(st.text(alphabet=st.sampled_from([*BIDI, "a", "\u200f", " ", "\x00"]), min_size=1))
+def test_no_bidirectional_control_is_ever_kept(raw: str) -> None:
+    try:
+        text = clean_content(raw)
+    except ValidationError as error:
+        event("refused")
+        assert "content" == error.field
+        assert "a" not in raw  # only marks, controls, NUL and spaces: nothing shows
+        return
+    event("kept")
+    assert BIDI_CONTROLS.search(text) is None
+    assert text == clean_content(text)  # cleaning is idempotent
 
 
 def test_content_at_the_limit_is_kept() -> None:

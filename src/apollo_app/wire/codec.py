@@ -85,8 +85,10 @@ def encode_json(value: Any) -> bytes:
 
 def decode_json(raw: bytes | str, *, name: str = "body", field_steps: int = 1) -> Any:
     """Parse strict JSON. Malformed text, invalid UTF-8, NaN or infinities raise
-    :class:`ValidationError` naming ``name``. Strings lose NUL characters and lone
-    surrogates: text no store can hold.
+    :class:`ValidationError` naming ``name``. An object that holds one key twice (at any
+    depth) is refused, naming the key: parsers disagree on which value wins, so a body
+    that one reader sees as ``private`` another could see as ``global``. Strings lose NUL
+    characters and lone surrogates: text no store can hold.
 
     Nesting is bounded while decoding, so no document can exhaust the stack: each member
     ``field_steps`` steps below the root (a body's fields with 1, a bus envelope's payload
@@ -98,7 +100,11 @@ def decode_json(raw: bytes | str, *, name: str = "body", field_steps: int = 1) -
     try:
         text = raw.decode("utf-8") if isinstance(raw, bytes | bytearray) else raw
         value = json.loads(
-            text, parse_constant=_refuse_constant, parse_float=_finite, parse_int=_integer
+            text,
+            parse_constant=_refuse_constant,
+            parse_float=_finite,
+            parse_int=_integer,
+            object_pairs_hook=_unique_object,
         )
     except UnicodeDecodeError as exc:
         raise ValidationError(name, f"is not valid UTF-8: {exc.reason}") from None
@@ -113,6 +119,8 @@ def decode_json(raw: bytes | str, *, name: str = "body", field_steps: int = 1) -
         return _scrub(value, 1, limit)
     except _TooDeep as exc:
         raise ValidationError(_path_name(name, exc.path[::-1][:field_steps]), _TOO_DEEP) from None
+    except DuplicateKey as exc:  # two keys that are one once cleaned ("a\u0000" and "a")
+        raise ValidationError(name, str(exc)) from None
 
 
 _TOO_DEEP = f"is nested more than {MAX_JSON_DEPTH} levels deep"
@@ -176,6 +184,38 @@ def _path_name(name: str, steps: Sequence[str | int]) -> str:
     return text or name
 
 
+class DuplicateKey(ValueError):
+    """A JSON object holds ``key`` more than once."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(f"holds the key {shown(key)} more than once")
+        self.key = key
+
+
+def _unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object's members as a dict, refusing a key given twice."""
+    members = dict(pairs)
+    if len(members) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise DuplicateKey(key)
+            seen.add(key)
+    return members
+
+
+def refuse_duplicate_keys(raw: bytes | str) -> None:
+    """Raise :class:`DuplicateKey` if the JSON text ``raw`` holds an object with a key given
+    twice; text that is not JSON (or too deep to parse) is left to its own reader."""
+    try:
+        text = raw.decode("utf-8") if isinstance(raw, bytes | bytearray) else raw
+        json.loads(text, object_pairs_hook=_unique_object)
+    except DuplicateKey:
+        raise
+    except (ValueError, RecursionError):
+        return
+
+
 def _refuse_constant(name: str) -> Any:
     raise ValueError(f"is not valid JSON: {name} is not a JSON number")
 
@@ -220,8 +260,11 @@ def _scrub(value: Any, depth: int, limit: int) -> Any:
             raise _TooDeep
         members = {}
         for key, item in value.items():
+            clean = _clean_text(key)
+            if clean in members:
+                raise DuplicateKey(clean)
             try:
-                members[_clean_text(key)] = _scrub(item, depth + 1, limit)
+                members[clean] = _scrub(item, depth + 1, limit)
             except _TooDeep as exc:
                 exc.path.append(key)
                 raise
@@ -456,11 +499,13 @@ def describe_type(kind: Any) -> str:
 
 __all__ = [
     "SCORE_DIGITS",
+    "DuplicateKey",
     "decode_json",
     "describe_type",
     "encode_json",
     "format_datetime",
     "json_type",
     "make_converter",
+    "refuse_duplicate_keys",
     "rounded",
 ]

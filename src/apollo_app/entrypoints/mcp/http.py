@@ -31,7 +31,7 @@ from apollo_domain.services import Caller
 
 from ...facade import Apollo
 from ...metrics import Metrics
-from ...wire.codec import encode_json
+from ...wire.codec import DuplicateKey, encode_json, refuse_duplicate_keys
 from ..http.auth import Authenticator, Unauthorized
 from ..http.errors import JSON, error_body
 from ..http.operations import HTTP_AGENT
@@ -107,6 +107,11 @@ class McpHttp:
         if body is None:
             await _too_large()(scope, receive, send)
             return
+        try:  # the SDK's parser would keep the last of two values for one key: refuse both
+            refuse_duplicate_keys(body)
+        except DuplicateKey as exc:
+            await _invalid(f"body: {exc}")(scope, receive, send)
+            return
         # Progress notifications need a stream; any other answer is one JSON body.
         manager = StreamableHTTPSessionManager(
             app=self.server,
@@ -173,6 +178,11 @@ def _too_large() -> Response:
     message = f"request bodies are limited to {MESSAGE.limit:,} bytes ({MESSAGE.name})"
     error = {"jsonrpc": "2.0", "id": None, "error": {"code": INVALID_REQUEST, "message": message}}
     return Response(encode_json(error), status_code=413, media_type=JSON)
+
+
+def _invalid(message: str) -> Response:
+    error = {"jsonrpc": "2.0", "id": None, "error": {"code": INVALID_REQUEST, "message": message}}
+    return Response(encode_json(error), status_code=400, media_type=JSON)
 
 
 def _origin(request: Request) -> str:
