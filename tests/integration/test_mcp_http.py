@@ -266,17 +266,21 @@ async def test_hostile_input_is_refused_naming_the_field_and_changes_nothing(
             await alice.call_tool("no_such_tool", {})
 
 
+#: The headers of a raw MCP POST as alice, for bodies the SDK's client would never send.
+_ALICE_RAW_HEADERS = {
+    "Authorization": "Bearer tok-alice",
+    "Accept": "application/json, text/event-stream",
+    "Content-Type": "application/json",
+    "MCP-Protocol-Version": "2025-11-25",
+}
+
+
 async def test_a_body_over_the_message_bound_and_malformed_json_rpc_are_protocol_errors(
     mesh: Mesh,
 ) -> None:
     """Too large: 413 before the body is parsed. Not JSON, or not JSON-RPC: a JSON-RPC
     error, never a traceback."""
-    headers = {
-        "Authorization": "Bearer tok-alice",
-        "Accept": "application/json, text/event-stream",
-        "Content-Type": "application/json",
-        "MCP-Protocol-Version": "2025-11-25",
-    }
+    headers = _ALICE_RAW_HEADERS
     async with httpx.AsyncClient(timeout=30) as http:
         huge = await http.post(mesh.url, content=b" " * (MESSAGE.limit + 1), headers=headers)
         assert 413 == huge.status_code
@@ -300,12 +304,7 @@ async def test_a_tool_call_with_a_key_given_twice_is_a_400_and_changes_nothing(
 ) -> None:
     """The SDK's parser would keep one of the two values: the raw body is read first and
     refused, naming the key."""
-    headers = {
-        "Authorization": "Bearer tok-alice",
-        "Accept": "application/json, text/event-stream",
-        "Content-Type": "application/json",
-        "MCP-Protocol-Version": "2025-11-25",
-    }
+    headers = _ALICE_RAW_HEADERS
     body = (
         '{"jsonrpc":"2.0","id":7,"method":"tools/call",'
         '"params":{"name":"store_knowledge","arguments":' + arguments + "}}"
