@@ -1,6 +1,7 @@
 """Fixtures shared by every suite, and the hypothesis profiles.
 
-One PostgreSQL + pgvector server serves the whole test session. Under CI (``CI`` set) the
+One PostgreSQL + pgvector server serves the whole test session. ``APOLLO_EMBEDDER`` is
+``hashing`` unless set (tests of the sentence model ask for it). Under CI (``CI`` set) the
 property tests run derandomized, so a run is reproducible; elsewhere they explore freely.
 """
 
@@ -8,15 +9,22 @@ import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import settings
 
 from apollo_adapters.postgres.embedded import temporary_folder
+from tests.environ import SUITE_SETTINGS
 from tests.fleet_cluster import fleet_cluster
 from tests.pgbouncer_support import pgbouncer
 from tests.postgres_support import postgres_server
 from tests.replica_support import replica
+
+# The suite runs with the hashing embedder (instant, deterministic vectors), as it always
+# has; Apollo's default is the sentence model, which its own tests choose explicitly.
+for _name, _value in SUITE_SETTINGS.items():
+    os.environ.setdefault(_name, _value)
 
 settings.register_profile("ci", derandomize=True, print_blob=True)
 settings.register_profile("dev", print_blob=True)
@@ -61,8 +69,18 @@ def onnx_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("onnx")
 
 
+@pytest.fixture(scope="session")
+def minilm(onnx_cache: Path) -> Any:
+    """The packaged all-MiniLM-L6-v2 model run by ONNX Runtime (fp32), loaded once for the
+    whole session; it keeps no state between calls."""
+    from apollo_adapters.embedders.onnx import OnnxEmbedder
+
+    return OnnxEmbedder(cache_dir=onnx_cache)
+
+
 __all__ = [
     "fleet_cluster",
+    "minilm",
     "onnx_cache",
     "pgbouncer",
     "postgres_server",

@@ -16,6 +16,7 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CallToolResult
 
+from tests.environ import without_apollo_settings
 from tests.service_processes import SOURCES
 
 #: How long one MCP request may take before the client gives up (the first one over
@@ -38,7 +39,7 @@ async def http_client(
 def stdio_parameters(args: Sequence[str], settings: Mapping[str, str]) -> StdioServerParameters:
     """``apollo mcp ARGS`` of this checkout with ``settings`` as its only ``APOLLO_*``
     variables."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("APOLLO_")}
+    env = without_apollo_settings()
     env["PYTHONPATH"] = os.pathsep.join([SOURCES, *filter(None, [env.get("PYTHONPATH")])])
     env.update(settings)
     return StdioServerParameters(

@@ -32,6 +32,7 @@ from typing import Any
 import httpx
 
 import apollo_app
+from tests.environ import without_apollo_settings
 from tests.processes import alive, free_port, kill9, stop_pid, stop_with_parent
 
 #: The ``src`` folder of this checkout: the processes import the Apollo under test.
@@ -111,7 +112,7 @@ class ServiceProcess:
         return pid is not None and alive(pid, self.process)
 
     def environment(self) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("APOLLO_")}
+        env = without_apollo_settings()
         env["PYTHONPATH"] = os.pathsep.join([SOURCES, *filter(None, [env.get("PYTHONPATH")])])
         env.update(self.settings)
         env.update(

@@ -16,6 +16,7 @@ from benchmarks._common import ADVERSARIAL_UNITS
 from hypothesis import strategies as st
 
 from apollo_domain import testing
+from apollo_domain.causal import MAX_POSITION, PREFIX, CausalToken
 from apollo_domain.confusables import CONFUSABLES
 from apollo_domain.model import AccessScope, ContentType, Entry, Relation, SourceRef, Status, Viewer
 from apollo_domain.normalize import make_source
@@ -52,6 +53,20 @@ from apollo_domain.testing import (
 EPOCH = datetime(2025, 1, 1, tzinfo=UTC)
 
 # -- test-only strategies (the public ones come from apollo_domain.testing) -------------
+
+causal_tokens = st.builds(CausalToken, st.integers(min_value=0, max_value=MAX_POSITION))
+#: What a caller may send where a causal token goes: tokens, near misses (upper case,
+#: leading zeros, too long, another version, stray whitespace) and any text at all.
+token_texts = st.one_of(
+    causal_tokens.map(str),
+    causal_tokens.map(lambda t: str(t).upper()),
+    causal_tokens.map(lambda t: f"{PREFIX}0{t.position:x}"),
+    causal_tokens.map(lambda t: f"{t}\n"),
+    causal_tokens.map(lambda t: f"c2.{t.position:x}"),
+    st.integers(min_value=MAX_POSITION + 1, max_value=2**80).map(lambda n: f"{PREFIX}{n:x}"),
+    st.text(alphabet="c1.0123456789abcdefx -/", max_size=24),
+    st.text(max_size=40),
+)
 
 positive_weights = st.floats(
     min_value=1e-6, max_value=1_000.0, allow_nan=False, allow_infinity=False
@@ -373,6 +388,12 @@ make_entry = functools.partial(
 )
 
 
+#: A query's candidate cosines, best first (as a store returns them): none to 20.
+candidate_cosines = st.lists(
+    st.floats(min_value=-1.0, max_value=1.0, allow_nan=False), max_size=20
+).map(lambda cosines: sorted(cosines, reverse=True))
+
+
 __all__ = [
     "ADVERSARIAL_KINDS",
     "ADVERSARIAL_UNITS",
@@ -385,6 +406,8 @@ __all__ = [
     "agent_ids",
     "anonymous_viewers",
     "ascii_words",
+    "candidate_cosines",
+    "causal_tokens",
     "channels",
     "confidences",
     "content_types",
@@ -420,6 +443,7 @@ __all__ = [
     "source_lists",
     "sources",
     "statuses",
+    "token_texts",
     "unit_floats",
     "viewers",
     "whitespace_runs",

@@ -8,6 +8,7 @@ through the same functions (:class:`Overrides`). Nothing here runs at import tim
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import timedelta
@@ -79,6 +80,11 @@ class Wired:
 
 
 def default_embedder() -> Embedder:
+    """The embedder of a store wired without one (:func:`in_memory`, ``Apollo.in_memory``,
+    ``Apollo.with_store``): the deterministic hashing embedder. Those stores live for one
+    process and serve simulations and tests, which want instant, reproducible vectors and
+    no model to load; a durable store gets the embedder its settings name (the sentence
+    model by default)."""
     return CachingEmbedder(HashingEmbedder(), max_entries=EMBEDDING_CACHE_SIZE)
 
 
@@ -134,11 +140,21 @@ def relevance_floor_of(embedder: Embedder) -> float | None:
     return None if floor is None else float(floor)
 
 
+def relevance_rule_of(embedder: Embedder) -> dict[str, Any]:
+    """The rest of ``embedder``'s relevance rule, as retrieval settings: the
+    ``relevance_rule`` it declares (calibrated by ``benchmarks/relevance_rule_bench.py``:
+    the standout and the floor of a store of a few entries), or none."""
+    rule = getattr(embedder, "relevance_rule", None)
+    return {} if rule is None else dict(rule)
+
+
 def wire(store: Store, overrides: Overrides = Overrides()) -> Deps:
     """The use cases' ports over ``store``. The embedder is cached twice over: the texts
     it stores and searches with (``EMBEDDING_CACHE_SIZE``) and, apart, the query texts
     (``QUERY_CACHE_SIZE``, keyed by model id and the query as embedded). The retrieval
-    settings' relevance floor, unless set, is the embedder's (:func:`relevance_floor_of`)."""
+    settings' relevance rule, unless its floor is set, is the embedder's
+    (:func:`relevance_floor_of`, :func:`relevance_rule_of`); a floor set alone is the whole
+    rule (``APOLLO_RELEVANCE_FLOOR``)."""
     embedder = overrides.embedder
     if embedder is None:
         embedder = default_embedder()
@@ -146,8 +162,10 @@ def wire(store: Store, overrides: Overrides = Overrides()) -> Deps:
         embedder = CachingEmbedder(embedder, max_entries=EMBEDDING_CACHE_SIZE)
     model = embedder.inner if isinstance(embedder, CachingEmbedder) else embedder
     retrieval = overrides.retrieval or RetrievalSettings()
-    if retrieval.relevance_floor is None:  # the floor belongs to the embedder
-        retrieval = evolve(retrieval, relevance_floor=relevance_floor_of(embedder))
+    if retrieval.relevance_floor is None:  # the rule belongs to the embedder
+        own = retrieval.relevance_margin is not None or retrieval.relevance_single is not None
+        rule = {} if own else relevance_rule_of(embedder)
+        retrieval = evolve(retrieval, relevance_floor=relevance_floor_of(embedder), **rule)
     return Deps(
         store=store,
         embedder=embedder,
@@ -180,7 +198,9 @@ _ONNX_VARIABLES = {
 
 
 def build_embedder(settings: Settings) -> Embedder:
-    """The embedder named by ``APOLLO_EMBEDDER`` (hashing unless configured otherwise)."""
+    """The embedder named by ``APOLLO_EMBEDDER`` (the packaged sentence model run by ONNX
+    Runtime unless configured otherwise). Loading a model blocks for a second or more:
+    async code calls this in a worker thread (:func:`load_embedder`)."""
     if settings.embedder == "hashing":
         return HashingEmbedder(settings.embedding_dimension)
     if settings.embedder == "sentence-transformers":
@@ -218,6 +238,12 @@ def build_embedder(settings: Settings) -> Embedder:
             relevance_floor=settings.relevance_floor,
         )
     raise ConfigurationError("APOLLO_EMBEDDER", f"unknown embedder {settings.embedder!r}")
+
+
+async def load_embedder(settings: Settings) -> Embedder:
+    """:func:`build_embedder` in a worker thread: loading (or building) a model never
+    blocks the event loop."""
+    return await asyncio.to_thread(build_embedder, settings)
 
 
 def build_llm(settings: Settings) -> Any:
@@ -311,7 +337,7 @@ def _embedder_hint(settings: Settings) -> Iterator[None]:
             f"the store holds vectors of model {exc.stored_model!r} (dimension"
             f" {exc.stored_dimension}), not those of the embedder configured now ({chosen});"
             f" set {made_by} to open it, or choose a new store (APOLLO_DATA_DIR or"
-            " APOLLO_DATABASE_URL)",
+            " APOLLO_DATABASE_URL) for the embedder configured now",
         ) from exc
 
 
@@ -377,7 +403,7 @@ async def open_durable(
         closers.extend(server_closers)
         if embedder is None:
             await _check_model_before_loading(settings, conninfo)
-            embedder = build_embedder(settings)
+            embedder = await load_embedder(settings)
             _closer_of(embedder, closers)
         chat = build_llm(settings) if llm is None or judge is None else None
         if chat is not None:  # one OpenAI-compatible model serves both ports
@@ -439,7 +465,7 @@ async def migrate_database(settings: Settings) -> tuple[list[int], int, dict[int
         conninfo, server_closers = await _database(settings)
         closers.extend(server_closers)
         await _check_model_before_loading(settings, conninfo)
-        embedder = build_embedder(settings)
+        embedder = await load_embedder(settings)
         _closer_of(embedder, closers)
         direct = _migration_conninfo(settings, conninfo)
         with _pgvector_hint(settings):
@@ -548,6 +574,7 @@ __all__ = [
     "embedded_store_exists",
     "hashing_embedder",
     "in_memory",
+    "load_embedder",
     "manual_clock",
     "migrate_database",
     "migrate_schema",
@@ -555,6 +582,7 @@ __all__ = [
     "open_durable",
     "open_postgres",
     "relevance_floor_of",
+    "relevance_rule_of",
     "server_folder",
     "topology_of",
     "wire",

@@ -647,7 +647,9 @@ async def run_demo(*, in_memory: bool, out: TextIO | None = None) -> bool:
     folder = server_folder("apollo-demo-")
     try:
         print(f"Apollo tour on an embedded PostgreSQL + pgvector in {folder}", file=stream)
-        async with Apollo.open(Settings(data_dir=folder), clock=clock) as apollo:
+        # The hashing embedder, as in memory: the tour says the same on both stores.
+        settings = Settings(data_dir=folder, embedder="hashing")
+        async with Apollo.open(settings, clock=clock) as apollo:
             return await run_tour(apollo, clock, stream)
     finally:
         shutil.rmtree(folder, ignore_errors=True)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any, Protocol
 
 from prometheus_client import (
@@ -25,13 +25,16 @@ QUERY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2
 
 class ReplicaCounts(Protocol):
     """A store that reads on a replica: how many reads ran there, and how many it could
-    not take (they ran on the primary)."""
+    not take (they ran on the primary), in all and by cause."""
 
     @property
     def replica_reads(self) -> int: ...
 
     @property
     def replica_fallbacks(self) -> int: ...
+
+    @property
+    def replica_fallback_causes(self) -> Mapping[str, int]: ...
 
 
 class _ReplicaCollector:
@@ -48,6 +51,17 @@ class _ReplicaCollector:
         family.add_metric(["replica"], self._store.replica_reads)
         family.add_metric(["primary"], self._store.replica_fallbacks)
         yield family
+        causes = CounterMetricFamily(
+            "apollo_replica_fallbacks",
+            "Reads meant for the read replica that ran on the primary, by cause (no_replica:"
+            " down or skipped after a failure; wait_timed_out: it had not replayed the"
+            " caller's causal token within APOLLO_REPLICA_WAIT_SECONDS; replica_error: it"
+            " failed the read).",
+            labels=["cause"],
+        )
+        for cause, count in self._store.replica_fallback_causes.items():
+            causes.add_metric([cause], count)
+        yield causes
 
 
 class _BrokerCollector:
@@ -177,9 +191,14 @@ class Metrics:
         self.http_seconds.labels(route=route).observe(max(0.0, seconds))
 
     def watch_replica(self, store: object) -> None:
-        """Export ``store``'s replica counts (``apollo_replica_reads_total``) when it reads
-        on a replica (the PostgreSQL store opened with ``APOLLO_READ_DATABASE_URL``)."""
-        if hasattr(store, "replica_reads") and hasattr(store, "replica_fallbacks"):
+        """Export ``store``'s replica counts (``apollo_replica_reads_total`` and
+        ``apollo_replica_fallbacks_total``) when it reads on a replica (the PostgreSQL
+        store opened with ``APOLLO_READ_DATABASE_URL``)."""
+        if (
+            hasattr(store, "replica_reads")
+            and hasattr(store, "replica_fallbacks")
+            and hasattr(store, "replica_fallback_causes")
+        ):
             self.registry.register(_ReplicaCollector(store))
 
     def render(self) -> tuple[bytes, str]:

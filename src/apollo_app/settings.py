@@ -107,8 +107,11 @@ def _database_url(instance: Any, attribute: Any, value: str | None) -> None:
 @frozen
 class Settings:
     """Every knob of Apollo. With nothing set, everything runs embedded: PostgreSQL +
-    pgvector from the wheel in ``data_dir``, the in-process bus, the hashing embedder."""
+    pgvector from the wheel in ``data_dir``, the in-process bus, the packaged
+    all-MiniLM-L6-v2 sentence model run by ONNX Runtime."""
 
+    #: The PostgreSQL (with pgvector) server: a ``postgresql://`` (or ``postgres://``) URL
+    #: or a libpq ``key=value`` string (``None``: the embedded server in ``data_dir``).
     database_url: str | None = field(default=None, validator=_database_url, repr=_url_repr)
     #: What ``database_url`` leads to (:data:`POOLERS`): ``transaction`` for a
     #: transaction-mode pooler such as PgBouncer's, which the store then uses without
@@ -120,92 +123,150 @@ class Settings:
         default=None, validator=_database_url, repr=_url_repr
     )
     #: A hot standby of ``database_url``'s server where a query's searches run (``None``:
-    #: they run on the primary); a read there first waits, at most ``replica_wait``
-    #: seconds, for the replica to replay this process's last commit, else runs on the
-    #: primary.
+    #: they run on the primary); a read that presents a causal token first waits, at most
+    #: ``replica_wait`` seconds, for the replica to replay it, else runs on the primary; a
+    #: read that presents none runs there at once.
     read_database_url: str | None = field(default=None, validator=_database_url, repr=_url_repr)
+    #: Seconds a read on ``read_database_url`` waits for the replica to replay the
+    #: caller's causal token (work outside any caller: this process's furthest commit)
+    #: before it runs on the primary instead.
     replica_wait: float = 1.0
+    #: The folder of the embedded server; as root, every folder above it must let the system
+    #: user ``embedded_postgres`` enter (so not under ``/root``; see Security model).
     data_dir: Path = field(default=Path(".apollo"), converter=Path)
+    #: RabbitMQ URL, or the comma-separated URLs of a cluster's nodes (one login, tried in
+    #: turn); the login is the service's identity (``None``: the in-process bus).
     amqp_url: str | None = field(default=None, repr=_url_repr)
+    #: The topic exchange of Apollo's messages (its dead-letter exchange is ``<exchange>.dlx``).
     exchange: str = "legion.apollo"
+    #: The prefix of the queues' names (``<prefix>.ingest``, ``.query``, ``.gas``, ...).
     queue_prefix: str = "legion.apollo"
     #: The type of every durable queue Apollo declares on RabbitMQ: ``quorum`` (replicated)
     #: or ``classic``. An existing queue of the other type is refused at start.
     queue_type: str = "quorum"
+    #: The topic exchange the GAS queue is bound to (the LLM audit events).
     audit_exchange: str = "llm.audit"
-    embedder: str = "hashing"
+    #: ``onnx`` (the packaged sentence model, all-MiniLM-L6-v2, run by ONNX Runtime),
+    #: ``hashing`` (no model: tests and simulations), ``sentence-transformers`` or
+    #: ``openai`` (see Retrieval, Embedders).
+    embedder: str = "onnx"
+    #: The model: a sentence-transformers model folder or name, or the name of the
+    #: OpenAI-compatible endpoint's model (``None``: the packaged model).
     embedding_model: str | None = None
+    #: The vectors' dimension of the hashing and OpenAI-compatible embedders.
     embedding_dimension: int = 384
+    #: The OpenAI-compatible embeddings endpoint of the ``openai`` embedder.
     embedding_url: str | None = field(default=None, repr=_url_repr)
-    #: The ONNX embedder: where its exported graphs are kept (``None``: ``data_dir/onnx``),
-    #: whether it runs the int8 graph, and its intra-op threads (``None``: every core but one).
+    #: ``onnx`` embedder: where the graphs built from the weights (and their quantized
+    #: copies) are kept (``None``: ``data_dir/onnx``).
     onnx_cache_dir: Path | None = field(default=None, converter=_optional_path)
+    #: ``onnx`` embedder: ``none`` (fp32, the PyTorch model's vectors and model id) or
+    #: ``int8`` (dynamic quantization, its own model id).
     onnx_quantize: str = "none"
+    #: ``onnx`` embedder: ONNX Runtime's intra-op threads (``None``: every core but one, at
+    #: least 1).
     onnx_threads: int | None = None
+    #: The OpenAI-compatible chat endpoint for contradiction judging and GAS (``None``: the
+    #: heuristics).
     llm_url: str | None = field(default=None, repr=_url_repr)
+    #: The chat endpoint's model.
     llm_model: str | None = None
+    #: The chat endpoint's API key (never logged).
     llm_api_key: str | None = field(default=None, repr=_secret_repr)
+    #: The confidence policy: ``APOLLO_POLICY_<NAME>`` sets any of its values (the name in
+    #: capitals), e.g. ``APOLLO_POLICY_RETRIEVAL_BOOST=0.05``.
     policy: ConfidencePolicy = field(factory=ConfidencePolicy)
+    #: The HTTP API's address.
     http_host: str = "127.0.0.1"
+    #: The HTTP API's port.
     http_port: int = 8765
+    #: Whether ``apollo serve`` runs the HTTP API (``true/false``, ``1/0``, ``yes/no``,
+    #: ``on/off``).
     http_enabled: bool = True
-    #: A client has ``http_header_timeout`` seconds to send a request's line and headers,
-    #: then ``http_body_timeout`` seconds for its body (else 408, connection closed); with
-    #: ``http_max_connections`` connections open or requests in flight, requests get 503.
+    #: Seconds a client has to send a request's line and headers (else 408, connection
+    #: closed).
     http_header_timeout: float = 10.0
+    #: Seconds a client has, after the headers, to send a request's body (else 408,
+    #: connection closed).
     http_body_timeout: float = 30.0
+    #: With this many connections open or requests in flight, further requests get 503.
     http_max_connections: int = 512
+    #: Bearer tokens of the HTTP API: ``token=principal[:role[:agent]],...`` (none:
+    #: anonymous, loopback only; see Security model).
     api_tokens: Mapping[str, str] = field(factory=dict, converter=_tokens, repr=_tokens_repr)
     #: Broker users whose messages may credit other agents and carry the identity header
-    #: (``None``: every user, the seed's shared-transport mesh).
+    #: (``None``, ``*``: every user, the seed's shared-transport mesh).
     gateway_users: frozenset[str] | None = None
     #: Broker users whose messages may run admin commands (none by default).
     admin_users: frozenset[str] = frozenset()
     #: With gateways listed, whether a message without a broker-verified ``user_id`` is
     #: taken (as the one anonymous source) instead of dead-lettered ``unauthenticated``.
     allow_anonymous_publishers: bool = False
+    #: Seconds between decay cycles.
     decay_interval: float = 3600.0
     #: Seconds in which a principal earns one retrieval boost per entry (``None``: the
     #: decay interval).
     boost_window_seconds: float | None = None
+    #: Seconds between the runs that update the sources' expertise.
     expertise_interval: float = 1800.0
+    #: Seconds between corroboration checks.
     corroboration_interval: float = 900.0
-    #: The outbox drainer runs contradiction scans as soon as work is committed, with
-    #: ``outbox_workers`` runs at once (0: this process leaves them to others);
-    #: ``outbox_interval`` is how often an idle one looks for work queued by other
-    #: processes or retries that came due.
+    #: Seconds between an idle outbox worker's looks for contradiction scans queued by the
+    #: HTTP API or other processes, and for retries that came due (the drainer runs as
+    #: soon as the service's consumers commit).
     outbox_interval: float = 1.0
+    #: Contradiction-scan workers per service process (0: this process leaves the scans
+    #: to others).
     outbox_workers: int = 2
-    #: A failed outbox item waits ``outbox_retry_base · 2^failures`` seconds, at most
-    #: ``outbox_retry_max``, and is dead after ``outbox_max_attempts`` failures; a claimed
-    #: item is leased to its claimer for ``outbox_lease`` seconds.
+    #: A failed contradiction scan runs again after ``outbox_retry_base · 2^failures``
+    #: seconds, at most ``outbox_retry_max``.
     outbox_retry_base: float = 5.0
+    #: The longest wait before a failed contradiction scan runs again.
     outbox_retry_max: float = 600.0
+    #: Failures after which an outbox item is dead (the defaults outlast a two-hour judge
+    #: outage).
     outbox_max_attempts: int = 20
+    #: Seconds a claimed outbox item stays invisible to other service processes (longer
+    #: than one scan's judge calls; an item of a process that died mid-scan is claimed
+    #: again after it).
     outbox_lease: float = 900.0
+    #: Entries one corroboration check looks at, at most.
     corroboration_batch: int = 100
     #: Access-log rows older than this many days are deleted by a periodic job (run with
     #: the decay cycle); 0 keeps them forever.
     access_log_retention_days: int = 30
+    #: Deliveries a consumer keeps in flight (one taking one message at a time keeps at
+    #: most ``pool_max``).
     prefetch: int = 16
-    #: The ingest consumer commits up to ``ingest_batch`` ``store_knowledge`` messages in
-    #: one transaction: those that arrived within ``ingest_batch_ms`` of the first (1: each
-    #: message alone). Its prefetch is raised to twice the batch when lower.
+    #: Group commit: the ingest consumer commits up to this many ``store_knowledge``
+    #: messages in one transaction, each acknowledged after it commits (1: each message
+    #: alone); at most two batches commit at once per process. Its prefetch is raised to
+    #: twice the batch when ``prefetch`` is lower.
     ingest_batch: int = 16
+    #: Group commit: a batch takes the messages that arrived within this many milliseconds
+    #: of its first (a batch whose window ended while two others commit keeps filling).
     ingest_batch_ms: float = 10.0
+    #: Redeliveries of a failing message before it is dead-lettered.
     max_redeliveries: int = 5
+    #: The connection pool's size (a hybrid query uses up to three connections at once
+    #: while the pool has them to spare, one otherwise and behind a transaction-mode
+    #: pooler; also the HTTP commands served at once).
     pool_max: int = 10
+    #: The HNSW search breadth of queries.
     ef_search: int = 100
     #: The HNSW breadth of an ingest's neighbour search: it acts only on close neighbours,
     #: which a narrower search finds as an exact scan does (benchmarks/ingest_recall_bench.py).
     ingest_ef_search: int = 64
+    #: Seconds a client waits for an RPC's reply.
     rpc_timeout: float = 10.0
     #: An HTTP request (not counting its body's upload) or a bus message not carried out
     #: within this many seconds fails (HTTP 503 ``request_timeout`` with ``Retry-After``;
     #: the message is retried, then dead-lettered), and its unit of work rolls back.
     request_timeout: float = 30.0
-    #: The cosine a query's vector match needs to count (``None``: the embedder's own,
-    #: calibrated floor; set it for an OpenAI-compatible model Apollo has no floor for).
+    #: The cosine at or above which a query's vector match counts (``None``: the
+    #: embedder's own, calibrated rule). Set, it is the whole relevance rule: the
+    #: embedder's standout and small-store floor are off (see Retrieval, How retrieval
+    #: works); set it for an embedding model Apollo has not calibrated.
     relevance_floor: float | None = None
 
     @classmethod
@@ -407,7 +468,7 @@ class Settings:
 
     @property
     def onnx_cache(self) -> Path:
-        """The folder of the ONNX embedder's exported graphs."""
+        """The folder of the ONNX embedder's built graphs."""
         return self.onnx_cache_dir if self.onnx_cache_dir is not None else self.data_dir / "onnx"
 
     @property

@@ -6,6 +6,11 @@ limit counts. The use cases check their inputs against these rows and nothing el
 edges (HTTP, the bus, GAS events, the CLI, the library) all reach the same checks, so an
 input refused on one edge is refused on every edge, with a :class:`ValidationError` naming
 the field. Over-limit input is never truncated: it is refused and nothing is written.
+
+Two rules stand beside the table (docs/security.md, "Input that could mean two things"): a
+JSON message holding one key twice is refused at every edge
+(:func:`apollo_app.wire.codec.decode_json`, ``refuse_duplicate_keys`` for MCP), and every
+stored string loses the bidirectional controls (:func:`apollo_domain.validation.storable_text`).
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from . import bounds
 from .bounds import Bound
 from .errors import ValidationError
 from .model import AccessScope, ContentType, SourceRef
-from .validation import shown
+from .validation import BIDI_CONTROLS, shown, storable_text
 
 MAX_CONTENT_CHARS = bounds.CONTENT.limit
 MAX_TAGS = bounds.TAG_COUNT.limit
@@ -55,27 +55,10 @@ DEFAULT_IGNORABLE = re.compile(f"[{_IGNORABLE_RANGES}]")
 #: A run of what never shows, skipped at once: whitespace, C0 and C1 controls, and the
 #: default-ignorable code points.
 _UNSHOWN_RUN = re.compile(f"[\\s\x00-\x1f\x7f-\x9f{_IGNORABLE_RANGES}]*")
-#: The bidirectional embedding, override and isolate controls (LRE, RLE, PDF, LRO, RLO;
-#: LRI, RLI, FSI, PDI). They reorder how the text around them is shown, so a reader (a
-#: person in a console, an agent quoting it) can be shown something other than what is
-#: stored ("Trojan Source"). Removed from stored text; the bidi marks U+200E and U+200F
-#: (which reorder nothing, they only set a direction) and right-to-left letters stay.
-BIDI_CONTROLS = re.compile("[\u202a-\u202e\u2066-\u2069]")
 #: General categories that show nothing: format and control characters, separators.
 _INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf", "Zs", "Zl", "Zp"})
 _TAG_DROP = re.compile(r"[^a-z0-9_ -]")
 _DASHES = re.compile(r"-+")
-
-
-def storable_text(text: str) -> str:
-    """``text`` without what Apollo never stores: NUL characters and lone surrogates (no
-    store can hold them) and the bidirectional controls :data:`BIDI_CONTROLS` (they make
-    text show other than it reads)."""
-    text = text.replace("\x00", "")
-    if text.isascii():
-        return text
-    text = text.encode("utf-8", "ignore").decode("utf-8")  # lone surrogates cannot encode
-    return BIDI_CONTROLS.sub("", text)
 
 
 def clean_content(content: object) -> str:

@@ -71,8 +71,12 @@ class EntryView:
     #: The signals that found the entry and each one's own score (``vector``: cosine
     #: similarity, ``lexical``: the store's relevance score, ``graph``: entity matches).
     signals: Mapping[str, float] = field(factory=dict)
-    #: The fused score that ordered the results (None when browsing).
+    #: The score that ordered the results: the fused score weighed by the entry's evidence
+    #: (docs/retrieval.md, "Fair pages"; None when browsing).
     score: float | None = None
+    #: How many near-duplicates of the same source were folded into this result (the best
+    #: of them is the one shown; 0 when none, and when browsing).
+    folded: int = 0
 
     @classmethod
     def of(
@@ -83,6 +87,7 @@ class EntryView:
         *,
         signals: Mapping[str, float] | None = None,
         score: float | None = None,
+        folded: int = 0,
     ) -> EntryView:
         return cls(
             id=entry.id,
@@ -98,6 +103,7 @@ class EntryView:
             created_at=entry.created_at,
             signals=dict(signals or {}),
             score=score,
+            folded=folded,
         )
 
 

@@ -16,19 +16,39 @@ ranking combines them in one of two ways (``RetrievalSettings.fusion``):
   weakly; but each list's weakest candidate adds nothing, which hurts a short list such
   as the graph fill's.
 
-The relevance floor: a vector match below ``RetrievalSettings.relevance_floor`` says
-nothing about the query (every text has some cosine with every other; an embedder's
-unrelated pairs sit in a band of their own), so the vector signal drops it before fusion
-and it is neither returned nor boosted. The floor belongs to the embedder: the composition
-root fills it in from the embedder's calibrated ``relevance_floor`` (see
-``benchmarks/relevance_floor_bench.py``) unless it is set. It applies to the vector signal
+The relevance rule: every text has some cosine with every other, so a vector match says
+nothing about the query unless it clears the rule, and the vector signal drops it before
+fusion (neither returned nor boosted). The rule has two parts, either of which admits:
+
+- the absolute floor (``RetrievalSettings.relevance_floor``): a match at or above it counts;
+- the standout (``relevance_margin``, ``relevance_background``, ``relevance_minimum``): the
+  query's best cosine, minus the mean of the ``relevance_background`` candidates after it,
+  is at least the margin, and the best is at least the minimum. A paraphrase has a low
+  cosine with its note but a higher one than with everything else the store holds; an
+  unrelated query's best is one of a crowd. When the query stands out, every candidate at
+  or above the minimum counts.
+
+With fewer candidates than the best plus ``relevance_background``, the candidates are the
+whole store as the query's filter sees it (a store of a few entries, or a narrow filter):
+there is no crowd to stand out of, and the floor is that of a store of ``n`` entries,
+``relevance_single + relevance_growth * ln(n)`` (at most the absolute floor). An unrelated
+query's best cosine is the largest of ``n`` draws from the model's unrelated cosines,
+whose tail is exponential: its quantiles grow by the same step each time ``n`` is
+multiplied by e (Gumbel). Without ``relevance_single`` the absolute floor admits (or, with
+none, the minimum).
+
+The decision is :meth:`RetrievalSettings.relevance_cutoff`, fed by the candidates each
+store returns best first (``benchmarks/relevance_rule_bench.py`` calibrates it). The rule
+belongs to the embedder: the composition root fills it in from the embedder's declared
+``relevance_floor`` and ``relevance_standout`` unless set. It applies to the vector signal
 only: a lexical match holds a term of the query itself, and the graph fill an entity the
-query names, which is relevance of its own; an entry the vector signal found below the
-floor still counts when one of those found it too, on that signal alone.
+query names, which is relevance of its own; an entry the vector signal did not admit
+still counts when one of those found it too, on that signal alone.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Final
 from uuid import UUID
@@ -81,8 +101,14 @@ class RetrievalSettings:
       (:mod:`apollo_domain.services.graph_fill`).
     - ``graph_scan``: at most this many entries tagged with the seeds or their neighbours
       are examined.
-    - ``relevance_floor``: the cosine a vector match needs to count at all (see the module
-      docstring); ``None`` until the composition root takes the embedder's.
+    - ``relevance_floor``: the cosine at or above which a vector match counts (see the
+      module docstring); ``None`` until the composition root takes the embedder's.
+    - ``relevance_margin``: how far a query's best cosine must stand out of the mean of the
+      ``relevance_background`` candidates after it for its matches at or above
+      ``relevance_minimum`` to count; ``None``: no standout part.
+    - ``relevance_single`` / ``relevance_growth``: the floor of a store of one entry, and
+      what it gains each time the store holds e times as many (used below
+      ``1 + relevance_background`` candidates; ``None``: the absolute floor).
     """
 
     fusion: str = field(default="relative_score", validator=validators.in_(FUSIONS))
@@ -100,6 +126,23 @@ class RetrievalSettings:
     relevance_floor: float | None = field(
         default=None, converter=converters.optional(float), validator=_cosine
     )
+    relevance_margin: float | None = field(
+        default=None,
+        converter=converters.optional(float),
+        validator=validators.optional(
+            [validators.instance_of(float), validators.ge(0.0), validators.le(2.0)]
+        ),
+    )
+    relevance_background: int = field(default=8, validator=[*_positive_int, validators.le(50)])
+    relevance_minimum: float | None = field(
+        default=None, converter=converters.optional(float), validator=_cosine
+    )
+    relevance_single: float | None = field(
+        default=None, converter=converters.optional(float), validator=_cosine
+    )
+    relevance_growth: float = field(
+        default=0.0, converter=float, validator=[validators.ge(0.0), validators.le(1.0)]
+    )
 
     @classmethod
     def from_overrides(cls, **overrides: object) -> RetrievalSettings:
@@ -116,8 +159,31 @@ class RetrievalSettings:
             raise ValidationError(name, str(exc)) from None
 
     def relevant(self, similarity: float) -> bool:
-        """Whether a vector match at ``similarity`` clears the relevance floor."""
+        """Whether a vector match at ``similarity`` clears the absolute floor alone."""
         return self.relevance_floor is None or similarity >= self.relevance_floor
+
+    @property
+    def vector_depth(self) -> int:
+        """How many candidates beyond a query's limit the standout needs to see."""
+        return self.relevance_background if self.relevance_margin is not None else 0
+
+    def relevance_cutoff(self, similarities: Sequence[float]) -> float:
+        """The cosine a vector match of this query needs to count, from the query's
+        candidates' cosines best first (the module docstring): ``-inf`` when there is no
+        rule, ``inf`` when nothing counts."""
+        floor = math.inf if self.relevance_floor is None else self.relevance_floor
+        if self.relevance_margin is None:
+            return -math.inf if self.relevance_floor is None else floor
+        minimum = -1.0 if self.relevance_minimum is None else self.relevance_minimum
+        margin = standout(similarities, self.relevance_background)
+        if margin is None:  # too few candidates to stand out of: the whole (filtered) store
+            if self.relevance_single is not None and similarities:
+                small = self.relevance_single + self.relevance_growth * math.log(len(similarities))
+                return min(floor, small)
+            return floor if self.relevance_floor is not None else minimum
+        if margin >= self.relevance_margin and similarities[0] >= minimum:
+            return min(floor, minimum)
+        return floor
 
     def weight(self, signal: str) -> float:
         return {
@@ -125,6 +191,15 @@ class RetrievalSettings:
             LEXICAL: self.lexical_weight,
             GRAPH: self.graph_weight,
         }[signal]
+
+
+def standout(similarities: Sequence[float], background: int) -> float | None:
+    """The best of ``similarities`` (best first) minus the mean of the ``background``
+    after it; None when there are fewer than ``1 + background``."""
+    if background < 1 or len(similarities) < 1 + background:
+        return None
+    rest = similarities[1 : 1 + background]
+    return float(similarities[0]) - math.fsum(rest) / background
 
 
 @frozen
@@ -187,4 +262,5 @@ __all__ = [
     "RetrievalSettings",
     "carry",
     "fuse",
+    "standout",
 ]

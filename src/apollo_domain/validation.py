@@ -1,10 +1,12 @@
-"""Validation shared by the rules and the use cases: bounded numbers, bounded nesting and
-bounded JSON objects."""
+"""Validation shared by the rules and the use cases: bounded numbers, bounded nesting,
+bounded JSON objects, and the one cleaning every stored string goes through
+(:func:`storable_text`)."""
 
 from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -14,6 +16,25 @@ from .errors import ValidationError
 #: The deepest nesting of objects and arrays Apollo accepts in a caller's JSON value (an
 #: entry's context, a GAS event, writeback metadata); the value itself is level 1.
 MAX_JSON_DEPTH = JSON_DEPTH.limit
+#: The bidirectional embedding, override and isolate controls (LRE, RLE, PDF, LRO, RLO;
+#: LRI, RLI, FSI, PDI). They reorder how the text around them is shown, so a reader (a
+#: person in a console, an agent quoting it) can be shown something other than what is
+#: stored ("Trojan Source"). Removed from every stored string; the bidi marks U+200E,
+#: U+200F and U+061C (which reorder nothing, they only set a direction) and right-to-left
+#: letters stay.
+BIDI_CONTROLS = re.compile("[\u202a-\u202e\u2066-\u2069]")
+
+
+def storable_text(text: str) -> str:
+    """``text`` without what Apollo never stores: NUL characters and lone surrogates (no
+    store can hold them) and the bidirectional controls :data:`BIDI_CONTROLS` (they make
+    text show other than it reads). Every string Apollo stores from a caller passes here:
+    content, source fields, context keys and values, reasons, request ids."""
+    text = text.replace("\x00", "")
+    if text.isascii():
+        return text
+    text = text.encode("utf-8", "ignore").decode("utf-8")  # lone surrogates cannot encode
+    return BIDI_CONTROLS.sub("", text)
 
 
 def shown(value: object, limit: int = 60) -> str:
@@ -57,8 +78,9 @@ def check_depth(name: str, value: object, max_depth: int = MAX_JSON_DEPTH) -> No
 
 
 def bounded_json(name: str, value: Mapping[Any, Any], bound: Bound) -> dict[str, Any]:
-    """``value`` as the JSON object it serializes to (keys as strings, NUL characters
-    dropped): nested at most ``MAX_JSON_DEPTH`` levels and at most ``bound`` bytes of
+    """``value`` as the JSON object it serializes to (keys as strings, every key and string
+    value through :func:`storable_text`; two keys that become one that way are refused):
+    nested at most ``MAX_JSON_DEPTH`` levels and at most ``bound`` bytes of
     compact UTF-8 JSON, else :class:`ValidationError` naming ``name``."""
     check_depth(name, value)
     try:
@@ -68,25 +90,33 @@ def bounded_json(name: str, value: Mapping[Any, Any], bound: Bound) -> dict[str,
     except (TypeError, ValueError) as exc:
         raise ValidationError(name, f"must be JSON-serializable: {exc}") from None
     bound.check(len(encoded.encode("utf-8", "surrogatepass")), name)
-    return dict(_storable(json.loads(encoded)))
+    return dict(_storable(name, json.loads(encoded)))
 
 
-def _storable(value: Any) -> Any:
-    """A decoded JSON value with what no store can hold dropped from its strings and keys
-    (NUL characters, lone surrogates); recursion is bounded by the depth checked before."""
+def _storable(name: str, value: Any) -> Any:
+    """A decoded JSON value with its strings and keys through :func:`storable_text`;
+    recursion is bounded by the depth checked before."""
     if isinstance(value, str):
-        return _text(value)
+        return storable_text(value)
     if isinstance(value, list):
-        return [_storable(item) for item in value]
+        return [_storable(name, item) for item in value]
     if isinstance(value, dict):
-        return {_text(key): _storable(item) for key, item in value.items()}
+        members: dict[str, Any] = {}
+        for key, item in value.items():
+            clean = storable_text(key)
+            if clean in members:  # "a\u202e" and "a": one key would silently win
+                raise ValidationError(name, f"holds the key {shown(clean)} more than once")
+            members[clean] = _storable(name, item)
+        return members
     return value
 
 
-def _text(text: str) -> str:
-    if not text.isascii():
-        text = text.encode("utf-8", "ignore").decode("utf-8")
-    return text.replace("\x00", "")
-
-
-__all__ = ["MAX_JSON_DEPTH", "bounded_float", "bounded_json", "check_depth", "shown"]
+__all__ = [
+    "BIDI_CONTROLS",
+    "MAX_JSON_DEPTH",
+    "bounded_float",
+    "bounded_json",
+    "check_depth",
+    "shown",
+    "storable_text",
+]

@@ -24,6 +24,7 @@ import pytest
 
 import apollo_app
 from apollo_adapters.postgres.embedded import temporary_folder
+from tests.environ import without_apollo_settings
 
 CHROMIUM = Path("/usr/bin/chromium")
 DEADLINE = 180.0
@@ -78,7 +79,7 @@ class Service:
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = folder / "serve.log"
-        environ = {k: v for k, v in os.environ.items() if not k.startswith("APOLLO_")}
+        environ = without_apollo_settings()
         environ["PYTHONPATH"] = os.pathsep.join(
             [SOURCES, *filter(None, [environ.get("PYTHONPATH")])]
         )

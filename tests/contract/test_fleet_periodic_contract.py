@@ -173,7 +173,9 @@ async def make_fleet(store_kind: str, request: pytest.FixtureRequest) -> AsyncIt
                 clock=clock,
                 judge=interleaving.wrap(HeuristicContradictionJudge(), "judge"),
             )
-            settings = Settings(corroboration_batch=BATCH, access_log_retention_days=7)
+            settings = Settings(
+                embedder="hashing", corroboration_batch=BATCH, access_log_retention_days=7
+            )
             service = ApolloService(apollo, InProcessBus(), settings)
             runtimes.append(Runtime(apollo, service, clock, interleaving))
         return runtimes

@@ -7,13 +7,15 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Mapping, Sequence, Set
 
+import attrs
 import pytest
 
 from apollo_app import Status, ValidationError
 from apollo_domain.commands import DeprecateEntry
 from apollo_domain.limits import MAX_QUERY_CHARS, MAX_RELATED
-from apollo_domain.normalize import MAX_TAG_CHARS
+from apollo_domain.normalize import BIDI_CONTROLS, MAX_TAG_CHARS
 from apollo_domain.policy import ConfidencePolicy
 from apollo_domain.traversal import DECAY_PER_HOP
 from apollo_domain.validation import MAX_JSON_DEPTH
@@ -93,6 +95,70 @@ async def test_bidirectional_controls_are_neither_stored_nor_returned(make_apoll
         apollo, lambda: client.store_knowledge(content="\u202a\u202b\u202d\u2066\u2068")
     )
     assert "content" == field
+
+
+def _strings(value: object) -> list[str]:
+    """Every string in ``value`` (attrs values, mappings, sequences), keys included."""
+    if isinstance(value, str):
+        return [value]
+    if attrs.has(type(value)):
+        return _strings(attrs.asdict(value, recurse=False))
+    if isinstance(value, Mapping):
+        return [s for k, v in value.items() for s in (*_strings(k), *_strings(v))]
+    if isinstance(value, Sequence | Set):
+        return [s for item in value for s in _strings(item)]
+    return []
+
+
+TROJAN = "grant \u202euser\u202c to \u2067שלום\u2069 \u200fread\u200e"
+TROJAN_STORED = "grant user to שלום \u200fread\u200e"
+
+
+async def test_no_stored_string_keeps_a_bidirectional_control(make_apollo):
+    """Context keys and values at any depth, tags, domain, source fields and the
+    deprecation reason (in the entry and in the access log) go through the one cleaning
+    path: the controls go, the direction marks and right-to-left letters stay."""
+    apollo = await make_apollo()
+    client = apollo.client("claude-bidi\u202e")
+    result = await client.store_knowledge(
+        content="bidirectional controls in every field",
+        tags=["kafka\u202e", "\u2066ops\u2069"],
+        knowledge_domain="infra\u202b",
+        context={"note\u202e": TROJAN, "deep": [{"k": [TROJAN, 1]}], "n": 2},
+        source_provider="claude\u202d",
+        source_channel="chan\u2068nel\u2069",
+    )
+    entry = await apollo.get_entry(result.entry_id)
+    assert ("kafka", "ops") == entry.tags
+    assert "infra" == entry.knowledge_domain
+    assert ("claude-bidi", "claude", "channel") == (
+        entry.source.agent_id,
+        entry.source.provider,
+        entry.source.channel,
+    )
+    assert {"note": TROJAN_STORED, "deep": [{"k": [TROJAN_STORED, 1]}], "n": 2} == {
+        k: v for k, v in entry.source_context.items() if k in ("note", "deep", "n")
+    }
+    await client.deprecate_entry(result.entry_id, reason=f"because {TROJAN}")
+    archived = await apollo.get_entry(result.entry_id)
+    assert f"because {TROJAN_STORED}" == archived.source_context["deprecation_reason"]
+    async with apollo.store.unit_of_work() as uow:
+        logged = await uow.access_log.for_agent("claude-bidi")
+    every = _strings(archived) + _strings(logged)
+    assert any("\u200f" in text for text in every)  # the marks are kept
+    assert [] == [text for text in every if BIDI_CONTROLS.search(text)]
+
+
+async def test_context_keys_that_become_one_once_cleaned_are_refused(make_apollo):
+    """``{"a\u202e": 1, "a": 2}`` would silently keep one value once the control goes."""
+    apollo = await make_apollo()
+    client = apollo.client("claude-keys")
+    for context in ({"a\u202e": 1, "a": 2}, {"x": {"b\u2066": 1, "b\u2069": 2}}):
+
+        def store(given=context):
+            return client.store_knowledge(content="two keys", context=given)
+
+        assert "context" == await _refused(apollo, store)
 
 
 # --------------------------------------------------------------------------- query bounds

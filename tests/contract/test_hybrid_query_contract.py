@@ -261,8 +261,8 @@ class _Profile:
     ("mode", "stages"),
     [
         ("hybrid", {"embed", "vector", "lexical", "graph", "fuse", "read winners", "boost"}),
-        ("vector", {"embed", "vector", "fuse", "boost"}),
-        ("lexical", {"lexical", "fuse", "boost"}),
+        ("vector", {"embed", "vector", "fuse", "read winners", "boost"}),
+        ("lexical", {"lexical", "fuse", "read winners", "boost"}),
     ],
 )
 async def test_a_query_tells_its_profile_each_stage_once(make_apollo, mode, stages):

@@ -70,7 +70,7 @@ async def test_every_login_is_a_gateway_by_default(rabbitmq_url: str, topology: 
 async def test_a_non_gateway_cannot_credit_another_agent(rabbitmq_url: str, topology: Topology):
     """A payload agent id from a user that is not a gateway is dead-lettered as forbidden
     on its first delivery, and nothing is stored."""
-    settings = Settings(gateway_users=frozenset({"apollo-service"}))
+    settings = Settings(embedder="hashing", gateway_users=frozenset({"apollo-service"}))
     bus = await AiormqBus.connect(rabbitmq_url, topology=topology, max_redeliveries=2)
     async with Apollo.in_memory() as apollo:
         service = ApolloService(apollo, bus, settings, topology=topology)

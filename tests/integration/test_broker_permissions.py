@@ -89,7 +89,7 @@ def vhost() -> Iterator[Vhost]:
 async def service(vhost: Vhost) -> AsyncIterator[ApolloService]:
     """The service on the vhost, as its own login (the only gateway); it declares the
     topology."""
-    settings = Settings(gateway_users=frozenset({vhost.service_login}))
+    settings = Settings(embedder="hashing", gateway_users=frozenset({vhost.service_login}))
     bus = await AiormqBus.connect(vhost.service_url, topology=Topology(), max_redeliveries=1)
     apollo = Apollo.in_memory()
     running = ApolloService(apollo, bus, settings)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -21,6 +20,7 @@ import pytest
 
 from apollo_adapters.postgres.embedded import temporary_folder
 from tests.bounds_cases import CASES, LINE_CASES
+from tests.environ import without_apollo_settings
 from tests.postgres_support import PostgresTestServer
 
 TIMEOUT = 180
@@ -64,7 +64,7 @@ def run(
     env: dict[str, str] | None = None,
     stdin: str | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("APOLLO_")}
+    environ = without_apollo_settings()
     if data_dir is not None:
         environ["APOLLO_DATA_DIR"] = str(data_dir)
     environ.update(env or {})
@@ -432,8 +432,8 @@ def test_another_embedder_than_the_stores_is_refused_naming_the_settings(data_di
         "apollo: error: APOLLO_EMBEDDER: the store holds vectors of model"
         " 'apollo-hashing-v1-384' (dimension 384), not those of the embedder configured now"
         " (APOLLO_EMBEDDER=hashing, APOLLO_EMBEDDING_DIMENSION=256); set"
-        " APOLLO_EMBEDDER=hashing and APOLLO_EMBEDDING_DIMENSION=384 to open it, or choose"
-        " a new store (APOLLO_DATA_DIR or APOLLO_DATABASE_URL)"
+        " APOLLO_EMBEDDER=hashing and APOLLO_EMBEDDING_DIMENSION=384 to open it, or choose a"
+        " new store (APOLLO_DATA_DIR or APOLLO_DATABASE_URL) for the embedder configured now"
     ] == result.stderr.splitlines()
 
 

@@ -139,6 +139,7 @@ class Drill:
     def settings(self) -> Settings:
         """The in-process service's settings for this topology."""
         return Settings(
+            embedder="hashing",
             exchange=f"{self.prefix}legion.apollo",
             queue_prefix=f"{self.prefix}legion.apollo",
             audit_exchange=f"{self.prefix}llm.audit",

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import shutil
 import subprocess
 import sys
@@ -24,6 +23,7 @@ from psycopg.conninfo import make_conninfo
 from apollo_adapters.postgres import PostgresStore
 from apollo_adapters.postgres.embedded import temporary_folder
 from apollo_domain.errors import StoreBusy, StoreUnavailable
+from tests.environ import without_apollo_settings
 from tests.pgbouncer_support import PgBouncer, require_pgbouncer
 from tests.postgres_support import PostgresTestServer, hashing_model_id
 from tests.service_processes import SOURCES, service_environment
@@ -134,7 +134,7 @@ async def test_a_pool_the_server_stops_from_growing_names_the_budget(
 
 @pytest.fixture
 def no_slot_env(limited: Limited) -> Iterator[dict[str, str]]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("APOLLO_")}
+    env = without_apollo_settings()
     env["PYTHONPATH"] = SOURCES
     env.update(
         service_environment(

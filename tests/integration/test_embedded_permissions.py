@@ -30,6 +30,7 @@ from apollo_adapters.postgres.embedded import (
     temporary_folder,
 )
 from apollo_domain.errors import StoreUnavailable
+from tests.environ import without_apollo_settings
 
 SOURCES = str(Path(apollo_app.__file__).resolve().parents[1])
 as_root = pytest.mark.skipif(
@@ -179,7 +180,7 @@ def test_a_planted_socket_folder_is_refused_and_left_alone(server_folder: Path) 
 @pytest.mark.postgres
 def test_the_cli_names_the_variable_and_the_closed_folder(closed_parent: Path) -> None:
     before = modes_up_to_root(closed_parent)
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("APOLLO_")}
+    environ = without_apollo_settings()
     environ["APOLLO_DATA_DIR"] = str(closed_parent / "apollo")
     environ["PYTHONPATH"] = SOURCES
     result = subprocess.run(

@@ -25,6 +25,7 @@ import psycopg
 import pytest
 from attrs import define, field
 
+from apollo_app.entrypoints.http.headers import CAUSAL_TOKEN_HEADER
 from tests.fleet_cluster import FleetCluster, cluster_command
 from tests.processes import alive
 from tests.service_processes import ServiceProcesses
@@ -52,22 +53,34 @@ class Callers:
     failures: Counter[str] = field(factory=Counter)
     #: set at the first failure
     failed: asyncio.Event = field(factory=asyncio.Event)
+    #: the causal token of the latest answer that carried one
+    token: str | None = None
     _turn: int = 0
 
-    async def send(self, path: str, body: dict[str, Any], *, retry: bool = True) -> Any:
-        """The 2xx answer's body; with ``retry`` False, a failure raises at once."""
+    async def send(
+        self,
+        path: str,
+        body: dict[str, Any],
+        *,
+        retry: bool = True,
+        headers: dict[str, str] | None = None,
+    ) -> Any:
+        """The 2xx answer's body; with ``retry`` False, a failure raises at once. A causal
+        token in an answer is kept in ``token`` (the caller sends it back to read its own
+        writes)."""
         for _ in range(ATTEMPTS):
             index = self._turn % len(self.apis)
             api = self.apis[index]
             self._turn += 1
             self.attempts += 1
             try:
-                response = await self.http.post(f"{api}{path}", json=body)
+                response = await self.http.post(f"{api}{path}", json=body, headers=headers)
             except httpx.TransportError as exc:
                 failure = type(exc).__name__
             else:
                 if response.is_success:
                     self.answered[index] += 1
+                    self.token = response.headers.get(CAUSAL_TOKEN_HEADER, self.token)
                     return response.json()
                 if response.status_code < 500:
                     raise AssertionError(f"{path}: {response.status_code} {response.text}")
@@ -357,16 +370,18 @@ async def test_a_caller_reads_its_own_writes_on_a_replica_5_s_behind(
     fleet_cluster: FleetCluster, database: str
 ) -> None:
     """The replica applies each commit 5 s late (``recovery_min_apply_delay``). Ten times,
-    a text is ingested through a process and queried at once through the same process:
-    it is found every time (the process waits up to APOLLO_REPLICA_WAIT_SECONDS for the
-    replica to replay its commits, then reads on the primary), while the replica itself,
-    asked straight after the ingest, does not have it yet."""
+    a text is ingested through a process and queried at once with the causal token the
+    ingest answered: it is found every time (the process waits up to
+    APOLLO_REPLICA_WAIT_SECONDS for the replica to replay that commit, then reads on the
+    primary), while the replica itself, asked straight after the ingest, does not have it
+    yet. A query without a token goes to the replica at once and does not find it."""
     replica = fleet_cluster.replica
     await _replica_setting(replica.conninfo("postgres"), "5s")
     services = await _started(
         fleet_cluster.service_processes(1, database, replica_wait_seconds=0.3)
     )
     found: list[bool] = []
+    stale: list[bool] = []
     on_replica: list[bool] = []
     try:
         async with (
@@ -386,20 +401,27 @@ async def test_a_caller_reads_its_own_writes_on_a_replica_5_s_behind(
                 )
                 on_replica.append((await cur.fetchone()) == (1,))
                 query = {"query": text, "min_confidence": 0, "limit": 20}  # every probe
-                answer = await caller.send("/query", query, retry=False)
+                assert caller.token is not None, "the ingest answered no causal token"
+                untokened = await caller.send("/query", query, retry=False)
+                stale.append(stored["entry_id"] in [e["id"] for e in untokened["entries"]])
+                answer = await caller.send(
+                    "/query", query, retry=False, headers={CAUSAL_TOKEN_HEADER: caller.token}
+                )
                 found.append(stored["entry_id"] in [e["id"] for e in answer["entries"]])
             metrics = (await http.get(f"{services[0].base}/metrics")).text
     finally:
         await _replica_setting(replica.conninfo("postgres"), None)
         await _stopped(services)
     print(
-        f"\nlag drill: own writes read back {sum(found)} of {len(found)}; on the replica"
+        f"\nlag drill: own writes read back {sum(found)} of {len(found)} with the token,"
+        f" {sum(stale)} without; on the replica"
         f" right after the ingest {sum(on_replica)} of {len(on_replica)}; the process's reads"
         f" on the primary {_metric(metrics, 'primary')}, on the replica"
         f" {_metric(metrics, 'replica')}"
     )
     assert all(found)
     assert not all(on_replica), "the replica was never behind: the drill showed nothing"
+    assert not all(stale), "a query without a token never read the late replica"
 
 
 async def _replica_setting(conninfo: str, delay: str | None) -> None:

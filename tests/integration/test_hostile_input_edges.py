@@ -29,6 +29,7 @@ from apollo_app.cli.ingest import IngestReport, Progress, ingest_lines
 from apollo_app.entrypoints.http import HttpServer, create_app
 from apollo_app.entrypoints.http.operations import OPERATIONS, Operation
 from apollo_app.entrypoints.service import ApolloService
+from apollo_app.wire.codec import make_converter
 from apollo_app.wire.envelope import ACTIONS, MUTATIONS, REQUESTS
 from apollo_domain.bounds import JSON_DEPTH, MESSAGE
 from apollo_domain.commands import DeprecateEntry
@@ -204,6 +205,33 @@ async def test_http_ingest_stores_and_returns_content_without_bidirectional_cont
     await http.refused("/ingest", {"content": BIDI_ONLY}, "content")
 
 
+#: Every stored string field of an ingest, each holding controls.
+EVERY_FIELD = {
+    "content": "controls in every field",
+    "tags": ["kafka\u202e", "\u2066ops\u2069"],
+    "knowledge_domain": "infra\u202b",
+    "source_channel": "chan\u2068nel\u2069",
+    "context": {"note\u202e": TROJAN, "deep": [{"k": [TROJAN, 1]}]},
+}
+
+
+def _assert_cleaned(entry: dict[str, Any]) -> None:
+    """The entry as an edge returns it: its fields without the controls, the marks kept."""
+    assert (["kafka", "ops"], "infra") == (entry["tags"], entry["knowledge_domain"])
+    assert entry["source"]["channel"] in ("channel", None)  # None: redacted for the reader
+    context = entry.get("source_context", entry.get("context"))
+    assert TROJAN_STORED == context["note"]
+    assert [{"k": [TROJAN_STORED, 1]}] == context["deep"]
+    assert not re.search("[\u202a-\u202e\u2066-\u2069]", json.dumps(entry, ensure_ascii=False))
+
+
+async def test_http_ingest_stores_no_bidirectional_control_in_any_field(http: Http):
+    created = await http.client.post(f"{API}/ingest", json=EVERY_FIELD)
+    assert 201 == created.status_code, created.text
+    entry = await http.client.get(f"{API}/entries/{created.json()['entry_id']}")
+    _assert_cleaned(entry.json())
+
+
 @define
 class Mesh:
     apollo: Apollo
@@ -265,7 +293,9 @@ async def mesh(request: pytest.FixtureRequest) -> AsyncIterator[Mesh]:
     else:
         topology, login = Topology(), "alice"
         bus = InProcessBus(topology, max_redeliveries=5, retry_backoff=_no_backoff, login=login)
-    service = ApolloService(apollo, bus, Settings(prefetch=4), topology=topology)
+    service = ApolloService(
+        apollo, bus, Settings(embedder="hashing", prefetch=4), topology=topology
+    )
     await service.start()
     client = RemoteClient(bus, agent_id="claude-mesh", topology=topology, rpc_timeout=PATIENCE)
     try:
@@ -336,6 +366,18 @@ async def test_bus_ingest_stores_content_without_bidirectional_controls(mesh: Me
             pytest.fail("the ingest was never stored")
         await asyncio.sleep(0.02)  # waiting for the consumer, as dead_letter() does
     assert [TROJAN_STORED] == [entry.content for entry in found]
+
+
+async def test_bus_ingest_stores_no_bidirectional_control_in_any_field(mesh: Mesh):
+    await mesh.publish(mesh.service.topology.ingest_queue, _ingest(json.dumps(EVERY_FIELD)))
+    reader = mesh.apollo.client("claude-reader")
+    deadline = asyncio.get_running_loop().time() + PATIENCE
+    while not (found := (await reader.query_knowledge("controls in every field")).entries):
+        if asyncio.get_running_loop().time() > deadline:
+            pytest.fail("the ingest was never stored")
+        await asyncio.sleep(0.02)  # waiting for the consumer, as dead_letter() does
+    entry = await mesh.apollo.get_entry(found[0].id)
+    _assert_cleaned(make_converter(forbid_extra_keys=False, round_scores=True).unstructure(entry))
 
 
 async def test_bus_ingest_of_bidirectional_controls_only_is_dead_lettered(

@@ -1037,7 +1037,7 @@ def test_apollo_serve_binds_loopback_with_one_warning(caplog: pytest.LogCaptureF
     loopback, with the one warning that names the overridden host setting."""
     from apollo_app.entrypoints.service.runner import _http_socket
 
-    settings = Settings(http_host="0.0.0.0", http_port=0)
+    settings = Settings(embedder="hashing", http_host="0.0.0.0", http_port=0)
     with caplog.at_level(logging.WARNING), _http_socket(settings) as sock:
         assert sock is not None
         assert "127.0.0.1" == sock.getsockname()[0]
@@ -1052,7 +1052,7 @@ async def test_serve_http_serves_until_cancelled(
     """serve_http binds loopback without tokens (with one warning that the host setting is
     overridden), signals readiness, and releases the port when its task is cancelled."""
     port = _free_port()
-    settings = Settings(http_host="0.0.0.0", http_port=port)
+    settings = Settings(embedder="hashing", http_host="0.0.0.0", http_port=port)
     ready = asyncio.Event()
     with caplog.at_level(logging.WARNING, logger="apollo.http"):
         task = asyncio.create_task(serve_http(api.apollo, settings, Metrics(), ready=ready))
@@ -1079,3 +1079,19 @@ async def test_http_server_stops_when_should_exit_is_set(api: Api) -> None:
     await server.stop()
     with socket.socket() as again:
         again.bind(("127.0.0.1", port))
+
+
+async def test_a_query_over_http_says_how_many_near_duplicates_it_folded(api: Api) -> None:
+    """One source's template filled in five times is one result with ``folded: 4``, and the
+    OpenAPI document describes the field."""
+    words = ["kafka", "static", "membership", "keeps", "partitions", "stable", "EveCloud"]
+    for i in range(5):
+        text = " ".join(words[i:] + words[:i])
+        await api.ingest(content=f"{text} offer {i}")
+
+    body = (await api.http.post(f"{API}/query", json={"query": "kafka static membership"})).json()
+    document = (await api.http.get("/openapi.json")).json()
+
+    assert [4] == [entry["folded"] for entry in body["entries"]]
+    view = document["components"]["schemas"]["EntryView"]
+    assert "integer" == view["properties"]["folded"]["type"]

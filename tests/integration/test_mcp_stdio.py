@@ -6,16 +6,26 @@ The caller is the identity the process was started with (``--principal``, ``--ro
 
 from __future__ import annotations
 
+import asyncio
+import json
 import shutil
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from apollo_adapters.postgres.embedded import temporary_folder
 from apollo_app import Apollo, Settings
 from apollo_app.entrypoints.mcp import mcp_actions
-from tests.mcp_support import ok, refused, stdio_client, tool_names
+from tests.mcp_support import (
+    READ_TIMEOUT,
+    ok,
+    refused,
+    stdio_client,
+    stdio_parameters,
+    tool_names,
+)
 from tests.postgres_support import PostgresTestServer
 
 pytestmark = pytest.mark.postgres
@@ -58,7 +68,7 @@ async def test_three_local_agents_corroborate_and_a_local_reader_finds_it_confir
         await ok(ben, "store_knowledge", {"content": fact, "tags": ["ci"]})
     async with stdio_client(["--principal", "cyd"], database) as cyd:
         await ok(cyd, "store_knowledge", {"content": fact, "tags": ["ci"]})
-    settings = Settings(database_url=database["APOLLO_DATABASE_URL"])
+    settings = Settings(embedder="hashing", database_url=database["APOLLO_DATABASE_URL"])
     async with Apollo.open(settings) as apollo:
         report = await apollo.check_corroboration()
     assert report.bootstrapped + report.promoted >= 1
@@ -102,3 +112,70 @@ async def test_on_the_embedded_default_store(folder: Path) -> None:
         entry = await ok(solo, "get_entry", {"entry_id": stored["entry_id"]})
     assert "Embedded stores persist" == entry["content"]
     assert (folder / "store").is_dir()
+
+
+async def _exchange(process: asyncio.subprocess.Process, message: dict[str, Any] | str) -> Any:
+    """Write one JSON-RPC line (a dict, or raw text) and read the next answer line."""
+    line = message if isinstance(message, str) else json.dumps(message)
+    assert process.stdin is not None and process.stdout is not None
+    process.stdin.write(line.encode() + b"\n")
+    await process.stdin.drain()
+    return json.loads(await asyncio.wait_for(process.stdout.readline(), READ_TIMEOUT))
+
+
+def _call(ident: int, name: str, arguments: str) -> str:
+    return (
+        f'{{"jsonrpc":"2.0","id":{ident},"method":"tools/call",'
+        f'"params":{{"name":"{name}","arguments":{arguments}}}}}'
+    )
+
+
+@pytest.mark.parametrize(
+    ("arguments", "key"),
+    [
+        ('{"content":"x","access_scope":"private","access_scope":"global"}', "access_scope"),
+        ('{"content":"x","context":{"a":[{"k":1,"k":2}]}}', "k"),
+    ],
+)
+async def test_a_line_with_a_key_given_twice_is_an_invalid_request_and_changes_nothing(
+    database: dict[str, str], arguments: str, key: str
+) -> None:
+    """Raw lines on the real stdin of ``apollo mcp`` (the SDK's client cannot send a key
+    twice): the line is refused before the SDK's parser keeps one of the two values,
+    answered with the request's id, and the server goes on serving."""
+    params = stdio_parameters(["--principal", "dup"], database)
+    process = await asyncio.create_subprocess_exec(
+        params.command,
+        *params.args,
+        env=params.env,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+    try:
+        hello = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "raw", "version": "0"},
+            },
+        }
+        assert "result" in await _exchange(process, hello)
+        assert process.stdin is not None
+        process.stdin.write(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
+        before = await _exchange(process, _call(2, "stats", "{}"))
+        answer = await _exchange(process, _call(3, "store_knowledge", arguments))
+        assert (3, -32600) == (answer["id"], answer["error"]["code"])
+        assert f"message: holds the key '{key}' more than once" == answer["error"]["message"]
+        after = await _exchange(process, _call(4, "stats", "{}"))
+        counted = before["result"]["structuredContent"]["total"]
+        assert counted == after["result"]["structuredContent"]["total"]
+        unique = await _exchange(process, _call(5, "store_knowledge", '{"content":"once only"}'))
+        assert not unique["result"]["isError"]
+    finally:
+        assert process.stdin is not None
+        process.stdin.close()
+        await asyncio.wait_for(process.wait(), READ_TIMEOUT)

@@ -1,7 +1,9 @@
-"""The ONNX embedder's vectors against the PyTorch model's, text by text, on varied texts:
-fp32 is the same model (cosine ≥ 0.99, in practice 1.0 to float rounding), so it shares
-the PyTorch embedder's model id; int8 stays close (measured 0.974 at worst, on "ok", and
-0.991 on average; asserted with margin: ≥ 0.95 each, ≥ 0.98 on average)."""
+"""The ONNX embedder's vectors against the PyTorch model's, text by text, on varied texts
+(empty and blank ones, and long ones cut at the model's 256 tokens): the graph built from
+the weights with numpy is the same model (cosine ≥ 0.9999 on every text, 1.0 to float
+rounding), so it shares the PyTorch embedder's model id; int8 stays close (measured 0.974
+at worst, on "ok", and 0.991 on average; asserted with margin: ≥ 0.95 each, ≥ 0.98 on
+average)."""
 
 from __future__ import annotations
 
@@ -11,6 +13,8 @@ import numpy as np
 import pytest
 
 from apollo_adapters.embedders import OnnxEmbedder, SentenceTransformerEmbedder
+
+pytest.importorskip("sentence_transformers", reason="the reference vectors need PyTorch")
 
 TEXTS = [
     "BGP uses TCP port 179 to establish sessions between routers.",
@@ -83,7 +87,7 @@ def test_fp32_vectors_agree_with_the_pytorch_model_on_every_text(
     agreement = cosines(reference, OnnxEmbedder(cache_dir=onnx_cache).embed_sync(TEXTS))
     assert 50 == len(agreement)
     worst = int(agreement.argmin())
-    assert agreement.min() >= 0.99, f"{agreement.min():.4f} on {TEXTS[worst]!r}"
+    assert agreement.min() >= 0.9999, f"{agreement.min():.6f} on {TEXTS[worst]!r}"
 
 
 def test_int8_vectors_stay_close_to_the_pytorch_model(

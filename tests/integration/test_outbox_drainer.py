@@ -91,7 +91,7 @@ async def service() -> AsyncIterator[tuple[Apollo, InProcessBus]]:
     """A service whose idle drainer would not look for work again for an hour."""
     async with Apollo.in_memory() as apollo:
         bus = InProcessBus(Topology(), login="mesh")
-        running = ApolloService(apollo, bus, Settings(outbox_interval=NEVER))
+        running = ApolloService(apollo, bus, Settings(embedder="hashing", outbox_interval=NEVER))
         await running.start()
         try:
             yield apollo, bus

@@ -101,9 +101,9 @@ async def test_concurrent_identical_ingests_from_independent_agents(apollo):
 
 
 async def test_embedded_default_persists_across_reopen(server_folder):
-    """Apollo.open(Settings(data_dir=...)) starts the embedded server, migrates, and keeps
-    what was stored after closing and reopening."""
-    settings = Settings(data_dir=server_folder / "apollo")
+    """Apollo.open(Settings(embedder="hashing", data_dir=...)) starts the embedded server,
+    migrates, and keeps what was stored after closing and reopening."""
+    settings = Settings(embedder="hashing", data_dir=server_folder / "apollo")
     async with Apollo.open(settings) as apollo:
         stored = await apollo.client("claude-a").store_knowledge(content="Durable across restarts")
     async with Apollo.open(settings) as apollo:
@@ -118,6 +118,7 @@ async def test_open_takes_the_outbox_backoff_from_the_settings(postgres_server):
     """Apollo.open wires the settings' outbox backoff and lease into the use cases."""
     database = await postgres_server.create_database(dimension=384)
     settings = Settings(
+        embedder="hashing",
         database_url=postgres_server.conninfo(database),
         outbox_retry_base=2.0,
         outbox_retry_max=60.0,

@@ -8,7 +8,6 @@ only when that server is not running.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -24,6 +23,7 @@ from apollo_adapters.postgres.errors import MissingPgvector
 from apollo_app import bootstrap
 from apollo_app.settings import Settings
 from apollo_domain.errors import ApolloError, ConfigurationError
+from tests.environ import without_apollo_settings
 
 pytestmark = pytest.mark.postgres
 
@@ -75,7 +75,7 @@ async def test_the_settings_name_the_variable_and_the_way_out(database: str) -> 
     install pgvector there, or unset the variable for the embedded server."""
     if _has_pgvector(database):
         pytest.skip("this server has pgvector")
-    settings = Settings(database_url=database, data_dir=Path("unused"))
+    settings = Settings(embedder="hashing", database_url=database, data_dir=Path("unused"))
     with pytest.raises(ConfigurationError) as caught:
         await bootstrap.migrate_database(settings)
     assert "APOLLO_DATABASE_URL" == caught.value.variable
@@ -110,7 +110,7 @@ async def test_a_failing_migration_rolls_back_every_pending_one(
 def test_the_cli_prints_the_hint_and_exits_2(database: str, tmp_path: Path) -> None:
     if _has_pgvector(database):
         pytest.skip("this server has pgvector")
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("APOLLO_")}
+    environ = without_apollo_settings()
     environ["APOLLO_DATABASE_URL"] = database
     environ["APOLLO_DATA_DIR"] = str(tmp_path)
     result = subprocess.run(

@@ -22,13 +22,14 @@ import httpx
 import pytest
 
 import apollo_app
+from tests.environ import without_apollo_settings
 
 DEADLINE = 180.0
 SOURCES = str(Path(apollo_app.__file__).resolve().parents[1])
 
 
 def environment(data_dir: Path, **extra: str) -> dict[str, str]:
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("APOLLO_")}
+    environ = without_apollo_settings()
     environ["PYTHONPATH"] = os.pathsep.join([SOURCES, *filter(None, [environ.get("PYTHONPATH")])])
     environ["APOLLO_DATA_DIR"] = str(data_dir)
     environ.update(extra)

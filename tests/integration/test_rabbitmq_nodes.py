@@ -17,6 +17,7 @@ from apollo_adapters.rabbitmq import AiormqBus
 from apollo_domain.errors import RpcTimeout, TransportError
 from apollo_domain.ports.messaging import Delivery, Message
 from apollo_domain.ports.topology import Topology
+from tests.environ import without_apollo_settings
 from tests.postgres_support import PostgresTestServer
 from tests.rabbitmq_support import close_connection_named
 from tests.service_processes import SOURCES, service_environment
@@ -162,7 +163,7 @@ async def test_apollo_serve_names_every_node_it_could_not_reach_without_a_passwo
         database_url=postgres_server.conninfo(database),
         http_enabled="false",
     )
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("APOLLO_")} | environ
+    environ = without_apollo_settings() | environ
     environ["PYTHONPATH"] = os.pathsep.join([SOURCES, *filter(None, [environ.get("PYTHONPATH")])])
     try:
         done = await asyncio.to_thread(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import subprocess
 import sys
 from typing import Any
@@ -18,6 +17,7 @@ from apollo_adapters.rabbitmq import topology as rabbitmq_topology
 from apollo_domain.errors import TransportError
 from apollo_domain.ports.messaging import Delivery, Message
 from apollo_domain.ports.topology import Topology
+from tests.environ import without_apollo_settings
 from tests.postgres_support import PostgresTestServer
 from tests.rabbitmq_support import (
     close_connection_named,
@@ -312,7 +312,7 @@ async def test_apollo_serve_stops_in_one_line_on_queues_of_the_other_type(
     first = await AiormqBus.connect(rabbitmq_url, topology=topology, queue_type="classic")
     await first.close()
     database = await postgres_server.create_database(dimension=384)
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("APOLLO_")}
+    environ = without_apollo_settings()
     environ.update(
         APOLLO_AMQP_URL=rabbitmq_url,
         APOLLO_DATABASE_URL=postgres_server.conninfo(database),

@@ -16,8 +16,10 @@ import psycopg
 import pytest
 
 from apollo_adapters.postgres import PostgresStore
+from apollo_adapters.postgres.store import NO_REPLICA, REPLICA_ERROR, WAIT_TIMED_OUT
 from apollo_app import Apollo, Settings
 from apollo_app.metrics import Metrics
+from apollo_domain.causal import causal_scope
 from apollo_domain.model import Entry
 from apollo_domain.ports import Reads
 from apollo_domain.testing import make_entry
@@ -124,18 +126,45 @@ async def test_searches_run_on_the_replica_and_wait_for_this_process_writes(
     assert (3, 0) == (primary_store.replica_reads, primary_store.replica_fallbacks)
 
 
-async def test_a_replica_that_cannot_catch_up_in_time_is_skipped_and_the_primary_answers(
+async def test_a_replica_that_cannot_catch_up_in_time_leaves_that_read_to_the_primary(
     primary_store: DisposablePostgresStore,
     paused: Replica,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
+    """Only that read: a replica that is behind is not skipped, so a read that needs
+    nothing it lacks still goes there."""
     await primary_store.with_replica(paused.conninfo(primary_store.database), wait=0.2)
     mine = _entry("written while the replica is paused")
     await _write(primary_store, mine)
-    with caplog.at_level(logging.WARNING, logger="apollo.postgres"):
+    with caplog.at_level(logging.INFO, logger="apollo.postgres"):
         assert await _seen(primary_store, mine.id)
     assert (0, 1) == (primary_store.replica_reads, primary_store.replica_fallbacks)
-    assert any("read replica skipped" in r.getMessage() for r in caplog.records)
+    assert 1 == primary_store.replica_fallback_causes[WAIT_TIMED_OUT]
+    assert not any("read replica skipped" in r.getMessage() for r in caplog.records)
+    with causal_scope():  # a caller presenting no token: the replica, at once
+        assert not await _seen(primary_store, mine.id)
+    assert (1, 1) == (primary_store.replica_reads, primary_store.replica_fallbacks)
+
+
+async def test_each_caller_waits_for_its_own_writes_only(
+    primary_store: DisposablePostgresStore, paused: Replica
+) -> None:
+    """Two callers of one process, the replica paused: the one that wrote presents its
+    token and is answered by the primary, with its write; the other presents none and is
+    answered by the replica at once, which has not replayed that write yet."""
+    await primary_store.with_replica(paused.conninfo(primary_store.database), wait=0.2)
+    with causal_scope() as writer:
+        mine = _entry("written by one caller while the replica is paused")
+        await _write(primary_store, mine)
+    assert writer.seen is not None
+    with causal_scope():
+        assert not await _seen(primary_store, mine.id)
+    with causal_scope(writer.seen):
+        assert await _seen(primary_store, mine.id)
+    assert (1, {NO_REPLICA: 0, WAIT_TIMED_OUT: 1, REPLICA_ERROR: 0}) == (
+        primary_store.replica_reads,
+        primary_store.replica_fallback_causes,
+    )
 
 
 async def test_a_replica_that_is_down_never_fails_a_read(
@@ -154,7 +183,8 @@ async def test_a_replica_that_is_down_never_fails_a_read(
     with caplog.at_level(logging.WARNING, logger="apollo.postgres"):
         assert await _seen(primary_store, entry.id)
         assert await _seen(primary_store, entry.id)  # skipped for a while: no wait at all
-    assert (0, 1) == (primary_store.replica_reads, primary_store.replica_fallbacks)
+    assert (0, 2) == (primary_store.replica_reads, primary_store.replica_fallbacks)
+    assert 2 == primary_store.replica_fallback_causes[NO_REPLICA]
     assert any("read replica skipped" in r.getMessage() for r in caplog.records)
 
 

@@ -101,7 +101,9 @@ async def test_a_bus_message_over_its_budget_is_retried_then_dead_lettered(
 ) -> None:
     apollo, extractor = stalled
     bus = InProcessBus(Topology(), max_redeliveries=1, retry_backoff=lambda n: 0.01, login=LOGIN)
-    service = ApolloService(apollo, bus, Settings(prefetch=4, request_timeout=BUDGET))
+    service = ApolloService(
+        apollo, bus, Settings(embedder="hashing", prefetch=4, request_timeout=BUDGET)
+    )
     await service.start()
     letters: list[object] = []
 

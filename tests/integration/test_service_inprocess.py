@@ -72,7 +72,7 @@ class Mesh:
 
 async def open_mesh(apollo: Apollo, settings: Settings | None = None) -> Mesh:
     bus = InProcessBus(Topology(), max_redeliveries=3, retry_backoff=lambda n: 0.01, login=LOGIN)
-    service = ApolloService(apollo, bus, settings or Settings(prefetch=4))
+    service = ApolloService(apollo, bus, settings or Settings(embedder="hashing", prefetch=4))
     await service.start()
     client = RemoteClient(bus, agent_id="claude-net-1", rpc_timeout=PATIENCE)
     return Mesh(apollo, bus, service, client)
@@ -285,7 +285,7 @@ async def ingest_rows(apollo: Apollo) -> int:
 async def admin_mesh() -> AsyncIterator[Mesh]:
     """A mesh whose bus login is one of the service's admin users."""
     opened = await open_mesh(
-        Apollo.in_memory(), Settings(prefetch=4, admin_users=frozenset({LOGIN}))
+        Apollo.in_memory(), Settings(embedder="hashing", prefetch=4, admin_users=frozenset({LOGIN}))
     )
     yield opened
     await close_mesh(opened)
@@ -337,7 +337,9 @@ async def test_a_force_decay_redelivered_while_the_first_delivery_runs_is_applie
     the second waits for the first, then applies nothing: 0.5 → 0.25, not 0.125."""
     points = Interleaving(InMemoryStore())
     apollo = Apollo.with_store(points, closers=[points.close])
-    mesh = await open_mesh(apollo, Settings(prefetch=4, admin_users=frozenset({LOGIN})))
+    mesh = await open_mesh(
+        apollo, Settings(embedder="hashing", prefetch=4, admin_users=frozenset({LOGIN}))
+    )
     try:
         stored = await apollo.client("claude-a").store_knowledge(content="Decayed only once")
         decay = Message(
@@ -420,7 +422,9 @@ async def test_writeback_routes_to_store_or_vectorize_and_the_service_ingests(me
 # The group commit suite runs on every transport (test_service_transports.py); here, what
 # needs several broker users publishing through one bus, which a real broker forbids.
 
-BATCHED = Settings(prefetch=4, ingest_batch=16, ingest_batch_ms=50, outbox_workers=0)
+BATCHED = Settings(
+    embedder="hashing", prefetch=4, ingest_batch=16, ingest_batch_ms=50, outbox_workers=0
+)
 
 
 @define

@@ -78,6 +78,7 @@ def prefix_of(topology: Topology) -> str:
 def settings_for(topology: Topology, **changes: Any) -> Settings:
     prefix = prefix_of(topology)
     return Settings(
+        embedder="hashing",
         exchange=prefix + "legion.apollo",
         queue_prefix=prefix + "legion.apollo",
         audit_exchange=prefix + "llm.audit",

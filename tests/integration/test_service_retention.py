@@ -24,7 +24,7 @@ async def test_the_service_deletes_access_log_rows_older_than_the_retention():
             )
             await uow.commit()
         bus = InProcessBus(Topology())
-        settings = Settings(decay_interval=0.05, access_log_retention_days=7)
+        settings = Settings(embedder="hashing", decay_interval=0.05, access_log_retention_days=7)
         service = ApolloService(apollo, bus, settings)
         await service.start()
         try:

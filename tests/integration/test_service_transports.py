@@ -77,9 +77,10 @@ class Transport:
     def settings(self, **changes: Any) -> Settings:
         """The service's settings, on this transport's topology."""
         if self.url is None:
-            return Settings(**changes)
+            return Settings(embedder="hashing", **changes)
         prefix = self.topology.exchange.removesuffix(Topology().exchange)
         return Settings(
+            embedder="hashing",
             exchange=prefix + "legion.apollo",
             queue_prefix=prefix + "legion.apollo",
             audit_exchange=prefix + "llm.audit",

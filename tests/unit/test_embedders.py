@@ -219,7 +219,7 @@ def test_each_embedder_declares_its_calibrated_relevance_floor() -> None:
     assert 0.15 == HashingEmbedder(384).relevance_floor
     assert None is HashingEmbedder(17).relevance_floor
     assert 0.15 == CachingEmbedder(HashingEmbedder(384)).relevance_floor
-    assert 0.36 == OpenAIEmbedder("http://e", "all-MiniLM-L6-v2", dimension=384).relevance_floor
+    assert 0.39 == OpenAIEmbedder("http://e", "all-MiniLM-L6-v2", dimension=384).relevance_floor
     assert None is OpenAIEmbedder("http://e", "unknown-model", dimension=8).relevance_floor
     assert 0.2 == OpenAIEmbedder("http://e", "m", dimension=8, relevance_floor=0.2).relevance_floor
 

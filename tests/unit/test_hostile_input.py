@@ -247,6 +247,7 @@ def test_redact_masks_the_secrets_it_is_given() -> None:
 
 def test_settings_never_show_their_secrets() -> None:
     settings = Settings(
+        embedder="hashing",
         llm_url="http://bob:hunter2pass@llm.internal/v1",
         llm_api_key="sk-abcdef",
         amqp_url="amqp://apollo:rabbitpass@mq/",

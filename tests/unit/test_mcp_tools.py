@@ -229,3 +229,23 @@ def _json(value: Any) -> Any:
     if isinstance(value, tuple):
         return [_json(v) for v in value]
     return value
+
+
+async def test_a_tools_text_says_how_many_near_duplicates_were_folded() -> None:
+    """One source's template stored four times is one result that says three were folded."""
+    async with Apollo.in_memory() as apollo:
+        writer = apollo.client("eve", Principal("eve"))
+        words = ["kafka", "static", "membership", "keeps", "partitions", "stable", "EveCloud"]
+        for i in range(4):
+            await writer.store_knowledge(" ".join(words[i:] + words[:i]) + f" offer {i}")
+
+        async def run(caller: Caller, command: c.Command[Any]) -> Any:
+            return await handle(apollo.deps, caller, command)
+
+        edge = ApolloMcp(TOOLS, run, local_caller(ADMIN))
+        async with Client(edge.server()) as client:
+            found = await client.call_tool("query_knowledge", {"query": "kafka static membership"})
+    text = found.content[0].text  # type: ignore[union-attr]
+    assert text.startswith("1 entry found (hybrid):"), text
+    assert "3 near-duplicates of it folded in" in text
+    assert 3 == found.structured_content["entries"][0]["folded"]  # type: ignore[index]

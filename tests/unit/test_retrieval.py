@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import math
 import uuid
 from itertools import pairwise
 
 import pytest
+from attrs import evolve
 from hypothesis import event, given
 from hypothesis import strategies as st
 
 from apollo_domain.errors import ValidationError
-from apollo_domain.retrieval import RetrievalSettings, carry, fuse
+from apollo_domain.retrieval import RetrievalSettings, carry, fuse, standout
+from tests.strategies import candidate_cosines
 
 A, B, C = sorted(uuid.UUID(int=i) for i in (1, 2, 3))
 
@@ -137,3 +140,78 @@ def test_the_relevance_floor_is_a_cosine_or_none():
     with pytest.raises(ValidationError) as err:
         RetrievalSettings.from_overrides(relevance_floor=1.5)
     assert "relevance_floor" == err.value.field
+
+
+#: The calibrated shape of a sentence model's rule, with round numbers.
+RULE = RetrievalSettings(
+    relevance_floor=0.4,
+    relevance_margin=0.2,
+    relevance_background=3,
+    relevance_minimum=0.25,
+    relevance_single=0.2,
+    relevance_growth=0.05,
+)
+
+
+def test_without_a_margin_the_cutoff_is_the_absolute_floor():
+    """No rule: everything counts; a floor alone: the floor, whatever the candidates."""
+    assert -math.inf == RetrievalSettings().relevance_cutoff([0.9, 0.1])
+    assert 0.4 == RetrievalSettings(relevance_floor=0.4).relevance_cutoff([0.9, 0.1, 0.1])
+    assert 0.4 == RetrievalSettings(relevance_floor=0.4).relevance_cutoff([])
+
+
+def test_a_best_match_that_stands_out_lowers_the_cutoff_to_the_minimum():
+    """0.35 over a background of 0.1 (margin 0.25 ≥ 0.2): its matches count from 0.25; over
+    0.2 (margin 0.15) only the floor admits; a best under the minimum never stands out."""
+    assert 0.25 == RULE.relevance_cutoff([0.35, 0.1, 0.1, 0.1, 0.3])
+    assert 0.4 == RULE.relevance_cutoff([0.35, 0.2, 0.2, 0.2])
+    assert 0.4 == RULE.relevance_cutoff([0.24, -0.5, -0.5, -0.5])
+    assert pytest.approx(0.25) == standout([0.35, 0.1, 0.1, 0.1, 0.3], 3)
+
+
+def test_a_store_of_a_few_entries_has_the_floor_of_its_size():
+    """Fewer than 1 + background candidates: single + growth * ln(n), at most the floor;
+    without a single floor the absolute floor, without either the minimum; an empty store
+    the floor."""
+    assert 0.2 == RULE.relevance_cutoff([0.1])
+    assert pytest.approx(0.2 + 0.05 * math.log(3)) == RULE.relevance_cutoff([0.3, 0.2, 0.1])
+    capped = evolve(RULE, relevance_growth=1.0)
+    assert 0.4 == capped.relevance_cutoff([0.3, 0.2, 0.1])
+    assert 0.4 == evolve(RULE, relevance_single=None).relevance_cutoff([0.3])
+    no_floor = evolve(RULE, relevance_single=None, relevance_floor=None)
+    assert 0.25 == no_floor.relevance_cutoff([0.3])
+    assert 0.4 == RULE.relevance_cutoff([])
+    assert None is standout([0.3, 0.2, 0.1], 3)
+
+
+def test_the_rule_settings_are_bounded():
+    """Each constant out of its range is refused naming it."""
+    for name, value in [
+        ("relevance_margin", -0.1),
+        ("relevance_background", 0),
+        ("relevance_background", 51),
+        ("relevance_minimum", 1.5),
+        ("relevance_single", -2.0),
+        ("relevance_growth", 1.5),
+    ]:
+        with pytest.raises(ValidationError) as err:
+            RetrievalSettings.from_overrides(**{name: value})
+        assert name == err.value.field
+
+
+@given(candidate_cosines)
+def test_the_cutoff_is_one_of_the_rules_parts_and_sees_only_the_first_candidates(cosines):
+    """Whatever the candidates, the cutoff is the floor, the minimum or the floor of the
+    store's size; only the first 1 + background candidates decide it; and a query whose
+    candidates are all equal never stands out."""
+    cutoff = RULE.relevance_cutoff(cosines)
+    k = RULE.relevance_background
+    if len(cosines) <= k:
+        event("a store of a few entries")
+        small = 0.2 + 0.05 * math.log(len(cosines)) if cosines else 0.4
+        assert pytest.approx(min(0.4, small)) == cutoff
+    else:
+        event("stands out" if cutoff == 0.25 else "one of a crowd")
+        assert cutoff in (0.4, 0.25)
+        assert cutoff == RULE.relevance_cutoff([*cosines[: 1 + k], -1.0, -1.0])
+        assert 0.4 == RULE.relevance_cutoff([cosines[0]] * len(cosines))

@@ -7,21 +7,32 @@ from pathlib import Path
 
 import pytest
 
-from apollo_adapters.embedders import HashingEmbedder
+from apollo_adapters.embedders import HashingEmbedder, OpenAIEmbedder
 from apollo_adapters.memory import InMemoryStore
 from apollo_app import ConfigurationError, Principal, Settings
-from apollo_app.bootstrap import Overrides, build_embedder, relevance_floor_of, wire
+from apollo_app.bootstrap import (
+    Overrides,
+    build_embedder,
+    relevance_floor_of,
+    relevance_rule_of,
+    wire,
+)
 from apollo_domain.errors import Forbidden
 from apollo_domain.retry import OutboxRetry
 
 
 def test_defaults_run_everything_embedded():
+    """The embedded server, the in-process bus and the packaged sentence model (run by ONNX
+    Runtime, no torch); the hashing embedder only when asked for."""
     settings = Settings.from_env({})
-    assert (None, None, Path(".apollo")) == (
+    assert (None, None, Path(".apollo"), "onnx") == (
         settings.database_url,
         settings.amqp_url,
         settings.data_dir,
+        settings.embedder,
     )
+    assert "onnx" == Settings().embedder
+    assert "hashing" == Settings.from_env({"APOLLO_EMBEDDER": "hashing"}).embedder
     assert (8765, "127.0.0.1", True) == (
         settings.http_port,
         settings.http_host,
@@ -97,6 +108,32 @@ def test_the_relevance_floor_overrides_the_embedders_and_reaches_the_use_cases()
         settings.replace(embedder="openai", embedding_url="http://e", embedding_model="m")
     )
     assert 0.3 == relevance_floor_of(openai)
+
+
+def test_a_sentence_models_rule_comes_with_it_unless_a_floor_is_set():
+    """MiniLM (here as an OpenAI-compatible model name) brings its floor and its standout
+    and small-store floor (benchmarks/relevance_rule_bench.py); ``APOLLO_RELEVANCE_FLOOR``
+    set, that floor is the whole rule; the hashing embedder keeps its floor alone."""
+    minilm = OpenAIEmbedder("http://e", "all-MiniLM-L6-v2", dimension=384)
+    own = wire(InMemoryStore(), Overrides(embedder=minilm)).retrieval
+    assert (0.39, 0.25, 10, 0.25, 0.17, 0.052) == (
+        own.relevance_floor,
+        own.relevance_margin,
+        own.relevance_background,
+        own.relevance_minimum,
+        own.relevance_single,
+        own.relevance_growth,
+    )
+    settings = Settings.from_env({"APOLLO_RELEVANCE_FLOOR": "0.3"})
+    floored = wire(InMemoryStore(), Overrides(embedder=minilm, retrieval=settings.retrieval))
+    assert (0.3, None, None) == (
+        floored.retrieval.relevance_floor,
+        floored.retrieval.relevance_margin,
+        floored.retrieval.relevance_single,
+    )
+    assert {} == relevance_rule_of(HashingEmbedder())
+    hashing = wire(InMemoryStore(), Overrides(embedder=HashingEmbedder())).retrieval
+    assert (0.15, None) == (hashing.relevance_floor, hashing.relevance_margin)
 
 
 def test_group_commit_is_read_with_defaults_that_batch():

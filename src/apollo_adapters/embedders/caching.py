@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -30,6 +30,8 @@ class CachingEmbedder:
         self.dimension = inner.dimension
         #: The inner embedder's calibrated relevance floor, if it declares one.
         self.relevance_floor: float | None = getattr(inner, "relevance_floor", None)
+        #: And the rest of its relevance rule.
+        self.relevance_rule: Mapping[str, float] | None = getattr(inner, "relevance_rule", None)
         self.hits = 0
         self.misses = 0
         self._vectors: OrderedDict[bytes, tuple[float, ...]] = OrderedDict()

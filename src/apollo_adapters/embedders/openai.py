@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import httpx
@@ -11,7 +11,7 @@ import httpx
 from apollo_domain.errors import EmbeddingError
 
 from ..http_credentials import split_credentials
-from .floors import model_relevance_floor
+from .floors import model_relevance_floor, model_relevance_rule
 
 
 class OpenAIEmbedder:
@@ -50,6 +50,10 @@ class OpenAIEmbedder:
         #: calibrated floor of a model Apollo knows, else None (no floor).
         self.relevance_floor = (
             model_relevance_floor(model) if relevance_floor is None else relevance_floor
+        )
+        #: The rest of the model's calibrated relevance rule; none with a floor given.
+        self.relevance_rule: Mapping[str, float] | None = (
+            model_relevance_rule(model) if relevance_floor is None else None
         )
         self.batch_size = batch_size
         self.send_dimensions = send_dimensions

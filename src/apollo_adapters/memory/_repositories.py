@@ -139,14 +139,28 @@ class InMemoryEntryRepository(_Repository):
         return self._store._entries.lexical_search(query, flt, limit)
 
     async def nearest_ids(
-        self, embedding: Sequence[float], flt: SearchFilter, limit: int
+        self,
+        embedding: Sequence[float],
+        flt: SearchFilter,
+        limit: int,
+        *,
+        per_source: int | None = None,
     ) -> list[tuple[UUID, float]]:
-        return [(h.entry.id, h.similarity) for h in await self.nearest(embedding, flt, limit)]
+        if per_source is None:
+            return [(h.entry.id, h.similarity) for h in await self.nearest(embedding, flt, limit)]
+        self._uow._open("entries")  # exact: looks among every entry
+        every = self._store._entries.nearest(embedding, flt, self._store._entries.n)
+        return _capped(every, limit, per_source)
 
     async def lexical_search_ids(
-        self, query: str, flt: SearchFilter, limit: int
+        self, query: str, flt: SearchFilter, limit: int, *, per_source: int | None = None
     ) -> list[tuple[UUID, float]]:
-        return [(h.entry.id, h.similarity) for h in await self.lexical_search(query, flt, limit)]
+        if per_source is None:
+            hits = await self.lexical_search(query, flt, limit)
+            return [(h.entry.id, h.similarity) for h in hits]
+        self._uow._open("entries")
+        every = self._store._entries.lexical_search(query, flt, self._store._entries.n)
+        return _capped(every, limit, per_source)
 
     async def browse(self, flt: SearchFilter, limit: int) -> list[Entry]:
         self._uow._open("entries")
@@ -495,12 +509,35 @@ class InMemoryAccessLog(_Repository):
         return self._store._access_log.trim(cutoff, limit, undo)
 
 
+def _capped(hits: Sequence[ScoredEntry], limit: int, per_source: int) -> list[tuple[UUID, float]]:
+    """The first ``limit`` of ``hits`` (best first) whose place among their agent's hits and
+    among their principal's is within ``per_source``, as PostgreSQL numbers them."""
+    seen: dict[tuple[str, str], int] = {}
+    kept: list[tuple[UUID, float]] = []
+    for hit in hits:
+        if len(kept) == limit:
+            break
+        keys = [("agent", hit.entry.source.agent_id)]
+        principal = hit.entry.owner_id or hit.entry.source.submitted_by
+        if principal is not None:
+            keys.append(("principal", principal))
+        for key in keys:
+            seen[key] = seen.get(key, 0) + 1
+        if all(seen[key] <= per_source for key in keys):
+            kept.append((hit.entry.id, hit.similarity))
+    return kept
+
+
 class InMemoryCredibilityRegistry(_Repository):
     __slots__ = ()
 
     async def get(self, agent_id: str) -> CredibilityRecord:
         self._uow._open("credibility")
         return self._store._credibility.get(agent_id)
+
+    async def get_many(self, agent_ids: Collection[str]) -> dict[str, CredibilityRecord]:
+        self._uow._open("credibility")
+        return {agent: self._store._credibility.get(agent) for agent in agent_ids}
 
     async def save(self, record: CredibilityRecord) -> None:
         self._store._credibility.save(record, self._uow._open("credibility"))

@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequ
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import TypeVar
 
+from apollo_domain.causal import CausalToken, current_scope
 from apollo_domain.errors import PersistenceFailed, StoreUnavailable, ValidationError
 from apollo_domain.ports import STORE_PARTS, Reads
 
@@ -94,6 +95,8 @@ class InMemoryStore:
         self._credibility = CredibilityTable()
         self._outbox = OutboxTable()
         self._processed = ProcessedTable()
+        #: how many units of work have committed writes: the position a causal token names
+        self._commits = 0
 
     @property
     def waiting(self) -> int:
@@ -180,8 +183,14 @@ class InMemoryUnitOfWork:
     async def commit(self) -> None:
         if self._state != _ACTIVE:
             raise PersistenceFailed("the unit of work is not active")
+        wrote = bool(self._undo)
         self._undo.clear()
         self._state = _COMMITTED
+        scope = current_scope()
+        if wrote:
+            self._store._commits += 1
+            if scope is not None:  # one copy, always current: the token only keeps step
+                scope.observe(CausalToken(self._store._commits))
 
     @asynccontextmanager
     async def _savepoint(self) -> AsyncIterator[None]:

@@ -24,6 +24,7 @@ from apollo_domain.ports import (
     SearchFilter,
     StoreStats,
 )
+from apollo_domain.ports.entries import SOURCE_SCAN
 from apollo_domain.redaction import redact_context
 from apollo_domain.rules import AGREEING_KINDS
 
@@ -314,10 +315,54 @@ class PostgresEntryRepository:
         return _scored(rows, limit)
 
     async def nearest_ids(
-        self, embedding: Sequence[float], flt: SearchFilter, limit: int
+        self,
+        embedding: Sequence[float],
+        flt: SearchFilter,
+        limit: int,
+        *,
+        per_source: int | None = None,
     ) -> list[tuple[UUID, float]]:
+        if per_source is not None:
+            return await self._nearest_per_source(embedding, flt, limit, per_source)
         rows = await self._nearest_candidates(embedding, flt, limit, _ID_COLUMN, False)
         return _scored_ids(rows, limit)
+
+    async def _nearest_per_source(
+        self, embedding: Sequence[float], flt: SearchFilter, limit: int, per_source: int
+    ) -> list[tuple[UUID, float]]:
+        """The nearest ``SOURCE_SCAN`` rows (the HNSW index's, else an exact scan's when the
+        index gave fewer than ``limit``), each source's first ``per_source`` of them kept,
+        best ``limit`` of those: one statement."""
+        if limit <= 0:
+            return []
+        where, q = _vector_search(flt, embedding)
+
+        def statement(exact: bool) -> sql.Composed:
+            order = "(embedding <=> {q}) + 0, id" if exact else "embedding <=> {q}"
+            return sql.SQL(
+                "SELECT id, distance FROM (SELECT id, distance,"
+                " row_number() OVER (PARTITION BY source_agent ORDER BY distance, id) AS by_agent,"
+                " CASE WHEN principal IS NULL THEN 0 ELSE row_number() OVER"
+                "  (PARTITION BY principal ORDER BY distance, id) END AS by_principal"
+                " FROM (SELECT id, source_agent, COALESCE(owner_id, submitted_by) AS principal,"
+                "  embedding <=> {q} AS distance"
+                "  FROM entries WHERE {where} ORDER BY " + order + " LIMIT {scan}) n) m"
+                " WHERE by_agent <= {cap} AND by_principal <= {cap}"
+                " ORDER BY distance, id LIMIT {limit}"
+            ).format(
+                q=q,
+                where=where.sql(),
+                scan=sql.Literal(SOURCE_SCAN),
+                cap=sql.Literal(per_source),
+                limit=sql.Literal(limit),
+            )
+
+        rows = await self._approximate(
+            statement(exact=False), where.params, SOURCE_SCAN, self._breadth(False)
+        )
+        if len(rows) < limit:
+            rows = await self._s.rows(statement(exact=True), where.params)
+        return [(row["id"], 1.0 - row["distance"]) for row in rows]
 
     async def _nearest_candidates(
         self,
@@ -331,10 +376,7 @@ class PostgresEntryRepository:
         margin for ties at the cut."""
         if limit <= 0:
             return []
-        where = Where()
-        where.matching(flt)
-        where.add("embedding IS NOT NULL")
-        query_vector = where.param(as_vector(embedding))
+        where, query_vector = _vector_search(flt, embedding)
         fetch = limit + TIE_MARGIN
         # A few named entries are cheaper to sort exactly than to hunt for in the graph.
         rows: list[Row] = []
@@ -481,15 +523,21 @@ class PostgresEntryRepository:
         return [ScoredEntry(entry_from_row(row), float(row["score"])) for row in rows]
 
     async def lexical_search_ids(
-        self, query: str, flt: SearchFilter, limit: int
+        self, query: str, flt: SearchFilter, limit: int, *, per_source: int | None = None
     ) -> list[tuple[UUID, float]]:
-        rows = await self._lexical_rows(query, flt, limit, _ID_COLUMN)
+        rows = await self._lexical_rows(query, flt, limit, _ID_COLUMN, per_source)
         return [(row["id"], float(row["score"])) for row in rows]
 
     async def _lexical_rows(
-        self, query: str, flt: SearchFilter, limit: int, columns: sql.Composable
+        self,
+        query: str,
+        flt: SearchFilter,
+        limit: int,
+        columns: sql.Composable,
+        per_source: int | None = None,
     ) -> list[Row]:
-        """The rows (``columns`` and ``score``) :meth:`lexical_search` returns."""
+        """The rows (``columns`` and ``score``) :meth:`lexical_search` returns; with
+        ``per_source``, at most that many of one agent and of one principal."""
         if limit <= 0:
             return []
         where = Where()
@@ -497,6 +545,27 @@ class PostgresEntryRepository:
         terms = sql.SQL(LEXICAL_TERMS).format(
             text=where.param(query), stop=where.param(LEXICAL_STOPWORDS)
         )
+        if per_source is not None:
+            # Every match is scored anyway (no index orders by ts_rank): number each
+            # source's matches best first and keep the first ``per_source`` of each.
+            statement = sql.SQL(
+                "WITH q AS ({terms}), m AS (SELECT {columns}, ts_rank(lexical, q.terms) AS score,"
+                " row_number() OVER (PARTITION BY source_agent"
+                "  ORDER BY ts_rank(lexical, q.terms) DESC, id) AS by_agent,"
+                " CASE WHEN COALESCE(owner_id, submitted_by) IS NULL THEN 0 ELSE row_number() OVER"
+                "  (PARTITION BY COALESCE(owner_id, submitted_by)"
+                "   ORDER BY ts_rank(lexical, q.terms) DESC, id) END AS by_principal"
+                " FROM entries, q WHERE q.terms IS NOT NULL AND lexical @@ q.terms AND {where})"
+                " SELECT * FROM m WHERE by_agent <= {cap} AND by_principal <= {cap}"
+                " ORDER BY score DESC, id LIMIT {limit}"
+            ).format(
+                terms=terms,
+                columns=columns,
+                where=where.sql(),
+                cap=where.param(per_source),
+                limit=where.param(limit),
+            )
+            return await self._s.rows(statement, where.params)
         statement = sql.SQL(
             "WITH q AS ({terms}) SELECT {columns}, ts_rank(lexical, q.terms) AS score"
             " FROM entries, q WHERE q.terms IS NOT NULL AND lexical @@ q.terms AND {where}"
@@ -774,3 +843,12 @@ class PostgresEntryRepository:
             "UPDATE entries SET source_context = %s, updated_at = %s WHERE id = %s", changes
         )
         return len(changes)
+
+
+def _vector_search(flt: SearchFilter, embedding: Sequence[float]) -> tuple[Where, sql.Placeholder]:
+    """The filter of a vector search (``flt``, entries with a vector) and the query vector's
+    placeholder in it."""
+    where = Where()
+    where.matching(flt)
+    where.add("embedding IS NOT NULL")
+    return where, where.param(as_vector(embedding))

@@ -367,6 +367,17 @@ class PostgresCredibilityRegistry:
         )
         return CredibilityRecord(agent_id) if row is None else _credibility(row)
 
+    async def get_many(self, agent_ids: Collection[str]) -> dict[str, CredibilityRecord]:
+        wanted = list(dict.fromkeys(agent_ids))
+        if not wanted:
+            return {}
+        rows = await self._s.rows(
+            "SELECT " + _CREDIBILITY_COLUMNS + " FROM source_credibility WHERE agent_id = ANY(%s)",
+            (wanted,),
+        )
+        found = {row["agent_id"]: _credibility(row) for row in rows}
+        return {agent: found.get(agent) or CredibilityRecord(agent) for agent in wanted}
+
     async def save(self, record: CredibilityRecord) -> None:
         await self._s.execute(
             "INSERT INTO source_credibility (" + _CREDIBILITY_COLUMNS + ")"

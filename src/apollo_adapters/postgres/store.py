@@ -14,6 +14,7 @@ import psycopg
 from pgvector.psycopg import register_vector_async
 from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
 
+from apollo_domain.causal import CausalToken, current_scope, latest
 from apollo_domain.errors import (
     PersistenceFailed,
     StoreBusy,
@@ -61,10 +62,41 @@ log = logging.getLogger("apollo.postgres")
 REPLICA_RETRY_SECONDS = 1.0
 #: How long a read waits for a connection to the replica before it runs on the primary.
 REPLICA_CONNECT_SECONDS = 1.0
+#: Why a read meant for the replica ran on the primary (the ``cause`` of the metrics):
+#: no replica to read on (down, refusing connections, or left alone after failing), a
+#: replica that had not replayed the caller's causal token within the replica wait, or a
+#: replica that failed the read.
+NO_REPLICA = "no_replica"
+WAIT_TIMED_OUT = "wait_timed_out"
+REPLICA_ERROR = "replica_error"
+FALLBACK_CAUSES = (NO_REPLICA, WAIT_TIMED_OUT, REPLICA_ERROR)
+#: What a replica's failures may be: a read that meets one runs on the primary instead.
+_REPLICA_FAILURES = (StoreUnavailable, StoreBusy, PersistenceFailed)
+#: How often a read waiting for the replica asks how far it has replayed.
+_CATCH_UP_POLL_SECONDS = 0.005
 #: What a caller refused by a busy store is told to wait before trying again.
 _RETRY_AFTER_SECONDS = 1.0
 #: How often a pool refused connections by the server says so in the log, at most.
 _REFUSAL_LOG_SECONDS = 10.0
+
+
+#: How far a replica has replayed, asked on one of its sessions (None: it cannot say).
+ReplayProbe = Callable[[Session], Awaitable[CausalToken | None]]
+
+
+async def replayed_position(session: Session) -> CausalToken | None:
+    """The WAL position the server at ``session`` has replayed; None on a primary."""
+    position = await session.value("SELECT pg_last_wal_replay_lsn()::text")
+    return None if position is None else CausalToken(_lsn(str(position)))
+
+
+class _Missed(Exception):
+    """A read the replica could not take, and why (one of :data:`FALLBACK_CAUSES`)."""
+
+    def __init__(self, cause: str, error: Exception) -> None:
+        super().__init__(f"{cause}: {error}")
+        self.cause = cause
+        self.error = error
 
 
 class _Refusals:
@@ -186,11 +218,17 @@ class PostgresUnitOfWork:
     async def commit(self) -> None:
         if self._session is None or not self._session.open:
             raise PersistenceFailed("commit outside an open unit of work")
-        # the deferred writes and COMMIT: one round trip (with the WAL position reached,
-        # when reads may go to a replica: a later read there waits until it replays it)
-        written = await self._session.commit(position=self._store._replica is not None)
+        # the deferred writes and COMMIT: one round trip (with the WAL position reached
+        # when a caller keeps it as its causal token, or reads may go to a replica: a
+        # later read there waits until it replays it)
+        scope = current_scope()
+        wanted = scope is not None or self._store._replica is not None
+        written = await self._session.commit(position=wanted)
         if written is not None:
-            self._store._wrote(written)
+            token = CausalToken(_lsn(written))
+            self._store._wrote(token)
+            if scope is not None:
+                scope.observe(token)
 
     async def read_concurrently(self, reads: Sequence[Callable[[Reads], Awaitable[T]]]) -> list[T]:
         if self._session is None or not self._session.open:
@@ -361,11 +399,13 @@ class PostgresStore:
         self._replica_wait = 0.0
         self._replica_retry = REPLICA_RETRY_SECONDS
         self._replica_skipped_until = float("-inf")
-        #: the WAL position this store's last commit reached (``pg_lsn`` text)
-        self._written: str | None = None
-        #: reads run on the replica, and reads it could not take (for the metrics)
+        self._replayed: ReplayProbe = replayed_position
+        #: the furthest WAL position this store's commits reached: what a read outside any
+        #: caller's causal scope waits for
+        self._written: CausalToken | None = None
+        #: reads run on the replica, and reads it could not take by cause (for the metrics)
         self.replica_reads = 0
-        self.replica_fallbacks = 0
+        self.replica_fallback_causes: dict[str, int] = dict.fromkeys(FALLBACK_CAUSES, 0)
 
     @classmethod
     async def open(
@@ -593,24 +633,27 @@ class PostgresStore:
 
     @asynccontextmanager
     async def _reading_session(self) -> AsyncIterator[Session]:
-        """A session in a read-only transaction: on the replica once it has replayed this
-        store's last commit, else (no replica, or one that is skipped, down or behind) on
-        the primary. Only getting there falls back: an error after is the reader's."""
+        """A session in a read-only transaction: on the replica once it has replayed what
+        the caller must see (:meth:`_required`), else (no replica, or one that is skipped,
+        down, failing or behind) on the primary. Only getting there falls back: an error
+        after is the reader's."""
         replica = self._replica
-        if replica is not None and time.monotonic() >= self._replica_skipped_until:
+        if replica is not None:
             stack = AsyncExitStack()
             session: Session | None = None
             try:
-                session = await stack.enter_async_context(replica._session())
+                self._check_replica()
+                try:
+                    session = await stack.enter_async_context(replica._session())
+                except StoreUnavailable as exc:
+                    raise _Missed(NO_REPLICA, exc) from exc
                 session.begin(read_only=True)
                 await self._catch_up(session)
             except BaseException as exc:
                 if session is not None:
                     await session.end()
                 await stack.aclose()
-                if not isinstance(exc, StoreUnavailable):
-                    raise
-                self._skip_replica(exc)
+                self._missed(exc)
             else:
                 async with stack:
                     self.replica_reads += 1
@@ -623,25 +666,58 @@ class PostgresStore:
             session.begin(read_only=True)
             yield session
 
-    def _skip_replica(self, cause: StoreUnavailable) -> None:
-        self._replica_skipped_until = time.monotonic() + self._replica_retry
-        self.replica_fallbacks += 1
-        log.warning("read replica skipped for %g s: %s", self._replica_retry, cause)
+    @property
+    def replica_fallbacks(self) -> int:
+        """Reads meant for the replica that ran on the primary, whatever the cause."""
+        return sum(self.replica_fallback_causes.values())
+
+    def _check_replica(self) -> None:
+        """:class:`_Missed` while the replica is left alone after a failure."""
+        if time.monotonic() < self._replica_skipped_until:
+            raise _Missed(NO_REPLICA, StoreUnavailable("the read replica is skipped for now"))
+
+    def _missed(self, exc: BaseException) -> None:
+        """Count a read the replica could not take, and leave a replica that is down alone
+        for a while; anything but a replica's failure is raised again. A replica that is
+        only behind or busy is not skipped: the next read may ask for less (or nothing)."""
+        if not isinstance(exc, _Missed):
+            if not isinstance(exc, _REPLICA_FAILURES):
+                raise exc
+            exc = _Missed(REPLICA_ERROR, exc)
+        self.replica_fallback_causes[exc.cause] += 1
+        skipped = self._replica_skipped_until > time.monotonic()
+        down = isinstance(exc.error, StoreUnavailable) and not isinstance(exc.error, StoreBusy)
+        if down and exc.cause != WAIT_TIMED_OUT and not skipped:
+            self._replica_skipped_until = time.monotonic() + self._replica_retry
+            log.warning("read replica skipped for %g s: %s", self._replica_retry, exc.error)
+        elif exc.cause == REPLICA_ERROR:
+            log.info("a read ran on the primary (%s): %s", exc.cause, exc.error)
+        elif exc.cause == WAIT_TIMED_OUT:  # a caller's token may be forged: never louder
+            log.debug("a read ran on the primary (%s): %s", exc.cause, exc.error)
 
     async def with_replica(
-        self, conninfo: str, *, wait: float = 1.0, retry: float = REPLICA_RETRY_SECONDS
+        self,
+        conninfo: str,
+        *,
+        wait: float = 1.0,
+        retry: float = REPLICA_RETRY_SECONDS,
+        probe: ReplayProbe | None = None,
     ) -> None:
         """Run the reads of :meth:`PostgresUnitOfWork.read_concurrently` (a query's
-        searches) on the hot standby at ``conninfo``; every write, and every other read,
-        stays on this store's server.
+        searches) and of :meth:`reading` units of work on the hot standby at ``conninfo``;
+        every write, and every other read, stays on this store's server.
 
-        A caller reads what this store committed: a read on the replica first waits (at
-        most ``wait`` seconds) until the replica has replayed the WAL position of this
-        store's last commit. A replica that is down (no connection within
-        :data:`REPLICA_CONNECT_SECONDS`), or behind past ``wait``, is skipped for ``retry``
-        seconds with a log line, and the reads run here: a replica never turns a read into
-        an error. Its pool is opened without waiting: a replica down at start is just
-        skipped; one that comes back is used again."""
+        A caller reads its own writes: inside a causal scope
+        (:func:`apollo_domain.causal.causal_scope`) a read on the replica first waits, at
+        most ``wait`` seconds, until the replica has replayed the scope's token (a scope
+        without one reads there at once); outside any scope it waits for this store's
+        furthest commit. A replica still behind then is left for the primary, for this read
+        only. A replica that is down (no connection within :data:`REPLICA_CONNECT_SECONDS`)
+        or fails a read is skipped for ``retry`` seconds with a log line, and the reads run
+        here: a replica never turns a read into an error. Its pool is opened without
+        waiting: a replica down at start is just skipped; one that comes back is used
+        again. ``probe`` (for tests) replaces the question how far the replica has
+        replayed."""
         replica = PostgresStore(
             conninfo,
             pool_min=0,
@@ -656,58 +732,73 @@ class PostgresStore:
         self._replica = replica
         self._replica_wait = wait
         self._replica_retry = retry
+        self._replayed = probe or replayed_position
 
-    def _wrote(self, position: str) -> None:
+    def _wrote(self, token: CausalToken) -> None:
         # Concurrent units of work may hear back from their commits in another order than
         # the server wrote them: the furthest position is kept, so a read never waits for
         # less than every commit this store has made.
-        if self._written is None or _lsn(position) > _lsn(self._written):
-            self._written = position
+        self._written = latest(self._written, token)
+
+    def _required(self) -> CausalToken | None:
+        """What a read must see: its caller's causal token inside a scope (None: nothing,
+        it reads at once), else the furthest commit of this store."""
+        scope = current_scope()
+        return self._written if scope is None else scope.seen
 
     async def _replica_reads(
         self, reads: Sequence[Callable[[Reads], Awaitable[T]]]
     ) -> list[T] | None:
         """``reads`` run at once on the replica, each on a connection of its own; None
-        when there is no replica, or it is skipped, down, or cannot catch up in time."""
+        when there is no replica, or it is skipped, down, failing, or cannot catch up in
+        time."""
         replica = self._replica
-        if replica is None or time.monotonic() < self._replica_skipped_until:
+        if replica is None:
             return None
 
         async def apart(read: Callable[[Reads], Awaitable[T]]) -> T:
-            async with replica._reader() as reader:
+            async with AsyncExitStack() as stack:
+                try:
+                    reader = await stack.enter_async_context(replica._reader())
+                except StoreUnavailable as exc:
+                    raise _Missed(NO_REPLICA, exc) from exc
                 await self._catch_up(reader.session)  # the BEGIN goes with its first check
                 return await read(reader)
 
+        try:
+            self._check_replica()
+        except _Missed as exc:
+            self._missed(exc)
+            return None
         outcomes = await asyncio.gather(*(apart(read) for read in reads), return_exceptions=True)
         failed = [o for o in outcomes if isinstance(o, BaseException)]
-        down = next((o for o in failed if isinstance(o, StoreUnavailable)), None)
-        if down is not None:
-            self._skip_replica(down)
-            return None
         if failed:
-            raise failed[0]
+            # the first failure that is not the replica's is raised; else one is counted
+            order = sorted(failed, key=lambda o: isinstance(o, (_Missed, *_REPLICA_FAILURES)))
+            self._missed(order[0])
+            return None
         self.replica_reads += 1
         return [o for o in outcomes if not isinstance(o, BaseException)]
 
     async def _catch_up(self, session: Session) -> None:
-        """Wait until the replica has replayed this store's last commit (at most the
-        replica wait); :class:`StoreUnavailable` when it has not by then."""
-        written = self._written
-        if written is None:
+        """Wait until the replica has replayed what this read must see (at most the
+        replica wait); :class:`_Missed` (``wait_timed_out``) when it has not by then."""
+        required = self._required()
+        if required is None:
             return
         deadline = time.monotonic() + self._replica_wait
         while True:
-            replayed = await session.value(
-                "SELECT coalesce(pg_last_wal_replay_lsn() >= %s::pg_lsn, false)", (written,)
-            )
-            if replayed:
+            replayed = await self._replayed(session)
+            if replayed is not None and replayed >= required:
                 return
             if time.monotonic() >= deadline:
-                raise StoreUnavailable(
-                    f"the replica has not replayed this process's last write ({written})"
-                    f" within {self._replica_wait:g} s"
+                raise _Missed(
+                    WAIT_TIMED_OUT,
+                    StoreUnavailable(
+                        f"the replica has not replayed {required} within {self._replica_wait:g} s"
+                    ),
                 )
-            await asyncio.sleep(0.005)
+            await asyncio.sleep(_CATCH_UP_POLL_SECONDS)
 
     async def preflight(self, parts: Collection[str]) -> None:
         unknown = sorted(set(parts) - PART_TABLES.keys())

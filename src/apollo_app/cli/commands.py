@@ -97,6 +97,7 @@ def query_to_json(result: QueryResult) -> dict[str, Any]:
                 "similarity": None if v.similarity is None else rounded(v.similarity),
                 "signals": {name: rounded(value) for name, value in v.signals.items()},
                 "score": None if v.score is None else rounded(v.score),
+                "folded": v.folded,
                 "confidence": rounded(v.confidence),
                 "status": v.status.value,
                 "tags": list(v.tags),

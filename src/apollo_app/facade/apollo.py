@@ -37,6 +37,7 @@ from apollo_domain.services import Caller, Deps
 
 from .. import bootstrap
 from ..bootstrap import Closer, Overrides
+from .causal import CallerTokens
 from .client import Client
 
 R = TypeVar("R")
@@ -64,6 +65,8 @@ class Apollo:
         self.deps = deps
         self._closers = list(closers)
         self._closed = False
+        #: the latest causal token of each in-process caller (:class:`CallerTokens`)
+        self.tokens = CallerTokens()
 
     # -- construction ------------------------------------------------------------------
 
@@ -77,7 +80,14 @@ class Apollo:
         policy: ConfidencePolicy | None = None,
         retrieval: RetrievalSettings | None = None,
     ) -> Apollo:
-        """Everything in this process: the in-memory store (exact numpy search)."""
+        """Everything in this process: the in-memory store (exact numpy search).
+
+        Without ``embedder`` it embeds with the deterministic hashing embedder, not the
+        sentence model that :meth:`open` uses by default: an in-memory store lives for one
+        process and serves simulations and tests, which want instant, reproducible vectors
+        and no model to load (texts match by shared words, not by meaning). Pass
+        ``embedder=OnnxEmbedder(cache_dir=...)`` (``apollo_adapters.embedders``) for
+        meaning-based matching in memory."""
         wired = bootstrap.in_memory(
             Overrides(embedder, clock, judge, llm, policy, retrieval=retrieval)
         )
@@ -115,7 +125,9 @@ class Apollo:
         policy: ConfidencePolicy | None = None,
         migrate: bool = True,
     ) -> _Opening:
-        """The durable store from settings (embedded PostgreSQL + pgvector by default).
+        """The durable store from settings (embedded PostgreSQL + pgvector by default),
+        embedding with the embedder the settings name: the packaged sentence model run by
+        ONNX Runtime unless ``APOLLO_EMBEDDER`` says otherwise (loaded in a worker thread).
 
         ``async with Apollo.open(Settings()) as apollo: ...`` or ``await Apollo.open(...)``.
         With ``migrate=False`` a server at ``APOLLO_DATABASE_URL`` is used as it is (a
@@ -170,12 +182,12 @@ class Apollo:
         """A client acting for ``agent_id`` as ``principal`` (a string means ``Principal(it)``)."""
         if isinstance(principal, str):
             principal = Principal(principal)
-        return Client(self.deps, Caller.of(agent_id, principal))
+        return Client(self.deps, Caller.of(agent_id, principal), self.tokens)
 
     async def run(self, command: c.Command[R], *, principal: Principal | None = None) -> R:
         """Carry out any command, as ``principal`` or (None) as the embedding program."""
         caller = PROGRAM if principal is None else Caller.of(PROGRAM.agent_id, principal)
-        return await handle(self.deps, caller, command)
+        return await self.tokens.carry(caller, handle(self.deps, caller, command))
 
     async def get_entry(self, entry_id: UUID | str, *, principal: Principal | None = None) -> Entry:
         """The full entry (status, confidence, source_context, ...). With ``principal``, only

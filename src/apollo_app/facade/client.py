@@ -19,6 +19,7 @@ import attrs
 
 from apollo_domain import commands as c
 from apollo_domain.bounds import STORE_MANY
+from apollo_domain.causal import format_token
 from apollo_domain.errors import ValidationError
 from apollo_domain.expertise import DomainCoverage
 from apollo_domain.handlers import handle
@@ -39,6 +40,8 @@ from apollo_domain.results import (
     RelatedEntry,
 )
 from apollo_domain.services import Caller, Deps
+
+from .causal import CallerTokens
 
 R = TypeVar("R")
 
@@ -217,9 +220,17 @@ class Client:
     builds its action's command (:func:`command_of`) and carries it out through the
     handler table."""
 
-    def __init__(self, deps: Deps, caller: Caller) -> None:
+    def __init__(self, deps: Deps, caller: Caller, tokens: CallerTokens | None = None) -> None:
         self._deps = deps
         self.caller = caller
+        self._tokens = tokens if tokens is not None else CallerTokens()
+
+    @property
+    def causal_token(self) -> str | None:
+        """The latest causal token of this client's caller (``c1.<hex>``), None before its
+        first write: its reads wait for nothing older (see :mod:`apollo_domain.causal`)."""
+        token = self._tokens.get(self.caller)
+        return None if token is None else format_token(token)
 
     @property
     def agent_id(self) -> str:
@@ -230,8 +241,9 @@ class Client:
         return self.caller.principal
 
     async def run(self, command: c.Command[R]) -> R:
-        """Carry out any command as this client's caller."""
-        return await handle(self._deps, self.caller, command)
+        """Carry out any command as this client's caller, reading its own writes: in a
+        causal scope at the caller's latest token, kept for its next call."""
+        return await self._tokens.carry(self.caller, handle(self._deps, self.caller, command))
 
     @parameters_of(KnowledgeClient.store_knowledge)
     async def store_knowledge(self, **arguments: Any) -> IngestResult:

@@ -14,8 +14,10 @@ class Embedder(Protocol):
     Raises :class:`EmbeddingError` on failure.
 
     An embedder may also declare ``relevance_floor`` (a float, or None): the cosine under
-    which its query matches say nothing, calibrated per model. The composition root makes
-    it the retrieval settings' floor unless one is configured.
+    which its query matches say nothing, calibrated per model; and ``relevance_rule`` (a
+    mapping of retrieval settings, or None): the rest of its relevance rule, the standout
+    and the floor of a store of a few entries (:mod:`apollo_domain.retrieval`). The
+    composition root makes them the retrieval settings' unless a floor is configured.
     """
 
     model_id: str

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 from datetime import datetime, timedelta
-from typing import Protocol
+from typing import Final, Protocol
 from uuid import UUID
 
 from ..model import AccessScope, Entry, Viewer
@@ -26,6 +26,10 @@ from .records import (
     SearchFilter,
     StoreStats,
 )
+
+#: How many of the nearest entries a vector search capped per source looks among at least
+#: (pgvector's largest ``hnsw.ef_search``).
+SOURCE_SCAN: Final = 1000
 
 
 class EntrySearch(Protocol):
@@ -70,12 +74,21 @@ class EntrySearch(Protocol):
         the store."""
 
     async def nearest_ids(
-        self, embedding: Sequence[float], flt: SearchFilter, limit: int
+        self,
+        embedding: Sequence[float],
+        flt: SearchFilter,
+        limit: int,
+        *,
+        per_source: int | None = None,
     ) -> list[tuple[UUID, float]]:
         """:meth:`nearest` (a query's search, not an ingest's) as ``(entry id, similarity)``
         pairs: the same entries, in the same order, with the same similarities and tie
         rule, without reading the entries whole (a caller that keeps only a few of many
-        candidates reads those afterwards)."""
+        candidates reads those afterwards).
+
+        ``per_source``: as :meth:`lexical_search_ids`'s, over (at least) the nearest
+        :data:`SOURCE_SCAN` entries: an approximate adapter caps the sources among that
+        many of its index's nearest, an exact one may look further. One statement."""
 
     async def lexical_search(self, query: str, flt: SearchFilter, limit: int) -> list[ScoredEntry]:
         """Up to ``limit`` entries matching ``flt`` that hold at least one of the query's
@@ -88,10 +101,18 @@ class EntrySearch(Protocol):
         unit of work, and nothing that unit of work rolled back."""
 
     async def lexical_search_ids(
-        self, query: str, flt: SearchFilter, limit: int
+        self, query: str, flt: SearchFilter, limit: int, *, per_source: int | None = None
     ) -> list[tuple[UUID, float]]:
         """:meth:`lexical_search` as ``(entry id, score)`` pairs: the same entries, in the
-        same order, with the same scores and tie rule, without reading the entries whole."""
+        same order, with the same scores and tie rule, without reading the entries whole.
+
+        ``per_source``: at most that many entries of one source agent, and of one
+        principal (the entry's ``owner_id``, else its ``source.submitted_by``; an entry
+        with neither counts under its agent alone), are
+        returned: the best of each, as :meth:`lexical_search` ranks them, then the next
+        best entries of other sources fill the ``limit`` (a query's fair page,
+        :mod:`apollo_domain.fairness`, so that one source's many tied matches cannot push
+        every other source's match out of the candidates). One statement."""
 
 
 class EntryReads(Protocol):

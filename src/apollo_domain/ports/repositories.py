@@ -88,6 +88,10 @@ class CredibilityRegistry(Protocol):
     async def get(self, agent_id: str) -> CredibilityRecord:
         """The agent's record; a new agent gets Beta(1, 1) with no label."""
 
+    async def get_many(self, agent_ids: Collection[str]) -> dict[str, CredibilityRecord]:
+        """:meth:`get` for each agent (every one given is in the result), in one statement
+        where the adapter can."""
+
     async def save(self, record: CredibilityRecord) -> None:
         """Replace the agent's whole record (administration and tests)."""
 

@@ -90,7 +90,11 @@ class UnitOfWork(Protocol):
 
     async def __aexit__(self, *exc: object) -> None: ...
 
-    async def commit(self) -> None: ...
+    async def commit(self) -> None:
+        """Make the writes durable. A commit that wrote something reports the position it
+        reached to the running call's causal scope (:mod:`apollo_domain.causal`), if any:
+        positions only grow, and a read presenting one sees that commit."""
+        ...
 
     def savepoint(self) -> AbstractAsyncContextManager[None]: ...
 
@@ -117,8 +121,9 @@ class Store(Protocol):
     def reading(self) -> UnitOfWork:
         """A unit of work that only reads and never commits (entity reads, expertise
         views, a source's standing). The store may run it on a read replica that has
-        replayed every commit of this store (the PostgreSQL store with a replica; it
-        falls back to its primary when the replica is down or behind); otherwise it is
+        replayed the running call's causal token (outside any call's scope: every commit
+        of this store); the PostgreSQL store with a replica falls back to its primary when
+        the replica is down, failing or behind, never with an error. Otherwise it is
         :meth:`unit_of_work`."""
         ...
 

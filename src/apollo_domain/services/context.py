@@ -189,9 +189,10 @@ def bounded_int(name: str, value: object, low: int, high: int) -> int:
 def subject_agent(agent_id: object) -> str:
     """An agent named as the subject of a command: a non-empty string within the
     ``AGENT_ID`` bound (stripped), else :class:`ValidationError` naming ``agent_id``."""
-    if not isinstance(agent_id, str) or not agent_id.strip():
+    named = bounded_text(agent_id, AGENT_ID) if isinstance(agent_id, str) else None
+    if not named:
         raise ValidationError("agent_id", "must be a non-empty string")
-    return AGENT_ID.text(agent_id.strip())
+    return named
 
 
 def parse_statuses(values: object, default: Iterable[Status]) -> frozenset[Status]:

@@ -31,7 +31,7 @@ from ..results import (
     EntitySummary,
     RelatedEntity,
 )
-from ..validation import shown
+from ..validation import shown, storable_text
 from .context import Caller, Deps, bounded_int, resolve_viewer
 from .graph_fill import query_names
 
@@ -54,7 +54,7 @@ def parse_name(name: object, field: str = "name") -> str:
     if not isinstance(name, str):
         raise ValidationError(field, "must be a string")
     bounds.ENTITY_NAME.check(len(name), field)
-    key = normalize_entity_name(_storable(name))
+    key = normalize_entity_name(storable_text(name))
     if not key:
         raise ValidationError(field, "must name an entity")
     return key
@@ -192,11 +192,6 @@ async def related_entities(
     ]
 
 
-def _storable(text: str) -> str:
-    """``text`` without what no store can hold (NUL characters, lone surrogates)."""
-    return text.replace("\x00", "").encode("utf-8", "ignore").decode("utf-8")
-
-
 def parse_entity_query(query: object) -> str | None:
     """A text to look entity names up in (None: no text); refused naming ``query`` unless a
     string within the ``QUERY`` bound."""
@@ -204,7 +199,7 @@ def parse_entity_query(query: object) -> str | None:
         return None
     if not isinstance(query, str):
         raise ValidationError("query", "must be a string")
-    return _storable(bounds.QUERY.text(query))
+    return storable_text(bounds.QUERY.text(query))
 
 
 def parse_prefix(prefix: object) -> str | None:
@@ -216,7 +211,7 @@ def parse_prefix(prefix: object) -> str | None:
     if not isinstance(prefix, str):
         raise ValidationError("prefix", "must be a string")
     bounds.ENTITY_PREFIX.check(len(prefix))
-    return normalize_entity_name(_storable(prefix))
+    return normalize_entity_name(storable_text(prefix))
 
 
 async def _visible_entity(graph: EntityGraph, key: str, viewer: Viewer) -> tuple[Entity, int]:

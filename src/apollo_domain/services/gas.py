@@ -82,9 +82,10 @@ def _request_id(value: object) -> str:
         if abs(value) >= 10**MAX_REQUEST_ID_CHARS:
             raise ValidationError("request_id", f"is longer than {MAX_REQUEST_ID_CHARS} digits")
         value = str(value)
-    if not isinstance(value, str) or not value.strip():
+    named = bounded_text(value, bounds.REQUEST_ID) if isinstance(value, str) else None
+    if not named:
         raise ValidationError("request_id", "is required")
-    return bounds.REQUEST_ID.text(value.strip())
+    return named
 
 
 async def process_gas_event(

@@ -21,6 +21,7 @@ from ..lifecycle import (
     resolve_dispute as resolve,
 )
 from ..model import Entry, RelationType
+from ..normalize import bounded_text
 from ..ports import (
     AccessLogRecord,
     UnitOfWork,
@@ -43,10 +44,10 @@ async def deprecate_entry(
     the entry as it is now, ``changed`` False."""
     caller = caller.acting_as(command.agent_id)
     target = parse_id("entry_id", command.entry_id)
-    reason: object = command.reason
-    if not isinstance(reason, str) or not reason.strip():
+    given: object = command.reason
+    reason = bounded_text(given, REASON) if isinstance(given, str) else None
+    if not reason:
         raise ValidationError("reason", "must be a non-empty string")
-    REASON.check(len(reason))
     viewer = await resolve_viewer(deps.store.directory, caller.principal)
     async with deps.store.unit_of_work() as uow:
         if not await first_application(uow, "deprecate", idempotency_key, deps.clock.now()):

@@ -2,20 +2,22 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from datetime import datetime
 from typing import Any
 from uuid import UUID
 
 from ..bounds import QUERY
 from ..commands import QueryKnowledge, Retrieve
+from ..credibility import SourceCredibility
 from ..errors import ValidationError
+from ..fairness import Placed, candidate_depth, fair_page, source_depth
 from ..limits import DEFAULT_STATUSES, MAX_LIMIT, QUERY_MODES
 from ..model import Entry, Status
 from ..normalize import normalize_domain_filter, normalize_tag_filter
 from ..ports import AccessLogRecord, Reads, SearchFilter, UnitOfWork
 from ..results import EntryView, QueryResult
-from ..retrieval import GRAPH, LEXICAL, VECTOR, Fused, carry, fuse
+from ..retrieval import GRAPH, LEXICAL, VECTOR, carry, fuse
 from ..validation import bounded_float, shown
 from .context import (
     Caller,
@@ -53,10 +55,10 @@ async def query(deps: Deps, caller: Caller, command: QueryKnowledge | Retrieve) 
     ``mode``: ``vector`` ranks by embedding similarity, ``lexical`` by the query's terms,
     ``hybrid`` (the default) fuses both with the entity-graph fill by reciprocal rank
     fusion (:mod:`apollo_domain.retrieval`). Each result names the signals that found it.
-    A vector match needs a similarity above ``min_similarity`` and at least the embedder's
-    relevance floor (``RetrievalSettings.relevance_floor``: a lexical or graph match is
-    relevant by itself); an entry no signal found is never returned, so unrelated and
-    opposite texts are neither returned nor boosted.
+    A vector match needs a similarity above ``min_similarity`` and to clear the embedder's
+    relevance rule (:meth:`RetrievalSettings.relevance_cutoff`, decided from the query's
+    candidates; a lexical or graph match is relevant by itself); an entry no signal found
+    is never returned, so unrelated and opposite texts are neither returned nor boosted.
 
     A search boosts each returned entry's confidence atomically in the store, once per
     boost window for each principal (the agent, for a caller without one), and, for
@@ -106,15 +108,19 @@ async def query(deps: Deps, caller: Caller, command: QueryKnowledge | Retrieve) 
         started = _started(deps)
         vector = await embed_query(deps, text)
         _lap(deps, "embed", started)
-    depth = max(count, deps.retrieval.candidates) if fused else count
+    # Every signal reads ids and scores of a bounded multiple of the page (the fair page
+    # needs room for the entries its share cap and folding set aside); the candidates are
+    # read whole, with their embeddings, once fused (apollo_domain.fairness).
+    depth = candidate_depth(count, deps.retrieval.candidates)
     reads: dict[str, Callable[[Reads], Awaitable[Candidates]]] = {}
-    # Fusing reads only ids and scores for the candidates (``depth`` of each signal) and
-    # the at most ``count`` winners whole afterwards: decoding every candidate row costs
-    # more than the one read of the winners. A single signal returns all it reads.
     if mode != LEXICAL:
+        # The relevance rule weighs a query's best match against the candidates after
+        # it, so the vector read goes that much deeper than the ranking keeps.
+        vector_depth = max(depth, count + deps.retrieval.vector_depth)
 
-        def relevant(similarity: float) -> bool:
-            return similarity > similarity_floor and deps.retrieval.relevant(similarity)
+        def relevant(similarities: list[float]) -> Callable[[float], bool]:
+            cutoff = deps.retrieval.relevance_cutoff(similarities)
+            return lambda similarity: similarity > similarity_floor and similarity >= cutoff
 
         async def nearest(reads: Reads) -> Candidates:
             embedding = vector
@@ -123,23 +129,26 @@ async def query(deps: Deps, caller: Caller, command: QueryKnowledge | Retrieve) 
                 embedding = await embed_query(deps, text)
                 _lap(deps, "embed", started)
             started = _started(deps)
-            if fused:
-                ids = await reads.entries.nearest_ids(embedding, flt, depth)
-                _lap(deps, VECTOR, started)
-                return [(i, s) for i, s in ids if relevant(s)], []
-            found = await reads.entries.nearest(embedding, flt, depth)
+            # Each source capped in the store (a fair page needs the other sources'
+            # matches among the candidates), never within the best match and the
+            # background the relevance rule weighs it against: those are the plain
+            # nearest, so the rule decides as it would without the cap.
+            per_source = max(source_depth(count), 1 + deps.retrieval.vector_depth)
+            ids = await reads.entries.nearest_ids(
+                embedding, flt, vector_depth, per_source=per_source
+            )
             _lap(deps, VECTOR, started)
-            hits = [h for h in found if relevant(h.similarity)]
-            return [(h.entry.id, h.similarity) for h in hits], [h.entry for h in hits]
+            admit = relevant([s for _, s in ids])
+            return [(i, s) for i, s in ids[:depth] if admit(s)], []
 
         reads[VECTOR] = nearest
     if mode != VECTOR:
 
         async def lexical(reads: Reads) -> Candidates:
-            if fused:
-                return await reads.entries.lexical_search_ids(text, flt, depth), []
-            hits = await reads.entries.lexical_search(text, flt, depth)
-            return [(h.entry.id, h.similarity) for h in hits], [h.entry for h in hits]
+            ranking = await reads.entries.lexical_search_ids(
+                text, flt, depth, per_source=source_depth(count)
+            )
+            return ranking, []
 
         reads[LEXICAL] = lexical
     filled: list[GraphFill] = []
@@ -172,14 +181,19 @@ async def query(deps: Deps, caller: Caller, command: QueryKnowledge | Retrieve) 
             rankings[signal] = ranking
         if filled:  # the lexical rank carried across the seeds' typed edges
             rankings[LEXICAL] = carry(rankings[LEXICAL], filled[-1].carried)
-        ranked = fuse(rankings, deps.retrieval)[:count]
+        fused_ranking = fuse(rankings, deps.retrieval)
         _lap(deps, "fuse", started)
-        unread = [r.entry_id for r in ranked if r.entry_id not in found]
-        if unread:  # read by id alone: read now (one deleted since is left out)
-            started = _started(deps)
-            found.update(await uow.entries.get_many(unread))
-            _lap(deps, "read winners", started)
-            ranked = [r for r in ranked if r.entry_id in found]
+        if not fused_ranking:
+            return QueryResult(mode, ())
+        started = _started(deps)  # the candidates whole (one deleted since is left out)
+        found.update(
+            await uow.entries.get_many([r.entry_id for r in fused_ranking], with_embedding=True)
+        )
+        credibility = await _credibility(uow, found.values())
+        ranked = fair_page(
+            fused_ranking, found, credibility, count, deps.policy.corroboration_similarity
+        )
+        _lap(deps, "read winners", started)
         if not ranked:
             return QueryResult(mode, ())
         started = _started(deps)
@@ -233,18 +247,34 @@ def _timed(
     return run
 
 
-def _view(entry: Entry, ranked: Fused, boosted: Mapping[UUID, float]) -> EntryView:
+async def _credibility(uow: UnitOfWork, entries: Iterable[Entry]) -> dict[str, float]:
+    """The credibility of the sources of the candidates among ``entries`` (a confirmed
+    entry's is not needed), read in one statement."""
+    agents = {e.source.agent_id for e in entries if e.status is not Status.CONFIRMED}
+    if not agents:
+        return {}
+    records = await uow.credibility.get_many(sorted(agents))
+    return {
+        agent: SourceCredibility(agent, r.alpha, r.beta, r.label).credibility
+        for agent, r in records.items()
+    }
+
+
+def _view(entry: Entry, ranked: Placed, boosted: Mapping[UUID, float]) -> EntryView:
     return EntryView.of(
         entry,
-        ranked.signals.get(VECTOR),
+        ranked.fused.signals.get(VECTOR),
         boosted.get(entry.id, entry.confidence),
-        signals=ranked.signals,
+        signals=ranked.fused.signals,
         score=ranked.score,
+        folded=ranked.folded,
     )
 
 
-def _detail(ranked: Fused) -> dict[str, Any]:
-    detail: dict[str, Any] = {"signals": dict(ranked.signals)}
-    if VECTOR in ranked.signals:
-        detail["similarity"] = ranked.signals[VECTOR]
+def _detail(ranked: Placed) -> dict[str, Any]:
+    detail: dict[str, Any] = {"signals": dict(ranked.fused.signals)}
+    if VECTOR in ranked.fused.signals:
+        detail["similarity"] = ranked.fused.signals[VECTOR]
+    if ranked.folded:
+        detail["folded"] = ranked.folded
     return detail

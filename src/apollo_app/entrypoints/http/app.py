@@ -18,6 +18,7 @@ from starlette.routing import BaseRoute, Route
 
 from apollo_domain import commands as c
 from apollo_domain.bounds import MESSAGE
+from apollo_domain.causal import causal_scope
 from apollo_domain.errors import ApolloError, ValidationError
 from apollo_domain.handlers import handle
 from apollo_domain.ports.messaging import BrokerLink
@@ -31,6 +32,12 @@ from .admission import Admission
 from .auth import UNAUTHORIZED_HEADERS, Authenticator, Unauthorized
 from .console_app import console_routes
 from .errors import JSON, error_response, http_error, map_error, server_error
+from .headers import (
+    CAUSAL_TOKEN_HEADER,
+    IDEMPOTENCY_KEY_HEADER,
+    MAX_IDEMPOTENCY_KEY,
+    idempotency_key,
+)
 from .middleware import Instrumentation, LoopbackOnly, RequestBudget
 from .openapi import openapi_document
 from .operations import HTTP_AGENT, OPERATIONS, Call, Operation
@@ -147,6 +154,7 @@ def _endpoint(
             raise Unauthorized("a bearer token is required")
         data = await _inputs(op, request)
         call = Call(request, apollo, metrics, principal, converter)
+        headers: dict[str, str] = {}
         if op.command is None:
             status, payload = await _health(apollo, broker)
         else:
@@ -155,12 +163,16 @@ def _endpoint(
                 principal.agent or principal.id or HTTP_AGENT, principal, edge=HTTP_AGENT
             )
             started = time.perf_counter()
-            async with admission.admitted():
-                result = await handle(apollo.deps, caller, command)
+            key = idempotency_key(request, command)
+            with causal_scope(request.headers.get(CAUSAL_TOKEN_HEADER)) as scope:
+                async with admission.admitted():
+                    result = await handle(apollo.deps, caller, command, idempotency_key=key)
             if metrics is not None:
                 metrics.observe_command(command, result, time.perf_counter() - started)
             status, payload = op.present(call, result)
-        return Response(encode_json(payload), status_code=status, media_type=JSON)
+            if scope.token is not None:
+                headers[CAUSAL_TOKEN_HEADER] = scope.token
+        return Response(encode_json(payload), status_code=status, media_type=JSON, headers=headers)
 
     return endpoint
 
@@ -292,4 +304,11 @@ def create_app(
     )
 
 
-__all__ = ["MAX_BODY_BYTES", "create_app"]
+__all__ = [
+    "CAUSAL_TOKEN_HEADER",
+    "IDEMPOTENCY_KEY_HEADER",
+    "MAX_BODY_BYTES",
+    "MAX_IDEMPOTENCY_KEY",
+    "create_app",
+    "idempotency_key",
+]

@@ -7,9 +7,12 @@ from typing import Any
 
 import attrs
 
+from apollo_domain.actions import action_of
+from apollo_domain.causal import MAX_TOKEN_LENGTH
 from apollo_domain.model import Entry
 
 from .errors import JSON
+from .headers import CAUSAL_TOKEN_HEADER, IDEMPOTENCY_KEY_HEADER, MAX_IDEMPOTENCY_KEY
 from .operations import OPERATIONS, SHAPED, Operation
 from .schema import ERROR_SCHEMA, JsonSchema, SchemaBook
 
@@ -41,12 +44,56 @@ def _field_schema(book: SchemaBook, attribute: attrs.Attribute) -> JsonSchema:  
     return schema
 
 
+#: The causal token a response carries (:data:`CAUSAL_TOKEN_HEADER`).
+CAUSAL_TOKEN_RESPONSE = {
+    CAUSAL_TOKEN_HEADER: {
+        "description": "The caller's causal token after this call, when it wrote (or was"
+        " presented one): send it with later requests to read these writes.",
+        "schema": {"type": "string", "maxLength": MAX_TOKEN_LENGTH},
+    }
+}
+
+
+def _headers(op: Operation) -> list[dict[str, Any]]:
+    """The headers a caller carries between requests: its causal token (every command)
+    and, on a mutation, an idempotency key."""
+    assert op.command is not None
+    found: list[dict[str, Any]] = [
+        {
+            "name": CAUSAL_TOKEN_HEADER,
+            "in": "header",
+            "required": False,
+            "description": "The latest causal token this caller was answered with: the read"
+            " sees those writes, whichever copy of the store serves it. Anything else is"
+            " ignored.",
+            "schema": {"type": "string"},
+        }
+    ]
+    if action_of(op.command).mutates:
+        found.append(
+            {
+                "name": IDEMPOTENCY_KEY_HEADER,
+                "in": "header",
+                "required": False,
+                "description": "Sent again with the same key by the same principal, the"
+                " request is carried out once; the repeat is answered as already processed.",
+                "schema": {
+                    "type": "string",
+                    "minLength": 1,
+                    "maxLength": MAX_IDEMPOTENCY_KEY,
+                    "pattern": "^[\\x21-\\x7e]+$",
+                },
+            }
+        )
+    return found
+
+
 def _parameters(book: SchemaBook, op: Operation) -> list[dict[str, Any]]:
     if op.command is None:
         return []
     attrs.resolve_types(op.command)
     fields = attrs.fields_dict(op.command)
-    found = []
+    found = _headers(op)
     for name, target in op.path_fields.items():
         attribute = fields[target]
         found.append(
@@ -124,6 +171,8 @@ def openapi_document(operations: tuple[Operation, ...] = OPERATIONS) -> dict[str
         schema = _response_schema(book, op)
         if schema is not None:
             ok["content"] = {JSON: {"schema": schema}}
+        if op.command is not None:
+            ok["headers"] = CAUSAL_TOKEN_RESPONSE
         responses: dict[str, Any] = {str(status): ok}
         for other, other_description in op.also_ok:
             responses[str(other)] = {**ok, "description": other_description}

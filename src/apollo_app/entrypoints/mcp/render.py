@@ -116,6 +116,9 @@ def _knowledge(value: Any) -> str:
         details.append(f"found by {found_by}")
     elif getattr(value, "similarity", None) is not None:
         details.append(f"similarity {_number(value.similarity)}")
+    folded = getattr(value, "folded", 0)
+    if folded:
+        details.append(f"{folded} near-duplicate{'s' if folded != 1 else ''} of it folded in")
     return f"[{', '.join(head)}] {content} ({'; '.join(details)})"
 
 

@@ -26,6 +26,7 @@ from mcp.shared.exceptions import MCPError
 
 from apollo_domain import commands as c
 from apollo_domain.bounds import STORE_MANY
+from apollo_domain.causal import causal_scope
 from apollo_domain.errors import ApolloError, NotFound, ValidationError
 from apollo_domain.handlers import authorize, refusal
 from apollo_domain.services import Caller, prepare
@@ -47,6 +48,10 @@ Run = Callable[[Caller, c.Command[Any]], Awaitable[Any]]
 #: of a stdio server), never from a tool's arguments.
 Identify = Callable[[ServerRequestContext[Any, Any]], Caller]
 
+#: The key of the causal token (:mod:`apollo_domain.causal`) in ``_meta``: a tool result
+#: carries it when the call wrote (or was presented one); a tool call or resource read
+#: presenting it sees the caller's writes, whichever copy of the store serves it.
+CAUSAL_TOKEN_META = "apollo/causal_token"
 ENTRY_TEMPLATE = "apollo://entries/{id}"
 ENTITY_TEMPLATE = "apollo://entities/{name}"
 _ENTRY_PREFIX = "apollo://entries/"
@@ -58,6 +63,12 @@ INSTRUCTIONS = (
     "it too; prefer confirmed entries and higher confidence. Read an entry with its "
     f"evidence and relations as the resource {ENTRY_TEMPLATE}."
 )
+
+
+def presented_token(meta: Mapping[str, Any] | None) -> object:
+    """The causal token a request's ``_meta`` presents (:data:`CAUSAL_TOKEN_META`); what
+    is not a token reads as none (:func:`~apollo_domain.causal.causal_scope`)."""
+    return None if not isinstance(meta, Mapping) else meta.get(CAUSAL_TOKEN_META)
 
 
 def may_list(caller: Caller, tool: Tool) -> bool:
@@ -142,11 +153,15 @@ class ApolloMcp:
             caller = self.identify(ctx)
             command = self.command_of(tool, params.arguments or {})
             started = time.perf_counter()
-            async with self.admission():
-                result = await self._carry_out(ctx, caller, command)
+            with causal_scope(presented_token(params.meta)) as scope:
+                async with self.admission():
+                    result = await self._carry_out(ctx, caller, command)
             if self.metrics is not None:
                 self.metrics.observe_command(command, result, time.perf_counter() - started)
-            return self.success(tool, result)
+            answer = self.success(tool, result)
+            if scope.token is not None:
+                answer.meta = {CAUSAL_TOKEN_META: scope.token}
+            return answer
         except ApolloError as exc:
             return failure(exc)
         except Exception as exc:
@@ -257,8 +272,9 @@ class ApolloMcp:
         uri = str(params.uri)
         try:
             caller = self.identify(ctx)
-            async with self.admission():
-                document = await self._resource(caller, uri)
+            with causal_scope(presented_token(params.meta)):
+                async with self.admission():
+                    document = await self._resource(caller, uri)
         except NotFound as exc:
             raise MCPError(types.INVALID_PARAMS, message_of(exc), {"uri": uri}) from None
         except ApolloError as exc:
@@ -341,6 +357,7 @@ def failure(exc: BaseException) -> types.CallToolResult:
 
 
 __all__ = [
+    "CAUSAL_TOKEN_META",
     "ENTITY_TEMPLATE",
     "ENTRY_TEMPLATE",
     "ApolloMcp",
@@ -350,4 +367,5 @@ __all__ = [
     "entry_uri",
     "failure",
     "may_list",
+    "presented_token",
 ]

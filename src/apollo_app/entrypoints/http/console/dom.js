@@ -2,11 +2,17 @@
 // text node or an attribute value, so entry content (written by any agent) stays text.
 
 const SVG_NS = "http://www.w3.org/2000/svg";
+// The bidirectional embedding, override and isolate controls: they can show text in another
+// order than it reads (docs/security.md). Stored strings are cleaned already; this also
+// covers older rows and echoed input. The direction marks U+200E, U+200F, U+061C stay.
+const BIDI_CONTROLS = /[\u202A-\u202E\u2066-\u2069]/g;
 
 function append(parent, children) {
   for (const child of children.flat(Infinity)) {
     if (child === null || child === undefined || child === false) continue;
-    parent.append(child instanceof Node ? child : document.createTextNode(String(child)));
+    parent.append(
+      child instanceof Node ? child : document.createTextNode(String(child).replace(BIDI_CONTROLS, "")),
+    );
   }
 }
 
