@@ -257,9 +257,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    args = parse(argv)
-    result = run(args)
+def report(result: dict[str, Any]) -> str:
+    """The table and verdicts of a run (``result`` as the JSON holds it)."""
     rows = [
         [
             name,
@@ -283,24 +282,35 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "cos min",
         "cos mean",
     ]
-    print(f"{args.texts} texts, {args.queries} one-sentence queries, {args.threads} thread(s)")
-    print(table(rows, header))
+    lines = [table(rows, header), ""]
     targets = result["targets"]
     for runtime in ("fp32", "int8"):
+        if f"onnx_{runtime}_query_met" not in targets:
+            continue  # a run from before int8 had targets of its own
         query, bulk = targets[f"onnx_{runtime}_query_met"], targets[f"onnx_{runtime}_bulk_met"]
-        print(
+        lines.append(
             f"targets (onnx-{runtime}): query p50 ≤ {QUERY_P50_MS} ms: {'yes' if query else 'NO'};"
             f" bulk ≥ {BULK_RATIO} × pytorch: {'yes' if bulk else 'NO'}"
         )
-    bound = result["int8_bound"]
-    print(
-        f"int8 bound: a [{args.bound_tokens} × 384] × [384 × 1536] product alone,"
-        f" fp32 {bound['product_gmacs_fp32']:.1f} / int8 {bound['product_gmacs_int8']:.1f}"
-        f" G multiply-adds/s ({bound['product_int8_over_fp32']:.2f} ×); weight products"
-        f" {bound['weight_product_share_fp32']:.0%} of fp32's bulk kernel time; so int8"
-        f" bulk ≤ {bound['int8_over_fp32_bulk_at_most']:.2f} × fp32"
-        f" ≤ {bound['int8_over_pytorch_bulk_at_most']:.2f} × pytorch"
-    )
+    bound = result.get("int8_bound")
+    if bound:
+        tokens = result["config"].get("bound_tokens", "?")
+        lines.append(
+            f"int8 bound: a [{tokens} × 384] × [384 × 1536] product alone,"
+            f" fp32 {bound['product_gmacs_fp32']:.1f} / int8 {bound['product_gmacs_int8']:.1f}"
+            f" G multiply-adds/s ({bound['product_int8_over_fp32']:.2f} ×); weight products"
+            f" {bound['weight_product_share_fp32']:.0%} of fp32's bulk kernel time; so int8"
+            f" bulk ≤ {bound['int8_over_fp32_bulk_at_most']:.2f} × fp32"
+            f" ≤ {bound['int8_over_pytorch_bulk_at_most']:.2f} × pytorch"
+        )
+    return "\n".join(lines).rstrip()
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    args = parse(argv)
+    result = run(args)
+    print(f"{args.texts} texts, {args.queries} one-sentence queries, {args.threads} thread(s)")
+    print(report(result))
     name = "embedder_bench_quick" if args.quick else "embedder_bench"
     print(write_json(name, result, args.output))
     return result

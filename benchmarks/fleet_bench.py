@@ -483,16 +483,14 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = parse(argv)
-    result = asyncio.run(run(args))
-    if not args.quick:
-        write_json("fleet_bench", result)
+def report(result: dict[str, Any]) -> str:
+    """The tables and verdicts of a run (``result`` as the JSON holds it)."""
+    lines: list[str] = []
     rows = [
         [name, r["p50_ms"], r["primary_ms_per_query"], r["replica_reads"]]
         for name, r in result["setups"].items()
     ]
-    print(table(rows, ["set-up", "query p50 ms", "primary ms/query", "replica reads"]))
+    lines.append(table(rows, ["set-up", "query p50 ms", "primary ms/query", "replica reads"]))
     fleet_rows = [
         [
             f"{f['processes']} process(es)",
@@ -514,24 +512,37 @@ def main(argv: Sequence[str] | None = None) -> int:
         "errors",
         "lost",
     ]
-    print(table(fleet_rows, headers))
+    lines.append(table(fleet_rows, headers))
     for fleet in result["fleet"].values():
         rounds = ", ".join(f"{r['primary_ms_per_ingest']:.2f}" for r in fleet["rounds"])
-        print(f"  {fleet['processes']} process(es): primary ms/ingest by round {rounds}")
+        lines.append(f"  {fleet['processes']} process(es): primary ms/ingest by round {rounds}")
         for sample in fleet["error_samples"]:
-            print(f"  {fleet['processes']} process(es), error: {sample}")
+            lines.append(f"  {fleet['processes']} process(es), error: {sample}")
     for name, r in result["setups"].items():
-        print(f"  {name}: query p50 by round " + ", ".join(f"{v:.1f}" for v in r["round_p50_ms"]))
+        lines.append(
+            f"  {name}: query p50 by round " + ", ".join(f"{v:.1f}" for v in r["round_p50_ms"])
+        )
     for name, value in result["ratios"].items():
         target = result["targets"][name]
         if name.startswith("ingest_"):
             verdict = "met" if 2 - target <= value <= target else "missed"
-            print(f"{name}: {value:.2f} (target within ±15%: {verdict})")
+            lines.append(f"{name}: {value:.2f} (target within ±15%: {verdict})")
             continue
         verdict = "met" if value <= target else "missed"
-        print(f"{name}: {value:.2f} (target <= {target}: {verdict})")
+        lines.append(f"{name}: {value:.2f} (target <= {target}: {verdict})")
     for when, load in result["load_average"].items():
-        print(f"load average (1, 5, 15 min) at the {when}: " + " ".join(f"{x:.2f}" for x in load))
+        lines.append(
+            f"load average (1, 5, 15 min) at the {when}: " + " ".join(f"{x:.2f}" for x in load)
+        )
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse(argv)
+    result = asyncio.run(run(args))
+    if not args.quick:
+        write_json("fleet_bench", result)
+    print(report(result))
     return 0
 
 

@@ -118,7 +118,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     count = 300 if args.quick else args.messages
     texts = TextGenerator(args.seed).texts(count)
     async with embedded_database("judgement") as conninfo:
-        settings = Settings(database_url=conninfo, http_enabled=False)
+        settings = Settings(embedder="hashing", database_url=conninfo, http_enabled=False)
         async with Apollo.open(settings) as apollo:
             bus = InProcessBus(Topology(), login=LOGIN)
             service = ApolloService(apollo, bus, settings)

@@ -142,6 +142,7 @@ async def serving(conninfo: str, *, pool: int) -> AsyncIterator[tuple[Apollo, st
     """Apollo on ``conninfo`` (migrated), its HTTP API served as ``apollo serve`` does, with
     :data:`TOKENS`: yields the Apollo and the API's base URL."""
     settings = Settings(
+        embedder="hashing",
         database_url=conninfo,
         api_tokens=TOKENS,
         pool_max=pool,

@@ -66,7 +66,11 @@ Call = Callable[[], Awaitable[None]]
 async def serving(conninfo: str) -> AsyncIterator[tuple[Apollo, str]]:
     """Apollo on ``conninfo``, served as ``apollo serve`` serves it; yields its base URL."""
     settings = Settings(
-        database_url=conninfo, api_tokens=TOKENS, http_host="127.0.0.1", http_port=0
+        embedder="hashing",
+        database_url=conninfo,
+        api_tokens=TOKENS,
+        http_host="127.0.0.1",
+        http_port=0,
     )
     async with Apollo.open(settings) as apollo:
         sock = listen("127.0.0.1", 0)

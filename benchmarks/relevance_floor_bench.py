@@ -226,6 +226,70 @@ def embedders(use_model: bool, dimensions: Sequence[int]) -> list[tuple[str, Emb
     return found
 
 
+def report(payload: dict[str, Any]) -> str:
+    """The tables of a run's results (``payload`` as the JSON holds it)."""
+    rows = []
+    for label, found in payload["runs"].items():
+        noise, answer = found["unrelated_max"], found["related_answer"]
+        rows.append(
+            [
+                label,
+                noise["p50"],
+                noise["p99"],
+                noise["max"],
+                answer["min"],
+                answer["p50"],
+                found["noise_floor"],
+                found["floor"],
+                found["declared_floor"],
+                found["vector_recall@10"]["no floor"],
+                found["vector_recall@10"]["at floor"],
+                found["unrelated_still_matched"],
+            ]
+        )
+    percentile = next(iter(payload["runs"].values()))["percentile"]
+    lines = [
+        table(
+            rows,
+            [
+                "embedder",
+                "unrelated p50",
+                "unrelated p99",
+                "unrelated max",
+                "answer min",
+                "answer p50",
+                f"p{percentile:g} floor",
+                "floor",
+                "declared",
+                "recall@10",
+                "at floor",
+                "unrelated matched",
+            ],
+        ),
+        "",
+    ]
+    for label, found in payload["runs"].items():
+        top = ", ".join(f"{s:.3f}" for s in found["xylophone_quantum_marmalade"])
+        lines.append(f"{label}: 'xylophone quantum marmalade' best five: {top}")
+    sweep_rows = [
+        [f"{point['floor']:.2f}"]
+        + [
+            f"{found['sweep'][i]['vector_recall@10']:.4f} / "
+            f"{found['sweep'][i]['unrelated_with_a_match']:.2f}"
+            for found in payload["runs"].values()
+        ]
+        for i, point in enumerate(next(iter(payload["runs"].values()))["sweep"])
+        if i % 5 == 0
+    ]
+    lines += [
+        "",
+        "vector recall@10 / share of unrelated queries still matched, by floor:",
+        "",
+        table(sweep_rows, ["floor", *payload["runs"]]),
+    ]
+    return "\n".join(lines)
+
+
 async def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--people", type=int, default=60)
@@ -247,69 +311,18 @@ async def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     unrelated = unrelated_queries(args.unrelated, args.seed)
     related = [(q, answers) for _, q, answers in questions]
     payload: dict[str, Any] = {"machine": machine(), "runs": {}}
-    rows = []
     for label, embedder in embedders(not args.no_model, args.dimension or [384]):
         found = await calibrate(
             embedder, texts, unrelated, related, args.percentile, args.max_recall_loss
         )
         found["declared_floor"] = getattr(embedder, "relevance_floor", None)
         payload["runs"][label] = found
-        noise, answer = found["unrelated_max"], found["related_answer"]
-        rows.append(
-            [
-                label,
-                noise["p50"],
-                noise["p99"],
-                noise["max"],
-                answer["min"],
-                answer["p50"],
-                found["noise_floor"],
-                found["floor"],
-                found["declared_floor"],
-                found["vector_recall@10"]["no floor"],
-                found["vector_recall@10"]["at floor"],
-                found["unrelated_still_matched"],
-            ]
-        )
     print(
         f"{len(texts)} texts, {len(unrelated)} unrelated queries, {len(related)} related "
         f"questions; floor = the p{args.percentile:g} of the unrelated maxima (rounded up),"
         f" lowered until vector recall@10 loses at most {args.max_recall_loss:g}"
     )
-    print(
-        table(
-            rows,
-            [
-                "embedder",
-                "unrelated p50",
-                "unrelated p99",
-                "unrelated max",
-                "answer min",
-                "answer p50",
-                f"p{args.percentile:g} floor",
-                "floor",
-                "declared",
-                "recall@10",
-                "at floor",
-                "unrelated matched",
-            ],
-        )
-    )
-    for label, found in payload["runs"].items():
-        top = ", ".join(f"{s:.3f}" for s in found["xylophone_quantum_marmalade"])
-        print(f"{label}: 'xylophone quantum marmalade' best five: {top}")
-    sweep_rows = [
-        [f"{point['floor']:.2f}"]
-        + [
-            f"{found['sweep'][i]['vector_recall@10']:.4f} / "
-            f"{found['sweep'][i]['unrelated_with_a_match']:.2f}"
-            for found in payload["runs"].values()
-        ]
-        for i, point in enumerate(next(iter(payload["runs"].values()))["sweep"])
-        if i % 5 == 0
-    ]
-    print("vector recall@10 / share of unrelated queries still matched, by floor:")
-    print(table(sweep_rows, ["floor", *payload["runs"]]))
+    print(report(payload))
     print(write_json("relevance_floor", payload, args.output))
     return payload
 

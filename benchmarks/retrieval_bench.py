@@ -426,6 +426,42 @@ def embedders(use_model: bool, onnx_cache: Path | None = None) -> list[tuple[str
     return found
 
 
+def report(payload: dict[str, Any]) -> str:
+    """The table of a run's results (``payload`` as the JSON holds it)."""
+    rows = []
+    for run, found in payload["runs"].items():
+        store, _, label = run.partition("/")
+        for mode, numbers in found.items():
+            if mode == "stored":
+                continue
+            kinds = numbers["by_kind"]
+            rows.append(
+                [
+                    store,
+                    label,
+                    mode,
+                    numbers["recall@5"],
+                    numbers["recall@10"],
+                    *(kinds[k]["recall@10"] for k in KINDS),
+                    numbers["p50_ms"],
+                    numbers["p95_ms"],
+                ]
+            )
+    return table(
+        rows,
+        [
+            "store",
+            "embedder",
+            "mode",
+            "recall@5",
+            "recall@10",
+            *(f"{k}@10" for k in KINDS),
+            "p50 ms",
+            "p95 ms",
+        ],
+    )
+
+
 async def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--people", type=int, default=60)
@@ -443,7 +479,6 @@ async def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     args = parser.parse_args(argv)
     notes, questions = corpus(args.people, args.seed)
     floor = -1.0 if args.no_floor else None
-    rows = []
     payload: dict[str, Any] = {
         "machine": machine(),
         "notes": len(notes),
@@ -457,42 +492,12 @@ async def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             with mock.patch("uuid.uuid4", seeded_uuid4(args.seed)):
                 found = await run(embedder, notes, questions, floor)
             payload["runs"][f"{store}/{label}"] = found
-            for mode, numbers in found.items():
-                if mode == "stored":
-                    continue
-                kinds = numbers["by_kind"]
-                rows.append(
-                    [
-                        store,
-                        label,
-                        mode,
-                        numbers["recall@5"],
-                        numbers["recall@10"],
-                        *(kinds[k]["recall@10"] for k in KINDS),
-                        numbers["p50_ms"],
-                        numbers["p95_ms"],
-                    ]
-                )
     stored = {run: found["stored"] for run, found in payload["runs"].items()}
     print(
         f"{len(notes)} notes ({stored} stored), {len(questions)} questions, relevance floor: "
         f"{payload['relevance_floor']}"
     )
-    print(
-        table(
-            rows,
-            [
-                "store",
-                "embedder",
-                "mode",
-                "recall@5",
-                "recall@10",
-                *(f"{k}@10" for k in KINDS),
-                "p50 ms",
-                "p95 ms",
-            ],
-        )
-    )
+    print(report(payload))
     print(write_json("retrieval", payload, args.output))
     return payload
 

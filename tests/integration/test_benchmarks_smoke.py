@@ -16,6 +16,7 @@ import pytest
 from benchmarks import (
     content_identity_bench,
     embedder_bench,
+    embedder_choice_bench,
     hybrid_bench,
     ingest_recall_bench,
     load_bench,
@@ -25,6 +26,7 @@ from benchmarks import (
     postgres_bench,
     query_cache_bench,
     relevance_floor_bench,
+    relevance_rule_bench,
     retrieval_bench,
     text_bench,
     write_path_bench,
@@ -121,6 +123,58 @@ async def test_relevance_floor_bench_proposes_a_floor_no_higher_than_the_noise(
     assert run["unrelated_max"]["p50"] <= run["unrelated_max"]["max"]
 
 
+def test_relevance_rule_bench_derives_the_rule_minilm_declares(
+    tmp_path: Path, onnx_cache: Path
+) -> None:
+    """The calibration half yields the constants apollo_adapters.embedders.floors declares
+    for MiniLM, and every rule is reported on both halves."""
+    from apollo_adapters.embedders.floors import model_relevance_floor, model_relevance_rule
+
+    result = relevance_rule_bench.main(["--cache", str(onnx_cache), "--output", str(tmp_path)])
+
+    written = json.loads((tmp_path / "relevance_rule.json").read_text())
+    assert written["constants"] == result["constants"]
+    constants = written["constants"]
+    declared = model_relevance_rule("all-MiniLM-L6-v2")
+    assert declared is not None
+    assert model_relevance_floor("all-MiniLM-L6-v2") == constants["floor"]
+    assert (
+        declared["relevance_margin"],
+        declared["relevance_background"],
+        declared["relevance_minimum"],
+        declared["relevance_single"],
+        declared["relevance_growth"],
+    ) == (
+        constants["union_margin"],
+        constants["k"],
+        constants["minimum"],
+        constants["single"],
+        constants["growth"],
+    )
+    for name, halves in written["results"].items():
+        assert {"calibration", "held_out"} == set(halves), name
+        for figures in halves.values():
+            assert 0 <= figures["recall@1"] <= figures["recall@5"] <= 1, name
+            assert 0 <= figures["far"] <= 1, name
+    assert 1.0 == written["results"]["none"]["held_out"]["far"]
+
+
+def test_embedder_choice_bench_reports_every_figure(tmp_path: Path, onnx_cache: Path) -> None:
+    """MiniLM fp32 and int8: recall with and without a rule, latency, throughput, size."""
+    result = embedder_choice_bench.main(
+        ["--cache", str(onnx_cache), "--repeats", "3", "--output", str(tmp_path)]
+    )
+
+    written = json.loads((tmp_path / "embedder_choice.json").read_text())
+    assert written["rows"] == result["rows"]
+    assert 2 == len(written["rows"])
+    for row in written["rows"]:
+        for key in ("query_p50_ms", "bulk_texts_per_s", "folder_bytes", "graph_bytes"):
+            assert positive(row[key]), (row["model"], key)
+        for rule in ("none", "calibrated", "declared"):
+            assert 0 <= row[rule]["recall@1"] <= row[rule]["recall@5"] <= 1, row["model"]
+
+
 @pytest.mark.postgres
 def test_postgres_bench_quick_reports_every_figure(
     tmp_path: Path, postgres_server: PostgresTestServer
@@ -179,7 +233,7 @@ def test_hybrid_bench_reports_every_path_and_ratio(tmp_path: Path) -> None:
     assert positive(query["hybrid_over_vector_p50"])
     assert positive(query["lexical_over_raw_ts_rank_p50"])
     assert set(hybrid_bench.STAGES) == set(query["stages"]["hybrid"])
-    assert {"embed", "vector", "fuse", "boost"} == set(query["stages"]["vector"])
+    assert {"embed", "vector", "fuse", "read winners", "boost"} == set(query["stages"]["vector"])
     for stages in query["stages"].values():
         for stage in stages.values():
             assert stage["count"] >= 1 and stage["p95_ms"] >= stage["p50_ms"] >= 0
@@ -336,3 +390,16 @@ def test_mcp_bench_quick_reports_both_edges_for_both_calls_in_both_eras() -> Non
             assert positive(row[edge]["p50_ms"]) and positive(row[edge]["p95_ms"])
         assert positive(row["p50_ratio"])
     assert 3 == len(result["machine"]["load_average_before"])
+
+
+def test_flood_bench_prints_every_mode_before_and_after(capsys: pytest.CaptureFixture[str]) -> None:
+    """In memory, a flood of 60: a line per flood shape and mode, the flood's share after
+    fair pages at most 4 of 10."""
+    from benchmarks import flood_bench
+
+    flood_bench.main(["--no-postgres", "--flood", "60"])
+
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()[2:]]
+    assert 6 == len(rows)
+    assert {"hybrid", "vector", "lexical"} == {row[2] for row in rows}
+    assert all(int(row[6].split("/")[0]) <= 4 for row in rows), rows
