@@ -10,7 +10,6 @@ no block may store a placeholder such as ``...`` as knowledge.
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
 import shutil
@@ -27,6 +26,7 @@ import pytest
 
 from apollo_adapters.postgres.embedded import temporary_folder
 from tests.docs_pages import documentation
+from tests.environ import without_apollo_settings
 from tests.integration.test_cli import APOLLO
 
 pytestmark = pytest.mark.postgres
@@ -44,7 +44,9 @@ def runnable_blocks() -> list[str]:
     blocks: list[str] = []
     for path in documentation():
         for block in re.findall(
-            rf"^{re.escape(MARK)}\n```sh\n(.*?)^```$", path.read_text(), flags=re.DOTALL | re.M
+            rf"^{re.escape(MARK)}\n```(?:sh|bash)\n(.*?)^```$",
+            path.read_text(),
+            flags=re.DOTALL | re.M,
         ):
             if block not in blocks:
                 blocks.append(block)
@@ -62,7 +64,7 @@ def _exports(block: str) -> dict[str, str]:
 
 
 def _environment(**extra: str) -> dict[str, str]:
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("APOLLO_")}
+    environ = without_apollo_settings()
     environ.update(extra)
     return environ
 
