@@ -44,6 +44,8 @@ from .settings import Settings
 if TYPE_CHECKING:
     from apollo_adapters.postgres import EmbeddedPostgres
 
+    from .reembed import ReembedReport
+
 EMBEDDING_CACHE_SIZE = 10_000
 #: The query texts whose embeddings are kept (a cache apart from the stored texts': a
 #: bulk ingest does not push the repeated queries out).
@@ -336,8 +338,9 @@ def _embedder_hint(settings: Settings) -> Iterator[None]:
             "APOLLO_EMBEDDER",
             f"the store holds vectors of model {exc.stored_model!r} (dimension"
             f" {exc.stored_dimension}), not those of the embedder configured now ({chosen});"
-            f" set {made_by} to open it, or choose a new store (APOLLO_DATA_DIR or"
-            " APOLLO_DATABASE_URL) for the embedder configured now",
+            f" set {made_by} to open it, run `apollo reembed` to move the store to the"
+            " embedder configured now, or choose a new store (APOLLO_DATA_DIR or"
+            " APOLLO_DATABASE_URL) for it",
         ) from exc
 
 
@@ -445,6 +448,53 @@ async def open_durable(
         ),
     )
     return Wired(deps, tuple(closers))  # closed in reverse: the store first, the embedder last
+
+
+def rewire_embedder(deps: Deps, embedder: Embedder) -> Deps:
+    """``deps`` embedding with ``embedder`` (after a store moved to it): both caches start
+    empty, and a relevance rule that was the old embedder's becomes the new one's."""
+    old = deps.embedder.inner if isinstance(deps.embedder, CachingEmbedder) else deps.embedder
+    model = embedder.inner if isinstance(embedder, CachingEmbedder) else embedder
+    retrieval = deps.retrieval
+    if retrieval.relevance_floor == relevance_floor_of(old):  # the rule was the embedder's
+        retrieval = evolve(
+            retrieval, relevance_floor=relevance_floor_of(model), **relevance_rule_of(model)
+        )
+    return evolve(
+        deps,
+        embedder=CachingEmbedder(model, max_entries=EMBEDDING_CACHE_SIZE),
+        query_embedder=CachingEmbedder(model, max_entries=QUERY_CACHE_SIZE),
+        retrieval=retrieval,
+    )
+
+
+async def reembed_store(
+    settings: Settings, *, batch_size: int, progress: Callable[[int, int], None] | None = None
+) -> ReembedReport:
+    """Move the configured store (the embedded server, or ``APOLLO_DATABASE_URL``'s) to the
+    embedder the settings name now, whichever model made it (``apollo reembed``)."""
+    from apollo_adapters.postgres import PostgresStore, migrate
+    from apollo_adapters.postgres.reembed import PostgresReembedding
+
+    from .reembed import check_batch, reembed
+
+    check_batch(batch_size)
+    closers: list[Closer] = []
+    try:
+        conninfo, server_closers = await _database(settings)
+        closers.extend(server_closers)
+        direct = _migration_conninfo(settings, conninfo)
+        stored = await PostgresStore.stored_embedder(direct)
+        embedder = await load_embedder(settings)
+        _closer_of(embedder, closers)
+        if stored is None:  # nothing stored yet: the store is made for the new embedder
+            stored = (embedder.model_id, embedder.dimension)
+        with _pgvector_hint(settings):
+            await migrate(direct, dimension=stored[1], model_id=stored[0])
+        moving = PostgresReembedding(direct, embedder.model_id, embedder.dimension)
+        return await reembed(moving, embedder, batch_size=batch_size, progress=progress)
+    finally:
+        await _close_all(closers)
 
 
 def _closer_of(resource: Any, closers: list[Closer]) -> None:

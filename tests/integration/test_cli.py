@@ -33,6 +33,7 @@ COMMANDS = (
     "entity",
     "entities",
     "migrate",
+    "reembed",
     "label",
     "stats",
 )
@@ -432,8 +433,9 @@ def test_another_embedder_than_the_stores_is_refused_naming_the_settings(data_di
         "apollo: error: APOLLO_EMBEDDER: the store holds vectors of model"
         " 'apollo-hashing-v1-384' (dimension 384), not those of the embedder configured now"
         " (APOLLO_EMBEDDER=hashing, APOLLO_EMBEDDING_DIMENSION=256); set"
-        " APOLLO_EMBEDDER=hashing and APOLLO_EMBEDDING_DIMENSION=384 to open it, or choose a"
-        " new store (APOLLO_DATA_DIR or APOLLO_DATABASE_URL) for the embedder configured now"
+        " APOLLO_EMBEDDER=hashing and APOLLO_EMBEDDING_DIMENSION=384 to open it, run"
+        " `apollo reembed` to move the store to the embedder configured now, or choose a new"
+        " store (APOLLO_DATA_DIR or APOLLO_DATABASE_URL) for it"
     ] == result.stderr.splitlines()
 
 

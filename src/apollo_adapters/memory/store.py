@@ -19,6 +19,7 @@ from apollo_domain.ports import STORE_PARTS, Reads
 from ._columns import Undo
 from ._entries import EntryTable
 from ._records import AccessLogTable, CredibilityTable, ExpertiseTable, OutboxTable, ProcessedTable
+from ._reembed import InMemoryReembedding
 from ._repositories import (
     InMemoryAccessLog,
     InMemoryCredibilityRegistry,
@@ -97,6 +98,7 @@ class InMemoryStore:
         self._processed = ProcessedTable()
         #: how many units of work have committed writes: the position a causal token names
         self._commits = 0
+        self._reembedding = False  # a move to another embedder runs (see :meth:`reembedding`)
 
     @property
     def waiting(self) -> int:
@@ -113,6 +115,10 @@ class InMemoryStore:
 
     def reading(self) -> InMemoryUnitOfWork:
         return InMemoryUnitOfWork(self)  # one store: there is no replica
+
+    def reembedding(self, model_id: str, dimension: int) -> InMemoryReembedding:
+        """A move of this store's vectors to another embedder (``apollo reembed``)."""
+        return InMemoryReembedding(self, model_id, dimension)
 
     async def preflight(self, parts: Collection[str]) -> None:
         if self._closed:

@@ -33,6 +33,7 @@ from .errors import (
     translated,
 )
 from .graph import PostgresEntityGraph
+from .reembed import PostgresReembedding
 from .repositories import (
     PostgresAccessLog,
     PostgresCredibilityRegistry,
@@ -375,6 +376,8 @@ class PostgresStore:
         transaction_pooler: bool = False,
     ) -> None:
         self._conninfo = conninfo
+        #: the primary itself (past any pooler): where migrations and a reembed run
+        self.direct_conninfo = conninfo
         #: Whether ``conninfo`` leads to a transaction-mode pooler (PgBouncer's
         #: ``pool_mode = transaction``), which hands each transaction the server connection
         #: it likes: nothing may then outlive a transaction (see :func:`connection_options`).
@@ -450,6 +453,7 @@ class PostgresStore:
             ingest_ef_search=ingest_ef_search,
             transaction_pooler=transaction_pooler,
         )
+        store.direct_conninfo = direct
         started = time.monotonic()
         try:
             with translated():
@@ -463,6 +467,11 @@ class PostgresStore:
             await store.close()
             raise
         return store
+
+    def reembedding(self, model_id: str, dimension: int) -> PostgresReembedding:
+        """A move of this store's vectors to another embedder (``apollo reembed``), run on
+        its primary."""
+        return PostgresReembedding(self.direct_conninfo, model_id, dimension)
 
     @staticmethod
     async def stored_embedder(conninfo: str) -> tuple[str, int] | None:

@@ -1,9 +1,11 @@
-"""The ``apollo`` subcommands other than ingest: serve, demo, simulate, query, migrate, stats."""
+"""The ``apollo`` subcommands other than ingest: serve, demo, simulate, query, migrate,
+reembed, stats."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import Any
 
 from apollo_domain import commands as c
@@ -165,6 +167,29 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# --------------------------------------------------------------------------- reembed
+
+
+def cmd_reembed(args: argparse.Namespace) -> int:
+    """Move the store to the embedder configured now (``APOLLO_EMBEDDER`` and the rest)."""
+    from ..reembed import ProgressBar
+
+    settings = load_settings(args)
+    bar = ProgressBar(sys.stderr.write, sys.stderr.isatty())
+    report = run_async(bootstrap.reembed_store(settings, batch_size=args.batch_size, progress=bar))
+    if not report.switched:
+        print(f"the store already holds vectors of model {report.to_model!r}: nothing to move")
+        return EXIT_OK
+    resumed = " (resumed a move that had stopped)" if report.resumed else ""
+    late = f", {report.late} of them stored during the move" if report.late else ""
+    print(
+        f"moved the store from model {report.from_model!r} to {report.to_model!r}{resumed}:"
+        f" {report.moved} entries embedded by this run{late}, {report.total} in all"
+    )
+    print("restart every process that serves this store with the embedder configured now")
+    return EXIT_OK
+
+
 # --------------------------------------------------------------------------- stats
 
 
@@ -217,6 +242,7 @@ __all__ = [
     "cmd_label",
     "cmd_migrate",
     "cmd_query",
+    "cmd_reembed",
     "cmd_serve",
     "cmd_simulate",
     "cmd_stats",

@@ -28,12 +28,15 @@ from apollo_domain.limits import (
 from apollo_domain.model import Role
 
 from .. import __version__
+from ..reembed import DEFAULT_BATCH as DEFAULT_REEMBED_BATCH
+from ..reembed import MAX_BATCH as MAX_REEMBED_BATCH
 from ..simulation import DEFAULT_NOISE
 from .commands import (
     cmd_demo,
     cmd_label,
     cmd_migrate,
     cmd_query,
+    cmd_reembed,
     cmd_serve,
     cmd_simulate,
     cmd_stats,
@@ -346,6 +349,25 @@ def build_parser() -> argparse.ArgumentParser:
         "pending schema migrations and print the schema version.",
     )
     migrate.set_defaults(handler=cmd_migrate)
+
+    reembed = commands.add_parser(
+        "reembed",
+        parents=[store],
+        help="move the store's vectors to the embedder configured now",
+        description="Embed every entry again with the embedder configured now (APOLLO_EMBEDDER"
+        " and the settings that go with it) and switch the store to it in one transaction;"
+        " queries answer from the old vectors until then. Progress goes to stderr; a run"
+        " that is killed resumes where it stopped when started again.",
+    )
+    reembed.add_argument(
+        "--batch-size",
+        type=_int_between(1, MAX_REEMBED_BATCH),
+        default=DEFAULT_REEMBED_BATCH,
+        metavar="N",
+        help=f"texts embedded and committed at a time, 1 to {MAX_REEMBED_BATCH}"
+        f" (default {DEFAULT_REEMBED_BATCH})",
+    )
+    reembed.set_defaults(handler=cmd_reembed)
 
     label = commands.add_parser(
         "label",

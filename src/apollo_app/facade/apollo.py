@@ -10,7 +10,7 @@ from uuid import UUID
 from attrs import frozen
 
 from apollo_domain import commands as c
-from apollo_domain.errors import StoreUnavailable
+from apollo_domain.errors import ConfigurationError, StoreUnavailable
 from apollo_domain.handlers import handle
 from apollo_domain.model import Entry, Evidence, Principal, Role
 from apollo_domain.policy import ConfidencePolicy
@@ -37,6 +37,7 @@ from apollo_domain.services import Caller, Deps
 
 from .. import bootstrap
 from ..bootstrap import Closer, Overrides
+from ..reembed import DEFAULT_BATCH, ReembedReport, reembed
 from .causal import CallerTokens
 from .client import Client
 
@@ -246,6 +247,31 @@ class Apollo:
             c.ProcessGasEvent(event=dict(event)),
             principal=principal or Principal(None, role=Role.GATEWAY),
         )
+
+    async def reembed(
+        self,
+        embedder: Embedder,
+        *,
+        batch_size: int = DEFAULT_BATCH,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> ReembedReport:
+        """Move the store, in place, to ``embedder`` and embed with it from then on.
+
+        Batch by batch (each committed on its own: a killed run resumes), then one switch;
+        until it commits, queries answer from the old vectors. ``progress(done, total)``
+        is called after every batch. Other processes on the same store keep the old
+        embedder until they are restarted with the new one."""
+        current = self.deps.embedder
+        if (current.model_id, current.dimension) == (embedder.model_id, embedder.dimension):
+            return ReembedReport(embedder.model_id, embedder.model_id, 0, 0, 0, False)
+        opening = getattr(self.deps.store, "reembedding", None)
+        if opening is None:
+            raise ConfigurationError("store", "this store cannot move to another embedder")
+        moving = opening(embedder.model_id, embedder.dimension)
+        moving.stored_model = moving.stored_model or current.model_id
+        report = await reembed(moving, embedder, batch_size=batch_size, progress=progress)
+        self.deps = bootstrap.rewire_embedder(self.deps, embedder)
+        return report
 
     async def erase_agent(self, agent_id: str) -> ErasureResult:
         return await self.run(c.EraseAgent(target_agent_id=agent_id))
