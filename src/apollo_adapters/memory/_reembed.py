@@ -5,15 +5,24 @@ meanwhile and puts the new matrix in place of the old one in one step."""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING
+from contextlib import AbstractAsyncContextManager
+from typing import Any, Protocol
 from uuid import UUID
 
 import numpy as np
 
 from apollo_domain.errors import Conflict
 
-if TYPE_CHECKING:
-    from .store import InMemoryStore
+from ._entries import EntryTable
+
+
+class InMemoryStore(Protocol):
+    """What a move needs of the store: its rows, its writers' lock, its one-move flag."""
+
+    _entries: EntryTable
+    _reembedding: bool
+
+    def unit_of_work(self) -> AbstractAsyncContextManager[Any]: ...
 
 Embed = Callable[[Sequence[str]], Awaitable[list[Sequence[float]]]]
 
