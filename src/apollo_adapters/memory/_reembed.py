@@ -24,6 +24,7 @@ class InMemoryStore(Protocol):
 
     def unit_of_work(self) -> AbstractAsyncContextManager[Any]: ...
 
+
 Embed = Callable[[Sequence[str]], Awaitable[list[Sequence[float]]]]
 
 
