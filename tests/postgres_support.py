@@ -119,6 +119,18 @@ class PostgresTestServer:
         self._databases.add(name)
         return name
 
+    async def clone_database(self, template: str) -> str:
+        """A new database copied from ``template`` (one no connection is open to)."""
+        self._counter += 1
+        name = f"{self._prefix}_{self._counter}"
+        await self._admin(
+            sql.SQL("CREATE DATABASE {} TEMPLATE {} STRATEGY FILE_COPY").format(
+                sql.Identifier(name), sql.Identifier(template)
+            )
+        )
+        self._databases.add(name)
+        return name
+
     async def drop_database(self, name: str) -> None:
         self._databases.discard(name)
         await self._admin(
