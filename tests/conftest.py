@@ -40,9 +40,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+#: Markers of tests that start servers on fixed ports and names (the broker nodes of the
+#: cluster drills, the fleet harness): under ``-n`` they all run on one worker, in turn.
+ONE_AT_A_TIME = ("rabbitmq_cluster", "cluster")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The RabbitMQ cluster drills run with ``--rabbitmq-cluster`` only: listed as
-    deselected otherwise."""
+    deselected otherwise. Tests of fixed ports share one xdist group."""
+    for item in items:
+        if any(item.get_closest_marker(name) is not None for name in ONE_AT_A_TIME):
+            item.add_marker(pytest.mark.xdist_group("fixed-ports"))
+        _name_each_generated_case(item)
     if config.getoption("--rabbitmq-cluster"):
         return
     marker = "rabbitmq_cluster"
@@ -50,6 +59,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if drills:
         config.hook.pytest_deselected(items=drills)
         items[:] = [item for item in items if item.get_closest_marker(marker) is None]
+
+
+def _name_each_generated_case(item: pytest.Item) -> None:
+    """schemathesis gives every operation's test the function's node id (``item.name``
+    alone holds the operation); xdist's group scheduler keys its work by node id, so the
+    27 operations would run as one. Each gets the id its name says."""
+    last = item.nodeid.rpartition("::")[2]
+    if item.parent is not None and item.name.startswith(f"{last}[") and last != item.name:
+        item._id = item.parent.id.child(item.name)
 
 
 @pytest.fixture
