@@ -21,7 +21,9 @@ import pytest
 from apollo_adapters.postgres.embedded import temporary_folder
 from tests.environ import without_apollo_settings
 
-pytestmark = [pytest.mark.slow, pytest.mark.postgres]
+# One worker builds the plain venv and runs both tests (under -n the module fixture would
+# otherwise be built once per worker, about 20 s each).
+pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.xdist_group("plain-install")]
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 NOTES = [
