@@ -34,6 +34,7 @@ round trip each), then calls :func:`fair_page`.
 from __future__ import annotations
 
 import math
+import operator
 import re
 from collections.abc import Mapping, Sequence
 from typing import Final
@@ -104,17 +105,19 @@ def content_family(content: str) -> frozenset[str]:
 
 def cosine(a: Sequence[float], b: Sequence[float]) -> float:
     """The cosine of two vectors (0 when either is zero)."""
-    return _cosine(a, b, _length(a) * _length(b))
+    return _dot(_unit(a), _unit(b))
 
 
-def _length(vector: Sequence[float]) -> float:
-    return math.sqrt(math.fsum(x * x for x in vector))
+def _unit(vector: Sequence[float]) -> list[float]:
+    """``vector`` as plain floats scaled to length 1 (all zeros for the zero vector): one
+    pass over an array type the store hands back, so each comparison is float arithmetic."""
+    values = list(map(float, vector))
+    length = math.sqrt(_dot(values, values))
+    return [x / length for x in values] if length > 0.0 else [0.0] * len(values)
 
 
-def _cosine(a: Sequence[float], b: Sequence[float], norm: float) -> float:
-    if norm == 0.0:
-        return 0.0
-    return math.fsum(x * y for x, y in zip(a, b, strict=False)) / norm
+def _dot(a: Sequence[float], b: Sequence[float]) -> float:
+    return float(sum(map(operator.mul, a, b)))
 
 
 def near_duplicates(a: Entry, b: Entry, fold_similarity: float) -> bool:
@@ -128,19 +131,18 @@ def near_duplicates(a: Entry, b: Entry, fold_similarity: float) -> bool:
 
 
 def _embeddings_close(
-    a: Entry, b: Entry, fold_similarity: float, lengths: dict[str, float] | None = None
+    a: Entry, b: Entry, fold_similarity: float, units: dict[UUID, list[float]] | None = None
 ) -> bool:
-    """:func:`cosine` of the two embeddings against ``fold_similarity``; ``lengths`` keeps
-    each entry's vector length (by id) across the comparisons of one page."""
+    """:func:`cosine` of the two embeddings against ``fold_similarity``; ``units`` keeps
+    each entry's unit vector (by id) across the comparisons of one page."""
     if a.embedding is None or b.embedding is None:
         return False
-    if lengths is None:
+    if units is None:
         return cosine(a.embedding, b.embedding) >= fold_similarity
     for entry in (a, b):
-        if str(entry.id) not in lengths:
-            lengths[str(entry.id)] = _length(entry.embedding or ())
-    norm = lengths[str(a.id)] * lengths[str(b.id)]
-    return _cosine(a.embedding, b.embedding, norm) >= fold_similarity
+        if entry.id not in units:
+            units[entry.id] = _unit(entry.embedding or ())
+    return _dot(units[a.id], units[b.id]) >= fold_similarity
 
 
 @frozen
@@ -183,7 +185,7 @@ def fair_page(
     folded: list[int] = []
     by_source: dict[str, list[int]] = {}
     by_family: dict[tuple[str, frozenset[str]], int] = {}
-    lengths: dict[str, float] = {}
+    units: dict[UUID, list[float]] = {}
     for score, _, _, fused, entry in scored:
         keys = _source_keys(entry)
         family = content_family(entry.content)
@@ -198,7 +200,7 @@ def fair_page(
                 (
                     i
                     for i in earlier[:FOLD_COMPARISONS]
-                    if _embeddings_close(entry, shown[i][2], fold_similarity, lengths)
+                    if _embeddings_close(entry, shown[i][2], fold_similarity, units)
                 ),
                 None,
             )
