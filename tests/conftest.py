@@ -48,10 +48,13 @@ ONE_AT_A_TIME = ("rabbitmq_cluster", "cluster")
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The RabbitMQ cluster drills run with ``--rabbitmq-cluster`` only: listed as
     deselected otherwise. Tests of fixed ports share one xdist group."""
+    grouping = bool(getattr(config.option, "loadgroup", False))  # set on xdist's workers
     for item in items:
         if any(item.get_closest_marker(name) is not None for name in ONE_AT_A_TIME):
             item.add_marker(pytest.mark.xdist_group("fixed-ports"))
         _name_each_generated_case(item)
+        if grouping:
+            _suffix_the_group(item)
     if config.getoption("--rabbitmq-cluster"):
         return
     marker = "rabbitmq_cluster"
@@ -68,6 +71,15 @@ def _name_each_generated_case(item: pytest.Item) -> None:
     last = item.nodeid.rpartition("::")[2]
     if item.parent is not None and item.name.startswith(f"{last}[") and last != item.name:
         item._id = item.parent.id.child(item.name)
+
+
+def _suffix_the_group(item: pytest.Item) -> None:
+    """``--dist loadgroup`` sends the tests whose node id ends in ``@<group>`` to one
+    worker. pytest-xdist 3.8 writes that suffix to ``Item._nodeid``, which pytest 9 no
+    longer reads (the id is ``Item._id``), so without this every group would be split."""
+    groups = sorted({str(m.args[0]) for m in item.iter_markers("xdist_group") if m.args})
+    if groups and item.parent is not None and "@" not in item.name:
+        item._id = item.parent.id.child(f"{item.name}@{'_'.join(groups)}")
 
 
 @pytest.fixture
