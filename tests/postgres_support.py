@@ -105,24 +105,16 @@ class PostgresTestServer:
 
     async def create_database(self, *, dimension: int | None = None) -> str:
         """A new database: a migrated clone for ``dimension``, or an empty one for None."""
-        self._counter += 1
-        name = f"{self._prefix}_{self._counter}"
-        if dimension is None:
-            await self._admin(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-        else:
-            template = await self.template(dimension)
-            await self._admin(
-                sql.SQL("CREATE DATABASE {} TEMPLATE {} STRATEGY FILE_COPY").format(
-                    sql.Identifier(name), sql.Identifier(template)
-                )
-            )
+        if dimension is not None:
+            return await self.clone_database(await self.template(dimension))
+        name = self._next_name()
+        await self._admin(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
         self._databases.add(name)
         return name
 
     async def clone_database(self, template: str) -> str:
         """A new database copied from ``template`` (one no connection is open to)."""
-        self._counter += 1
-        name = f"{self._prefix}_{self._counter}"
+        name = self._next_name()
         await self._admin(
             sql.SQL("CREATE DATABASE {} TEMPLATE {} STRATEGY FILE_COPY").format(
                 sql.Identifier(name), sql.Identifier(template)
@@ -130,6 +122,10 @@ class PostgresTestServer:
         )
         self._databases.add(name)
         return name
+
+    def _next_name(self) -> str:
+        self._counter += 1
+        return f"{self._prefix}_{self._counter}"
 
     async def drop_database(self, name: str) -> None:
         self._databases.discard(name)
