@@ -137,8 +137,7 @@ def _embeddings_close(
     each entry's unit vector (by id) across the comparisons of one page."""
     if a.embedding is None or b.embedding is None:
         return False
-    if units is None:
-        return cosine(a.embedding, b.embedding) >= fold_similarity
+    units = {} if units is None else units
     for entry in (a, b):
         if entry.id not in units:
             units[entry.id] = _unit(entry.embedding or ())
