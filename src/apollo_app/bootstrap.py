@@ -22,6 +22,7 @@ from apollo_adapters.embedders import CachingEmbedder, HashingEmbedder
 from apollo_adapters.embedders.hashing import MODEL_ID_PREFIX as HASHING_MODEL_PREFIX
 from apollo_adapters.heuristics import HeuristicContradictionJudge, HeuristicEntityExtractor
 from apollo_adapters.memory import InMemoryStore
+from apollo_domain.episodes import SentenceSplitter
 from apollo_domain.errors import ConfigurationError, ValidationError
 from apollo_domain.policy import ConfidencePolicy
 from apollo_domain.ports import (
@@ -31,6 +32,7 @@ from apollo_domain.ports import (
     EntityExtractor,
     GasLanguageModel,
     Store,
+    TextSplitter,
 )
 from apollo_domain.ports.messaging import MessageBus
 from apollo_domain.ports.topology import Topology
@@ -71,6 +73,9 @@ class Overrides:
     extractor: EntityExtractor | None = None
     outbox_retry: OutboxRetry | None = None
     boost_window: timedelta | None = None
+    #: What splits texts into statements (``store_text``); None: the language model when
+    #: it can (an OpenAI-compatible one can), else the deterministic split.
+    splitter: TextSplitter | None = None
 
 
 @frozen
@@ -176,6 +181,7 @@ def wire(store: Store, overrides: Overrides = Overrides()) -> Deps:
         clock=overrides.clock or SystemClock(),
         policy=overrides.policy or ConfidencePolicy(),
         llm=overrides.llm,
+        splitter=overrides.splitter or _splitter_of(overrides.llm),
         retrieval=retrieval,
         extractor=overrides.extractor or HeuristicEntityExtractor(),
         outbox_retry=overrides.outbox_retry or OutboxRetry(),
@@ -183,6 +189,11 @@ def wire(store: Store, overrides: Overrides = Overrides()) -> Deps:
             DEFAULT_BOOST_WINDOW if overrides.boost_window is None else overrides.boost_window
         ),
     )
+
+
+def _splitter_of(llm: GasLanguageModel | None) -> TextSplitter:
+    """The language model when it splits texts too, else the deterministic split."""
+    return llm if isinstance(llm, TextSplitter) else SentenceSplitter()
 
 
 def in_memory(overrides: Overrides = Overrides()) -> Wired:
@@ -441,6 +452,7 @@ async def open_durable(
             policy=overrides.policy or settings.policy,
             retrieval=overrides.retrieval or settings.retrieval,
             extractor=overrides.extractor,
+            splitter=overrides.splitter,
             outbox_retry=overrides.outbox_retry or settings.outbox_retry,
             boost_window=(
                 settings.boost_window if overrides.boost_window is None else overrides.boost_window

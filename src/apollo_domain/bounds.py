@@ -113,6 +113,32 @@ JSON_DEPTH: Final = Bound(
 STORE_MANY: Final = Bound("store_many", "items", 10_000, Unit.ITEMS, "the items of one bulk store")
 REASON: Final = Bound("reason", "reason", 2_000, Unit.CHARACTERS, "a deprecation reason")
 
+# ------------------------------------------------------------------------ texts (store_text)
+
+TEXT: Final = Bound(
+    "text",
+    "text",
+    100_000,
+    Unit.CHARACTERS,
+    "a text given to store_text, all its turns",
+)
+TURNS: Final = Bound("turns", "text", 2_000, Unit.ITEMS, "the turns of one conversation")
+SPEAKER: Final = Bound("speaker", "speaker", 100, Unit.CHARACTERS, "a turn's speaker (stripped)")
+STATEMENTS: Final = Bound(
+    "statements",
+    "text",
+    256,
+    Unit.ITEMS,
+    "the statements one text is split into (one episode is stored in one transaction)",
+)
+STATEMENT: Final = Bound(
+    "statement",
+    "text",
+    2_000,
+    Unit.CHARACTERS,
+    "one statement (the deterministic split cuts longer sentences at white space)",
+)
+
 # --------------------------------------------------------------------------------- reads
 
 QUERY: Final = Bound("query", "query", 10_000, Unit.CHARACTERS, "a query's text")
@@ -167,6 +193,11 @@ BOUNDS: Final[tuple[Bound, ...]] = (
     JSON_DEPTH,
     STORE_MANY,
     REASON,
+    TEXT,
+    TURNS,
+    SPEAKER,
+    STATEMENTS,
+    STATEMENT,
     QUERY,
     QUERY_LIMIT,
     RELATION_TYPES,
@@ -208,11 +239,16 @@ __all__ = [
     "REQUEST_ID",
     "RESPONSE",
     "ROUTING",
+    "SPEAKER",
+    "STATEMENT",
+    "STATEMENTS",
     "STORE_MANY",
     "SUBMITTED_BY",
     "SUBMITTED_FROM",
     "TAG",
     "TAG_COUNT",
+    "TEXT",
+    "TURNS",
     "Bound",
     "Unit",
     "bound_named",

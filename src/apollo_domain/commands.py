@@ -27,6 +27,7 @@ from .expertise import DomainCoverage
 from .limits import (
     DEFAULT_ENTITIES,
     DEFAULT_MODE,
+    MAX_CONTEXT_WINDOW,
     MAX_CORROBORATION_BATCH,
     MAX_DAYS,
     MAX_DEPTH,
@@ -48,6 +49,7 @@ from .results import (
     EntityDetail,
     EntityHistory,
     EntitySummary,
+    EpisodeView,
     ErasureResult,
     GasResult,
     IngestResult,
@@ -59,6 +61,7 @@ from .results import (
     RelatedEntity,
     RelatedEntry,
     SourceReport,
+    TextResult,
 )
 
 R = TypeVar("R")
@@ -207,6 +210,47 @@ class StoreMany(Command[list[IngestResult]]):
 
     items: tuple[StoreKnowledge, ...] = field(
         metadata=doc("The items to store, in order.", maxItems=b.STORE_MANY.limit)
+    )
+
+
+@action("store_text", WRITE, bus=Bus.INGEST, http=("POST", "/texts"), tool=True, idempotent=True)
+@frozen(kw_only=True)
+class StoreText(Command[TextResult]):
+    """Store a text or a conversation: one episode, split into statements, each stored as
+    store_knowledge stores one (all or nothing; the same text again creates nothing)."""
+
+    text: str | tuple[dict[str, Any], ...] = field(
+        metadata=doc(
+            "A document (a string) or a conversation: a list of {speaker, text, at} turns "
+            f"(at most {b.TURNS.limit:,}; speaker and at, an ISO 8601 time, optional). At "
+            f"most {b.TEXT.limit:,} characters in all, split into at most "
+            f"{b.STATEMENTS.limit} statements.",
+        )
+    )
+    content_type: str | None = field(
+        default="observation",
+        metadata=doc(
+            "Type of every statement's entry, as for store_knowledge.",
+            examples=[t.value for t in ContentType],
+        ),
+    )
+    tags: tuple[str, ...] | None = field(
+        default=None, metadata=doc("Tags of every statement's entry, as for store_knowledge.")
+    )
+    context: dict[str, Any] | None = field(
+        default=None,
+        metadata=doc("Caller context stored with every statement's entry, as for store_knowledge."),
+    )
+    knowledge_domain: str | None = field(
+        default=None, metadata=doc("Domain of every statement's entry, as for store_knowledge.")
+    )
+    access_scope: str = field(
+        default="global",
+        metadata=doc(
+            "Scope of the episode and of every statement's entry: global (default), team or "
+            "private.",
+            enum=[s.value for s in AccessScope],
+        ),
     )
 
 
@@ -400,6 +444,15 @@ class _Search(Command[QueryResult]):
             enum=list(QUERY_MODES),
         ),
     )
+    context_window: int = field(
+        default=0,
+        metadata=doc(
+            "Give each result stored from a text its episode neighbours: the visible "
+            "statements up to this many places before and after it (0: none).",
+            minimum=0,
+            maximum=MAX_CONTEXT_WINDOW,
+        ),
+    )
 
 
 @action(
@@ -479,6 +532,14 @@ class GetEntry(Command[Entry]):
     """One entry the caller may see (unknown and invisible ids are not found)."""
 
     entry_id: str = field(metadata=_ENTRY_ID)
+
+
+@action("get_episode", READ, bus=Bus.QUERY, http=("GET", "/episodes/{episode_id}"), tool=True)
+@frozen(kw_only=True)
+class GetEpisode(Command[EpisodeView]):
+    """An episode the caller may see: its text as given and its visible statements."""
+
+    episode_id: str = field(metadata=doc("The episode's id.", format="uuid"))
 
 
 @action("get_evidence", READ, http=("GET", "/entries/{entry_id}/evidence"), tool=True)

@@ -21,7 +21,7 @@ from .expertise import DomainCoverage
 from .model import Entry, Evidence, SourceRef
 from .redaction import HIDDEN as HIDDEN_AGENT
 from .redaction import redact_value
-from .results import EntryView, QueryResult
+from .results import EntryView, EpisodeView, QueryResult
 
 #: Reads whose whole answer is about named agents.
 AGENT_VIEWS: frozenset[type[c.Command[Any]]] = frozenset(
@@ -38,6 +38,12 @@ def hide_agents(result: Any) -> Any:
         return evolve(result, source=_source(result.source))
     if isinstance(result, QueryResult):
         return evolve(result, entries=tuple(_view(v) for v in result.entries))
+    if isinstance(result, EpisodeView):
+        return evolve(
+            result,
+            agent_id=HIDDEN_AGENT,
+            statements=tuple(_view(v) for v in result.statements),
+        )
     if isinstance(result, DomainCoverage):
         return evolve(result, agents=())
     if isinstance(result, list):
@@ -69,7 +75,8 @@ def _source(source: SourceRef) -> SourceRef:
 
 
 def _view(view: EntryView) -> EntryView:
-    return evolve(view, source_agent=HIDDEN_AGENT)
+    neighbours = tuple(evolve(n, source_agent=HIDDEN_AGENT) for n in view.neighbours)
+    return evolve(view, source_agent=HIDDEN_AGENT, neighbours=neighbours)
 
 
 def _entry(entry: Entry) -> Entry:

@@ -42,6 +42,7 @@ UseCase = Callable[..., Awaitable[Any]]
 COMMAND_HANDLERS: Final[Mapping[type[c.Command[Any]], UseCase]] = {
     c.StoreKnowledge: services.store_knowledge,
     c.StoreMany: services.store_many,
+    c.StoreText: services.store_text,
     c.WritebackStore: services.store_writeback,
     c.WritebackVectorize: services.store_writeback,
     c.LinkEntries: services.link_entries,
@@ -58,6 +59,7 @@ COMMAND_HANDLERS: Final[Mapping[type[c.Command[Any]], UseCase]] = {
     c.Retrieve: services.query,
     c.RelatedEntries: services.related_entries,
     c.GetEntry: services.get_entry,
+    c.GetEpisode: services.get_episode,
     c.GetEvidence: services.get_evidence,
     c.GetRelations: services.get_relations,
     c.ListEntities: services.list_entities,

@@ -28,6 +28,8 @@ DEFAULT_MODE: Final = "hybrid"
 
 #: The deepest walk over relations.
 MAX_DEPTH: Final = 5
+#: The most statements before and after a result a query returns as its episode neighbours.
+MAX_CONTEXT_WINDOW: Final = 5
 #: The most related entries one traversal returns (the highest activations win), and the
 #: most relations of an entry listed each way.
 MAX_RELATED: Final = 100
@@ -57,6 +59,7 @@ __all__ = [
     "DEFAULT_ENTITIES",
     "DEFAULT_MODE",
     "DEFAULT_STATUSES",
+    "MAX_CONTEXT_WINDOW",
     "MAX_CORROBORATION_BATCH",
     "MAX_DAYS",
     "MAX_DEPTH",

@@ -233,6 +233,10 @@ class Entry:
     access_count: int = 0
     confirmed_at: datetime | None = None
     decayed_at: datetime | None = None
+    #: the episode (``store_text``) this entry was stored from and its statement's place
+    #: there (0-based), None for an entry stored on its own
+    episode_id: UUID | None = None
+    position: int | None = None
 
     @property
     def is_active(self) -> bool:

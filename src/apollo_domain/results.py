@@ -54,6 +54,34 @@ class IngestResult:
 
 
 @frozen
+class Neighbour:
+    """An entry shown beside a query's result for its context: a statement of the same
+    episode, ``position`` its place there."""
+
+    id: UUID
+    position: int
+    content: str
+    content_type: ContentType
+    confidence: float = field(converter=reported)
+    status: Status
+    source_agent: str
+    created_at: datetime
+
+    @classmethod
+    def of(cls, entry: Entry) -> Neighbour:
+        return cls(
+            id=entry.id,
+            position=entry.position or 0,
+            content=entry.content,
+            content_type=entry.content_type,
+            confidence=entry.confidence,
+            status=entry.status,
+            source_agent=entry.source.agent_id,
+            created_at=entry.created_at,
+        )
+
+
+@frozen
 class EntryView:
     """An entry as a query shows it."""
 
@@ -77,6 +105,12 @@ class EntryView:
     #: How many near-duplicates of the same source were folded into this result (the best
     #: of them is the one shown; 0 when none, and when browsing).
     folded: int = 0
+    #: The episode it was stored from (``store_text``) and its statement's place there.
+    episode_id: UUID | None = None
+    position: int | None = None
+    #: With ``context_window=k``: the visible statements up to k places before and after it
+    #: in its episode, in order (never boosted, counted or logged; not results themselves).
+    neighbours: tuple[Neighbour, ...] = ()
 
     @classmethod
     def of(
@@ -104,6 +138,8 @@ class EntryView:
             signals=dict(signals or {}),
             score=score,
             folded=folded,
+            episode_id=entry.episode_id,
+            position=entry.position,
         )
 
 
@@ -271,13 +307,37 @@ class GasResult:
 
 
 @frozen
+class TextResult:
+    """What ``store_text`` did: the episode the text is (new, or the one the same text made
+    before) and one ingest result per statement, in order."""
+
+    episode_id: UUID
+    statements: tuple[IngestResult, ...]
+
+
+@frozen
+class EpisodeView:
+    """An episode as ``get_episode`` shows it: the text in the shape it was given (a string,
+    or the list of ``{speaker, text, at}`` turns), and the statements stored from it that
+    the caller may see, in order."""
+
+    id: UUID
+    agent_id: str
+    access_scope: AccessScope
+    created_at: datetime
+    text: str | tuple[Mapping[str, Any], ...]
+    statements: tuple[EntryView, ...]
+
+
+@frozen
 class ErasureResult:
     """What one erasure changed; every count is 0 when the agent left nothing behind.
 
     ``deleted``/``redacted`` count entries; ``evidence`` the evidence rows removed or
     redacted; ``credibility`` the credibility records removed (0 or 1); ``expertise`` the
     expertise rows removed; ``access_log`` the access-log rows rewritten; ``contexts`` the
-    entries and relations whose ``source_context`` named the agent.
+    entries and relations whose ``source_context`` named the agent; ``episodes`` the
+    episodes (texts) it gave, deleted.
     """
 
     agent_id: str
@@ -288,6 +348,7 @@ class ErasureResult:
     expertise: int = 0
     access_log: int = 0
     contexts: int = 0
+    episodes: int = 0
 
 
 @frozen
@@ -398,6 +459,7 @@ __all__ = [
     "EntityMentionView",
     "EntitySummary",
     "EntryView",
+    "EpisodeView",
     "ErasureResult",
     "EvidenceView",
     "GasResult",
@@ -405,9 +467,11 @@ __all__ = [
     "LifecycleResult",
     "LinkResult",
     "LinkedEntry",
+    "Neighbour",
     "MaintenanceResult",
     "QueryResult",
     "RelatedEntity",
     "RelatedEntry",
     "SourceReport",
+    "TextResult",
 ]

@@ -98,7 +98,12 @@ async def seeded() -> AsyncIterator[tuple[Apollo, dict[str, str]]]:
         )
         two = await writer.store_knowledge("The session cache evicts after 300 s", tags=["cache"])
         await writer.link_entries(one.entry_id, two.entry_id, "depends_on")
-        yield apollo, {"one": str(one.entry_id), "two": str(two.entry_id)}
+        told = await writer.store_text("The build farm compiles with Bazel 7. It runs on four hosts.")
+        yield apollo, {
+            "one": str(one.entry_id),
+            "two": str(two.entry_id),
+            "episode": str(told.episode_id),
+        }
 
 
 def samples(ids: dict[str, str]) -> dict[str, dict[str, Any]]:
@@ -106,6 +111,8 @@ def samples(ids: dict[str, str]) -> dict[str, dict[str, Any]]:
     return {
         "store_knowledge": {"content": "Kafka retains 7 days", "tags": ["queue"]},
         "store_many": {"items": [{"content": "NATS is at-most-once"}]},
+        "store_text": {"text": [{"speaker": "ann", "text": "Redis 7 keeps the rate limits."}]},
+        "get_episode": {"episode_id": ids["episode"]},
         "link_entries": {
             "from_entry_id": ids["two"],
             "to_entry_id": ids["one"],

@@ -140,6 +140,7 @@ class EntryColumns:
         self.row_of: dict[UUID, int] = {}
         self.partitions: dict[tuple[str, int, int], list[int]] = {}
         self.tag_rows: dict[str, set[int]] = {}
+        self.episode_rows: dict[UUID, list[int]] = {}  # an episode's rows, in row order
         self.owners = Interner()
         self.domains = Interner()
         self.agents = Interner()

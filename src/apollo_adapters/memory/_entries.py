@@ -89,6 +89,8 @@ class EntryTable(VectorSearch):
         self.partitions.setdefault(key, []).append(row)
         for tag in base.tags:
             self.tag_rows.setdefault(tag, set()).add(row)
+        if base.episode_id is not None:
+            self.episode_rows.setdefault(base.episode_id, []).append(row)
         self._write_columns(row, values)
         self.alive[row] = True
         self.ctype[row] = ctype
@@ -114,6 +116,8 @@ class EntryTable(VectorSearch):
         self.partitions[self._partition_key(base)].remove(row)
         for tag in base.tags:
             self.tag_rows[tag].discard(row)
+        if base.episode_id is not None:
+            self.episode_rows[base.episode_id].remove(row)
         self.alive[row] = False
         if self.has_emb[row]:
             self.has_emb[row] = False
@@ -295,6 +299,21 @@ class EntryTable(VectorSearch):
                 entry = self.entry(row)
                 found[entry_id] = self._with_embedding(row, entry) if with_embedding else entry
         return found
+
+    def in_episodes(self, spans: Sequence[tuple[UUID, int, int]], viewer: Viewer) -> list[Entry]:
+        """The live, unarchived entries the viewer may see placed within one of ``spans``
+        (episode, first position, last position), by episode and position."""
+        found: dict[UUID, Entry] = {}
+        for episode, first, last in spans:
+            rows = np.array(self.episode_rows.get(episode, ()), dtype=np.intp)
+            if not rows.size:
+                continue
+            keep = self.alive[rows] & (self.status[rows] != ARCHIVED) & self.visible(viewer, rows)
+            for row in rows[keep].tolist():
+                entry = self.entry(row)
+                if entry.position is not None and first <= entry.position <= last:
+                    found[entry.id] = entry
+        return sorted(found.values(), key=lambda e: (str(e.episode_id), e.position or 0))
 
     def find_by_hash(
         self, content_hash: str, scope: AccessScope, owner_id: str | None

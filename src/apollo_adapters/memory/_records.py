@@ -8,9 +8,11 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from functools import partial
 from typing import Any
+from uuid import UUID
 
 from attrs import evolve, frozen
 
+from apollo_domain.episodes import Episode
 from apollo_domain.ports import (
     AccessLogRecord,
     CredibilityRecord,
@@ -268,3 +270,23 @@ class ProcessedTable:
         if key in self.keys:
             recorded = self.keys.pop(key)
             undo.append(lambda: self.keys.__setitem__(key, recorded))
+
+
+class EpisodeTable:
+    def __init__(self) -> None:
+        self.episodes: dict[UUID, Episode] = {}
+
+    def add(self, episode: Episode, undo: Undo) -> bool:
+        if episode.id in self.episodes:
+            return False
+        micros(episode.created_at, "created_at")
+        self.episodes[episode.id] = episode
+        undo.append(lambda: self.episodes.pop(episode.id))
+        return True
+
+    def forget_agent(self, agent_id: str, undo: Undo) -> int:
+        doomed = [e for e in self.episodes.values() if e.agent_id == agent_id]
+        for episode in doomed:
+            del self.episodes[episode.id]
+            undo.append(partial(self.episodes.__setitem__, episode.id, episode))
+        return len(doomed)

@@ -11,6 +11,7 @@ import attrs
 
 from apollo_adapters.threads import off_loop
 from apollo_domain.entities import Entity, EntityEdge, EntityMention
+from apollo_domain.episodes import Episode
 from apollo_domain.lexical import occurrences, query_terms
 from apollo_domain.model import (
     AccessScope,
@@ -37,7 +38,14 @@ from apollo_domain.ports import (
 
 from ._columns import Undo
 from ._entries import EntryTable
-from ._records import AccessLogTable, CredibilityTable, ExpertiseTable, OutboxTable, ProcessedTable
+from ._records import (
+    AccessLogTable,
+    CredibilityTable,
+    EpisodeTable,
+    ExpertiseTable,
+    OutboxTable,
+    ProcessedTable,
+)
 
 
 class _Tables(Protocol):
@@ -49,6 +57,7 @@ class _Tables(Protocol):
     _credibility: CredibilityTable
     _outbox: OutboxTable
     _processed: ProcessedTable
+    _episodes: EpisodeTable
 
 
 class _Work(Protocol):
@@ -92,6 +101,12 @@ class InMemoryEntryRepository(_Repository):
     ) -> dict[UUID, Entry]:
         self._uow._open("entries")
         return self._store._entries.get_many(entry_ids, with_embedding)
+
+    async def in_episodes(
+        self, spans: Sequence[tuple[UUID, int, int]], viewer: Viewer
+    ) -> list[Entry]:
+        self._uow._open("entries")
+        return self._store._entries.in_episodes(spans, viewer)
 
     async def find_by_hash(
         self,
@@ -598,3 +613,17 @@ class InMemoryProcessedKeys(_Repository):
     async def seen(self, key: str) -> bool:
         self._uow._open("processed")
         return key in self._store._processed.keys
+
+
+class InMemoryEpisodeRepository(_Repository):
+    __slots__ = ()
+
+    async def add(self, episode: Episode) -> bool:
+        return self._store._episodes.add(episode, self._uow._open("episodes"))
+
+    async def get(self, episode_id: UUID) -> Episode | None:
+        self._uow._open("episodes")
+        return self._store._episodes.episodes.get(episode_id)
+
+    async def forget_agent(self, agent_id: str) -> int:
+        return self._store._episodes.forget_agent(agent_id, self._uow._open("episodes"))

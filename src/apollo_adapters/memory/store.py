@@ -18,13 +18,21 @@ from apollo_domain.ports import STORE_PARTS, Reads
 
 from ._columns import Undo
 from ._entries import EntryTable
-from ._records import AccessLogTable, CredibilityTable, ExpertiseTable, OutboxTable, ProcessedTable
+from ._records import (
+    AccessLogTable,
+    CredibilityTable,
+    EpisodeTable,
+    ExpertiseTable,
+    OutboxTable,
+    ProcessedTable,
+)
 from ._reembed import InMemoryReembedding
 from ._repositories import (
     InMemoryAccessLog,
     InMemoryCredibilityRegistry,
     InMemoryEntityGraph,
     InMemoryEntryRepository,
+    InMemoryEpisodeRepository,
     InMemoryEvidenceRepository,
     InMemoryExpertiseRepository,
     InMemoryOutbox,
@@ -96,6 +104,7 @@ class InMemoryStore:
         self._credibility = CredibilityTable()
         self._outbox = OutboxTable()
         self._processed = ProcessedTable()
+        self._episodes = EpisodeTable()
         #: how many units of work have committed writes: the position a causal token names
         self._commits = 0
         self._reembedding = False  # a move to another embedder runs (see :meth:`reembedding`)
@@ -149,6 +158,7 @@ class InMemoryUnitOfWork:
         self.outbox = InMemoryOutbox(self)
         self.processed = InMemoryProcessedKeys(self)
         self.graph = InMemoryEntityGraph(self)
+        self.episodes = InMemoryEpisodeRepository(self)
 
     def _open(self, part: str) -> Undo:
         """The undo log, once checked that ``part`` may be used now."""

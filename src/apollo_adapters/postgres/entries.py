@@ -30,6 +30,7 @@ from apollo_domain.rules import AGREEING_KINDS
 
 from .filters import Where
 from .rows import (
+    ENTRY_COLUMN_NAMES,
     ENTRY_COLUMNS,
     ENTRY_COLUMNS_WITH_EMBEDDING,
     MENTIONS,
@@ -151,9 +152,9 @@ _ENTRY_INSERT_COLUMNS = (
     "id, content, content_hash, content_type, knowledge_domain, tags, confidence, status,"
     " source_agent, source_provider, source_channel, submitted_by, submitted_from,"
     " access_scope, owner_id, source_context, embedding, access_count, created_at,"
-    " updated_at, confirmed_at, decayed_at"
+    " updated_at, confirmed_at, decayed_at, episode_id, episode_position"
 )
-_ENTRY_ROW = "(" + ", ".join(["%s"] * 22) + ")"
+_ENTRY_ROW = "(" + ", ".join(["%s"] * 24) + ")"
 # The deduplication rule (:func:`apollo_domain.model.dedup_key`) is kept by the unique index
 # ``entries_dedup`` (content_hash, access_scope, and the owner, '' for every global entry)
 # over active entries; an insert names the index, a look-up states the key's partition.
@@ -168,7 +169,7 @@ _IN_KEYS_PARTITION = (
     " AND (access_scope = 'global' OR owner_id IS NOT DISTINCT FROM {owner})"
     " AND status <> 'archived'"
 )
-_ROWS_PER_INSERT = 1_000  # 22 parameters a row: far below the protocol's 65,535
+_ROWS_PER_INSERT = 1_000  # 24 parameters a row: far below the protocol's 65,535
 
 
 def _entry_values(entry: Entry) -> tuple[Any, ...]:
@@ -195,6 +196,8 @@ def _entry_values(entry: Entry) -> tuple[Any, ...]:
         entry.updated_at,
         entry.confirmed_at,
         entry.decayed_at,
+        entry.episode_id,
+        entry.position,
     )
 
 
@@ -572,6 +575,32 @@ class PostgresEntryRepository:
             " ORDER BY score DESC, id LIMIT {limit}"
         ).format(terms=terms, columns=columns, where=where.sql(), limit=where.param(limit))
         return await self._s.rows(statement, where.params)
+
+    async def in_episodes(
+        self, spans: Sequence[tuple[UUID, int, int]], viewer: Viewer
+    ) -> list[Entry]:
+        if not spans:
+            return []
+        where = Where()
+        where.visible_to(viewer, "e")
+        where.add("e.status <> 'archived'")
+        episodes = where.param([span[0] for span in spans])
+        query = sql.SQL(
+            "SELECT {} FROM entries e WHERE e.episode_id = ANY({episodes}::uuid[]) AND EXISTS ("
+            "SELECT 1 FROM unnest({episodes}::uuid[], {first}::int[], {last}::int[])"
+            " AS s(episode, f, l)"
+            " WHERE s.episode = e.episode_id AND e.episode_position BETWEEN s.f AND s.l)"
+            " AND {} ORDER BY e.episode_id, e.episode_position"
+        ).format(
+            sql.SQL(", ").join(
+                sql.Identifier("e", name.strip()) for name in ENTRY_COLUMN_NAMES.split(",")
+            ),
+            where.sql(),
+            episodes=episodes,
+            first=where.param([span[1] for span in spans]),
+            last=where.param([span[2] for span in spans]),
+        )
+        return [entry_from_row(row) for row in await self._s.rows(query, where.params)]
 
     async def browse(self, flt: SearchFilter, limit: int) -> list[Entry]:
         if limit <= 0:

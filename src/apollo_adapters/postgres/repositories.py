@@ -12,8 +12,9 @@ import psycopg
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
+from apollo_domain.episodes import Episode, turn_from_json
 from apollo_domain.errors import NotFound
-from apollo_domain.model import Evidence, Relation, RelationType, SourceRef
+from apollo_domain.model import AccessScope, Evidence, Relation, RelationType, SourceRef
 from apollo_domain.ports import AccessLogRecord, CredibilityRecord, ExpertiseRecord, OutboxItem
 from apollo_domain.redaction import redact_context
 
@@ -534,6 +535,51 @@ class PostgresProcessedKeys:
                 "SELECT EXISTS (SELECT 1 FROM processed_keys WHERE key = %s)", (key,)
             )
         )
+
+
+class PostgresEpisodeRepository:
+    def __init__(self, session: Session) -> None:
+        self._s = session
+
+    async def add(self, episode: Episode) -> bool:
+        inserted = await self._s.rows(
+            "INSERT INTO episodes (id, agent_id, access_scope, owner_id, created_at,"
+            " conversation, turns, statements) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
+            " ON CONFLICT (id) DO NOTHING RETURNING id",
+            (
+                episode.id,
+                episode.agent_id,
+                episode.access_scope.value,
+                episode.owner_id,
+                episode.created_at,
+                episode.conversation,
+                Jsonb([turn.as_json() for turn in episode.turns]),
+                episode.statements,
+            ),
+        )
+        return bool(inserted)
+
+    async def get(self, episode_id: UUID) -> Episode | None:
+        row = await self._s.row(
+            "SELECT id, agent_id, access_scope, owner_id, created_at, conversation, turns,"
+            " statements FROM episodes WHERE id = %s",
+            (episode_id,),
+        )
+        if row is None:
+            return None
+        return Episode(
+            id=row["id"],
+            agent_id=row["agent_id"],
+            access_scope=AccessScope(row["access_scope"]),
+            owner_id=row["owner_id"],
+            created_at=row["created_at"].astimezone(UTC),
+            turns=tuple(turn_from_json(turn) for turn in row["turns"]),
+            statements=row["statements"],
+            conversation=row["conversation"],
+        )
+
+    async def forget_agent(self, agent_id: str) -> int:
+        return await self._s.execute("DELETE FROM episodes WHERE agent_id = %s", (agent_id,))
 
 
 class PostgresIdentityDirectory:

@@ -26,8 +26,9 @@ _ENTRY_COLUMN_NAMES = (
     "id, content, content_hash, content_type, knowledge_domain, tags, confidence, status,"
     " source_agent, source_provider, source_channel, submitted_by, submitted_from,"
     " access_scope, owner_id, source_context, access_count, created_at, updated_at,"
-    " confirmed_at, decayed_at"
+    " confirmed_at, decayed_at, episode_id, episode_position"
 )
+ENTRY_COLUMN_NAMES = _ENTRY_COLUMN_NAMES
 ENTRY_COLUMNS = sql.SQL(_ENTRY_COLUMN_NAMES)
 ENTRY_COLUMNS_WITH_EMBEDDING = sql.SQL(_ENTRY_COLUMN_NAMES + ", embedding")
 
@@ -67,6 +68,8 @@ def entry_from_row(row: Row) -> Entry:
         access_count=row["access_count"],
         confirmed_at=as_utc(row["confirmed_at"]),
         decayed_at=as_utc(row["decayed_at"]),
+        episode_id=row["episode_id"],
+        position=row["episode_position"],
     )
 
 

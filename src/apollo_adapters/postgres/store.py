@@ -37,6 +37,7 @@ from .reembed import PostgresReembedding
 from .repositories import (
     PostgresAccessLog,
     PostgresCredibilityRegistry,
+    PostgresEpisodeRepository,
     PostgresEvidenceRepository,
     PostgresExpertiseRepository,
     PostgresIdentityDirectory,
@@ -56,6 +57,7 @@ PART_TABLES: Mapping[str, str] = {
     "processed": "processed_keys",
     "credibility": "source_credibility",
     "graph": "entities",
+    "episodes": "episodes",
 }
 T = TypeVar("T")
 log = logging.getLogger("apollo.postgres")
@@ -173,6 +175,7 @@ class PostgresUnitOfWork:
     outbox: PostgresOutbox
     processed: PostgresProcessedKeys
     graph: PostgresEntityGraph
+    episodes: PostgresEpisodeRepository
 
     def __init__(self, store: PostgresStore, *, reading: bool = False) -> None:
         self._store = store
@@ -202,6 +205,7 @@ class PostgresUnitOfWork:
         self.outbox = PostgresOutbox(session)
         self.processed = PostgresProcessedKeys(session)
         self.graph = PostgresEntityGraph(session)
+        self.episodes = PostgresEpisodeRepository(session)
         return self
 
     async def __aexit__(self, *exc: object) -> None:

@@ -81,6 +81,8 @@ class BlockingClient:
     run = _blocks(Client.run)
     store_knowledge = _blocks(Client.store_knowledge)
     store_many = _blocks(Client.store_many)
+    store_text = _blocks(Client.store_text)
+    get_episode = _blocks(Client.get_episode)
     query_knowledge = _blocks(Client.query_knowledge)
     retrieve = _blocks(Client.retrieve)
     related_entries = _blocks(Client.related_entries)

@@ -31,6 +31,7 @@ from apollo_domain.results import (
     EntityDetail,
     EntityHistory,
     EntitySummary,
+    EpisodeView,
     IngestResult,
     LifecycleResult,
     LinkResult,
@@ -38,6 +39,7 @@ from apollo_domain.results import (
     QueryResult,
     RelatedEntity,
     RelatedEntry,
+    TextResult,
 )
 from apollo_domain.services import Caller, Deps
 
@@ -75,6 +77,18 @@ class KnowledgeClient(Protocol):
         self, items: Sequence[Mapping[str, Any]]
     ) -> Sequence[IngestResult | Dispatch]: ...
 
+    async def store_text(
+        self,
+        text: str | Sequence[Mapping[str, Any]],
+        content_type: str | None = "observation",
+        tags: Sequence[str] | None = None,
+        context: Mapping[str, Any] | None = None,
+        knowledge_domain: str | None = None,
+        access_scope: str = "global",
+    ) -> TextResult | Dispatch: ...
+
+    async def get_episode(self, episode_id: UUID | str) -> EpisodeView: ...
+
     async def query_knowledge(
         self,
         query: str,
@@ -85,6 +99,7 @@ class KnowledgeClient(Protocol):
         knowledge_domain: str | None = None,
         min_similarity: float = 0.0,
         mode: str = "hybrid",
+        context_window: int = 0,
     ) -> QueryResult: ...
 
     async def retrieve(
@@ -96,6 +111,7 @@ class KnowledgeClient(Protocol):
         knowledge_domain: str | None = None,
         min_similarity: float = 0.0,
         mode: str = "hybrid",
+        context_window: int = 0,
     ) -> QueryResult: ...
 
     async def related_entries(
@@ -256,6 +272,19 @@ class Client:
         and one search pass per chunk of 256). Every item is validated before anything is
         written; a :class:`ValidationError` names the item index and field."""
         return await self.run(store_many_command(arguments["items"]))
+
+    @parameters_of(KnowledgeClient.store_text)
+    async def store_text(self, **arguments: Any) -> TextResult:
+        """Store a document (a string) or a conversation (``{speaker, text, at}`` turns) as
+        one episode of statements, each stored as ``store_knowledge`` stores one; all or
+        nothing, and the same text again creates nothing new (docs/texts.md)."""
+        return await self.run(command_of(c.StoreText, arguments))
+
+    @parameters_of(KnowledgeClient.get_episode)
+    async def get_episode(self, **arguments: Any) -> EpisodeView:
+        """An episode this caller may see: its text as given and its visible statements;
+        :class:`NotFound` when unknown or not visible."""
+        return await self.run(command_of(c.GetEpisode, arguments))
 
     @parameters_of(KnowledgeClient.query_knowledge)
     async def query_knowledge(self, **arguments: Any) -> QueryResult:

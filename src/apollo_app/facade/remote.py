@@ -30,11 +30,13 @@ from attrs import evolve
 
 from apollo_domain import commands as c
 from apollo_domain.commands import result_type
+from apollo_domain.episodes import read_turns
 from apollo_domain.errors import ConfigurationError, RpcTimeout, ValidationError
 from apollo_domain.expertise import DomainCoverage
 from apollo_domain.lifecycle import parse_resolution, validate_decay_factor, validate_stale_days
 from apollo_domain.limits import (
     DEFAULT_STATUSES,
+    MAX_CONTEXT_WINDOW,
     MAX_ENTITIES,
     MAX_ENTITY_DEPTH,
     MAX_LIMIT,
@@ -50,6 +52,7 @@ from apollo_domain.results import (
     EntityDetail,
     EntityHistory,
     EntitySummary,
+    EpisodeView,
     QueryResult,
     RelatedEntity,
     RelatedEntry,
@@ -184,6 +187,35 @@ class RemoteClient:
             access_scope=request.access_scope.value,
             submitted_by=source.submitted_by,
             submitted_from=source.submitted_from,
+        )
+
+    @parameters_of(KnowledgeClient.store_text)
+    async def store_text(self, **arguments: Any) -> Dispatch:
+        """The text and the fields its statements share checked here as the service will
+        check them (nothing is published when one is bad), then one message: the service
+        splits it and stores the episode, exactly once."""
+        command = self._command(c.StoreText, arguments)
+        turns, conversation = read_turns(command.text)
+        self._normalized(self._shared(command))  # the service's own checks, here
+        text = turns[0].text if not conversation else tuple(t.as_json() for t in turns)
+        return await self._publish(evolve(command, text=text))
+
+    @staticmethod
+    def _shared(command: c.StoreText) -> c.StoreKnowledge:
+        return c.StoreKnowledge(
+            content="-",
+            content_type=command.content_type,
+            tags=command.tags,
+            context=command.context,
+            knowledge_domain=command.knowledge_domain,
+            access_scope=command.access_scope,
+        )
+
+    @parameters_of(KnowledgeClient.get_episode)
+    async def get_episode(self, **arguments: Any) -> EpisodeView:
+        command = self._command(c.GetEpisode, arguments)
+        return await self._request(
+            evolve(command, episode_id=str(parse_id("episode_id", command.episode_id)))
         )
 
     @parameters_of(KnowledgeClient.link_entries)
@@ -385,6 +417,7 @@ def _search(command: S) -> S:
         knowledge_domain=_optional_text("knowledge_domain", command.knowledge_domain),
         min_similarity=_similarity(command.min_similarity),
         mode=_text("mode", command.mode),
+        context_window=bounded_int("context_window", command.context_window, 0, MAX_CONTEXT_WINDOW),
     )
 
 

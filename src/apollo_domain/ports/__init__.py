@@ -43,12 +43,14 @@ from .records import (
 from .repositories import (
     AccessLog,
     CredibilityRegistry,
+    EpisodeRepository,
     EvidenceRepository,
     ExpertiseRepository,
     IdentityDirectory,
     Outbox,
     ProcessedKeys,
 )
+from .splitter import TextSplitter
 from .store import STORE_PARTS, Reads, Store, UnitOfWork
 
 __all__ = [
@@ -70,6 +72,7 @@ __all__ = [
     "EntryRepository",
     "EntrySearch",
     "EntryWrites",
+    "EpisodeRepository",
     "EvidenceRepository",
     "ExpertiseRecord",
     "ExpertiseRepository",
@@ -86,5 +89,6 @@ __all__ = [
     "SearchFilter",
     "Store",
     "StoreStats",
+    "TextSplitter",
     "UnitOfWork",
 ]

@@ -150,6 +150,13 @@ class EntryReads(Protocol):
         """:meth:`find_by_hash` for each ``(content_hash, access_scope, owner_id)``, in order
         (one statement where the adapter can)."""
 
+    async def in_episodes(
+        self, spans: Sequence[tuple[UUID, int, int]], viewer: Viewer
+    ) -> list[Entry]:
+        """The unarchived entries ``viewer`` may see whose place in an episode falls within
+        one of ``spans`` (episode id, first position, last position, both included), each
+        once, ordered by episode id, then position: one read for every span."""
+
     async def browse(self, flt: SearchFilter, limit: int) -> list[Entry]:
         """Up to ``limit`` entries matching ``flt``, newest first (created_at, then id)."""
 

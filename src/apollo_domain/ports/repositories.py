@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any, Protocol
 from uuid import UUID
 
+from ..episodes import Episode
 from ..model import Evidence, SourceRef
 from .records import AccessLogRecord, CredibilityRecord, ExpertiseRecord, OutboxItem
 
@@ -174,6 +175,24 @@ class ProcessedKeys(Protocol):
         """Whether ``key`` is recorded (committed, or marked by this unit of work)."""
 
 
+class EpisodeRepository(Protocol):
+    """Episodes (``store_text``): each text as it was given (docs/texts.md)."""
+
+    async def add(self, episode: Episode) -> bool:
+        """Record ``episode``; False (and no change) when an episode with its id exists.
+
+        A unique insert in this unit of work, like :meth:`ProcessedKeys.mark`: while another
+        open unit of work has recorded the same id this call waits for it to end
+        (PostgreSQL; the in-memory store runs units of work one at a time), so of two units
+        of work storing one text exactly one gets True."""
+
+    async def get(self, episode_id: UUID) -> Episode | None:
+        """The episode, whoever may see it (the caller checks visibility)."""
+
+    async def forget_agent(self, agent_id: str) -> int:
+        """Delete the agent's episodes, their text with them; how many there were."""
+
+
 class IdentityDirectory(Protocol):
     """Group membership of principals; identity itself is resolved at the edge."""
 
@@ -194,6 +213,7 @@ class IdentityDirectory(Protocol):
 __all__ = [
     "AccessLog",
     "CredibilityRegistry",
+    "EpisodeRepository",
     "EvidenceRepository",
     "ExpertiseRepository",
     "IdentityDirectory",

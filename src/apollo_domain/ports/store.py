@@ -22,6 +22,7 @@ from .graph import EntityGraph, RelationRepository
 from .repositories import (
     AccessLog,
     CredibilityRegistry,
+    EpisodeRepository,
     EvidenceRepository,
     ExpertiseRepository,
     IdentityDirectory,
@@ -40,6 +41,7 @@ STORE_PARTS: frozenset[str] = frozenset(
         "processed",
         "credibility",
         "graph",
+        "episodes",
     }
 )
 """The parts of a store :meth:`Store.preflight` can check."""
@@ -85,6 +87,8 @@ class UnitOfWork(Protocol):
     def processed(self) -> ProcessedKeys: ...
     @property
     def graph(self) -> EntityGraph: ...
+    @property
+    def episodes(self) -> EpisodeRepository: ...
 
     async def __aenter__(self) -> UnitOfWork: ...
 

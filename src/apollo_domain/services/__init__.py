@@ -17,6 +17,7 @@ from .lifecycle import deprecate_entry, resolve_dispute
 from .outbox import process_outbox
 from .query import query
 from .sources import get_source, label_source, unlabel_source
+from .texts import get_episode, store_text
 
 __all__ = [
     "Caller",
@@ -34,6 +35,7 @@ __all__ = [
     "force_decay",
     "get_entity",
     "get_entry",
+    "get_episode",
     "get_evidence",
     "get_expertise",
     "get_relations",
@@ -57,6 +59,7 @@ __all__ = [
     "stats",
     "store_knowledge",
     "store_many",
+    "store_text",
     "store_writeback",
     "trim_access_log",
     "unlabel_source",

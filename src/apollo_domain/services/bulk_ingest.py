@@ -25,6 +25,7 @@ from .. import admission
 from ..bounds import STORE_MANY
 from ..commands import StoreMany
 from ..entities import Extraction
+from ..episodes import Episode
 from ..errors import TransientConflict, ValidationError
 from ..model import DedupKey, Entry, Evidence, EvidenceKind, Outcome, Viewer
 from ..ports import AccessLogRecord, ScoredEntry, SearchFilter, UnitOfWork
@@ -93,7 +94,8 @@ async def ingest_many(
     results: list[IngestResult] = []
     for number, start in enumerate(range(0, len(requests), BATCH_SIZE)):
         key = None if idempotency_key is None else f"{idempotency_key}:{number}"
-        results.extend(await _ingest_chunk(deps, caller, requests[start : start + BATCH_SIZE], key))
+        chunk = requests[start : start + BATCH_SIZE]
+        results.extend(await ingest_chunk(deps, caller, chunk, idempotency_key=key))
     return results
 
 
@@ -102,27 +104,46 @@ class Interrupted(Exception):
     and in :mod:`.group_ingest`, which decides its groups with a :class:`Chunk` too)."""
 
 
-async def _ingest_chunk(
-    deps: Deps, caller: Caller, requests: Sequence[IngestRequest], idempotency_key: str | None
+async def ingest_chunk(
+    deps: Deps,
+    caller: Caller,
+    requests: Sequence[IngestRequest],
+    *,
+    idempotency_key: str | None = None,
+    episode: Episode | None = None,
+    extractions: Sequence[Extraction | None] | None = None,
 ) -> list[IngestResult]:
+    """At most ``BATCH_SIZE`` requests ingested in one unit of work (all or nothing) that
+    records ``idempotency_key`` and ``episode`` (the text whose statements the requests
+    are: :mod:`.texts`); either already recorded, nothing is written and each request is
+    reported as a replayed ingest. ``extractions``: what a language model read in each
+    request (None for one the entity extractor is to read)."""
+    if len(requests) > BATCH_SIZE:
+        raise ValueError(f"a chunk holds at most {BATCH_SIZE} requests, not {len(requests)}")
     store = deps.store
     await store.preflight(INGEST_PARTS)
     viewer = await resolve_viewer(store.directory, caller.principal)
     vectors = await embed_readings(deps, [r.content for r in requests])
     embeddings = [tuple(float(x) for x in v) for v in vectors]
-    extractions = [await extract(deps.extractor, r.content) for r in requests]
+    given = extractions or [None] * len(requests)
+    read = [
+        known if known is not None else await extract(deps.extractor, r.content)
+        for r, known in zip(requests, given, strict=True)
+    ]
     try:
         async with store.unit_of_work() as uow:
-            if not await first_application(uow, "store_many", idempotency_key, deps.clock.now()):
+            if not await first_application(
+                uow, "store_many", idempotency_key, deps.clock.now()
+            ) or (episode is not None and not await uow.episodes.add(episode)):
                 return replayed(await uow.entries.find_by_hashes([r.dedup_key for r in requests]))
             chunk = await Chunk.read(deps, uow, viewer, requests, embeddings)
             results = [chunk.decide(i, deps.clock.now()) for i in range(len(requests))]
-            await chunk.write(uow, extractions)
+            await chunk.write(uow, read)
             await uow.commit()
             return results
     except (Interrupted, TransientConflict):  # redone in order, each request alone
         return await ingest_chunk_in_order(
-            deps, caller, requests, embeddings, extractions, idempotency_key
+            deps, caller, requests, embeddings, read, idempotency_key, episode
         )
 
 

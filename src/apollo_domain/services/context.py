@@ -11,6 +11,7 @@ from attrs import field, frozen
 
 from ..bounds import AGENT_ID
 from ..confusables import reading
+from ..episodes import SentenceSplitter
 from ..errors import TransientConflict, ValidationError
 from ..model import ACTIVE_STATUSES, Principal, Status, Viewer
 from ..normalize import bounded_text
@@ -24,6 +25,7 @@ from ..ports import (
     IdentityDirectory,
     QueryProfile,
     Store,
+    TextSplitter,
     UnitOfWork,
 )
 from ..retrieval import RetrievalSettings
@@ -51,6 +53,9 @@ class Deps:
     policy: ConfidencePolicy
     extractor: EntityExtractor
     llm: GasLanguageModel | None = None
+    #: What splits a text into statements (``store_text``): the language model when one is
+    #: configured, else the deterministic split.
+    splitter: TextSplitter = field(factory=SentenceSplitter)
     retrieval: RetrievalSettings = field(factory=RetrievalSettings)
     outbox_retry: OutboxRetry = field(factory=OutboxRetry)
     #: A principal earns a retrieval boost on an entry once per window (docs/concepts.md, "The rules

@@ -28,6 +28,7 @@ async def erase_agent(
     - its credibility record and expertise rows are deleted, and when it earned retrieval
       boosts;
     - its access-log rows are rewritten to ``redacted``;
+    - its episodes (the texts it gave ``store_text``) are deleted, their text with them;
     - the entity mentions and graph edges only its deleted entries supported go;
     - its id is replaced by ``redacted`` wherever a ``source_context`` of an entry or a
       relation names it (caller context, GAS routing, ``linked_by``).
@@ -55,6 +56,7 @@ async def erase_agent(
         expertise = await uow.expertise.forget_agent(agent)
         await uow.entries.forget_earner(agent)
         access_log = await uow.access_log.redact_agent(agent, REDACTED)
+        episodes = await uow.episodes.forget_agent(agent)
         await uow.graph.prune()  # edges and entities only the deleted entries supported
         await uow.commit()
     return ErasureResult(
@@ -66,6 +68,7 @@ async def erase_agent(
         expertise=expertise,
         access_log=access_log,
         contexts=contexts,
+        episodes=episodes,
     )
 
 

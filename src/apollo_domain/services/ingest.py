@@ -14,6 +14,7 @@ from ..commands import StoreKnowledge, WritebackStore, WritebackVectorize
 from ..contradiction import flips_negation
 from ..credibility import SourceCredibility
 from ..entities import Extraction
+from ..episodes import Episode
 from ..errors import Conflict, ValidationError
 from ..model import (
     AccessScope,
@@ -62,7 +63,7 @@ NEIGHBOURS = 5
 CONTRADICTION_SCAN = "contradiction_scan"
 AGREEMENT_RECORDED = "agreement recorded"
 _RESERVED_CONTEXT_KEYS = frozenset(
-    {"deprecation_reason", "dispute_resolution", "bootstrap", "gas", "archive_reason"}
+    {"deprecation_reason", "dispute_resolution", "bootstrap", "gas", "archive_reason", "episode"}
 )
 
 
@@ -80,6 +81,8 @@ class IngestRequest:
     owner_id: str | None
     context: Mapping[str, Any]
     initial_confidence: float | None = None
+    #: the episode (``store_text``) and place there of the statement it stores, if any
+    episode: tuple[uuid.UUID, int] | None = None
 
     @property
     def dedup_key(self) -> DedupKey:
@@ -574,6 +577,8 @@ def new_entry(
         updated_at=now,
         source_context=dict(request.context),
         embedding=embedding,
+        episode_id=None if request.episode is None else request.episode[0],
+        position=None if request.episode is None else request.episode[1],
     )
 
 
@@ -584,17 +589,21 @@ async def ingest_chunk_in_order(
     embeddings: Sequence[tuple[float, ...]],
     extractions: Sequence[Extraction],
     idempotency_key: str | None,
+    episode: Episode | None = None,
 ) -> list[IngestResult]:
     """The requests ingested one after the other, as :func:`ingest` would, but in ONE unit
-    of work (all or nothing) that records ``idempotency_key``: each sees what the earlier
-    ones wrote. The reference the set-based bulk ingest must agree with, and its path when
-    a concurrent writer gets in its way."""
+    of work (all or nothing) that records ``idempotency_key`` (and ``episode``, whose
+    statements the requests are): each sees what the earlier ones wrote. The reference the
+    set-based bulk ingest must agree with, and its path when a concurrent writer gets in
+    its way."""
     store = deps.store
     viewer = await resolve_viewer(store.directory, caller.principal)
 
     async def in_order(uow: UnitOfWork) -> list[IngestResult]:
         results: list[IngestResult] = []
-        if not await first_application(uow, "store_many", idempotency_key, deps.clock.now()):
+        if not await first_application(uow, "store_many", idempotency_key, deps.clock.now()) or (
+            episode is not None and not await uow.episodes.add(episode)
+        ):
             return [_replayed(await _find_duplicate(uow, r)) for r in requests]
         credibility: dict[str, float] = {}
         for agent in dict.fromkeys(r.source.agent_id for r in requests):

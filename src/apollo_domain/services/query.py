@@ -2,21 +2,23 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 from uuid import UUID
+
+from attrs import evolve
 
 from ..bounds import QUERY
 from ..commands import QueryKnowledge, Retrieve
 from ..credibility import SourceCredibility
 from ..errors import ValidationError
 from ..fairness import Placed, candidate_depth, fair_page, source_depth
-from ..limits import DEFAULT_STATUSES, MAX_LIMIT, QUERY_MODES
-from ..model import Entry, Status
+from ..limits import DEFAULT_STATUSES, MAX_CONTEXT_WINDOW, MAX_LIMIT, QUERY_MODES
+from ..model import Entry, Status, Viewer
 from ..normalize import normalize_domain_filter, normalize_tag_filter
 from ..ports import AccessLogRecord, Reads, SearchFilter, UnitOfWork
-from ..results import EntryView, QueryResult
+from ..results import EntryView, Neighbour, QueryResult
 from ..retrieval import GRAPH, LEXICAL, VECTOR, carry, fuse
 from ..validation import bounded_float, shown
 from .context import (
@@ -89,6 +91,7 @@ async def query(deps: Deps, caller: Caller, command: QueryKnowledge | Retrieve) 
     asked = command.status if isinstance(command, QueryKnowledge) else None
     statuses = parse_statuses(asked, DEFAULT_STATUSES)
     similarity_floor = bounded_float("min_similarity", command.min_similarity, -1.0, 1.0)
+    window = bounded_int("context_window", command.context_window, 0, MAX_CONTEXT_WINDOW)
     semantic = len(text) >= BROWSE_BELOW_CHARS
     store = deps.store
     if semantic and counted:
@@ -100,7 +103,10 @@ async def query(deps: Deps, caller: Caller, command: QueryKnowledge | Retrieve) 
     if not semantic:
         async with store.unit_of_work() as uow:
             entries = await uow.entries.browse(flt, count)
-        return QueryResult("browse", tuple(EntryView.of(e) for e in entries))
+            around = await neighbours(uow, entries, window, viewer)
+        return QueryResult(
+            "browse", tuple(with_neighbours(EntryView.of(e), around) for e in entries)
+        )
 
     fused = mode == "hybrid"
     vector = None
@@ -214,12 +220,52 @@ async def query(deps: Deps, caller: Caller, command: QueryKnowledge | Retrieve) 
                     for r in live
                 ]
             )
+        around = await neighbours(uow, [found[r.entry_id] for r in ranked], window, viewer)
         await uow.commit()
         _lap(deps, "boost", started)
-        return QueryResult(mode, tuple(_view(found[r.entry_id], r, boosted) for r in ranked))
+        return QueryResult(
+            mode,
+            tuple(with_neighbours(_view(found[r.entry_id], r, boosted), around) for r in ranked),
+        )
 
     # Run whole again when the store broke it apart for a concurrent unit of work.
     return await in_unit_of_work(store, search_and_boost)
+
+
+async def neighbours(
+    uow: UnitOfWork, entries: Sequence[Entry], window: int, viewer: Viewer
+) -> dict[UUID, list[Entry]]:
+    """The episode neighbours of each of ``entries`` stored from a text: the unarchived
+    entries ``viewer`` may see up to ``window`` places before and after it in its episode
+    (itself left out), in order; read in one statement for all of them, none when
+    ``window`` is 0."""
+    placed: list[Entry] = []
+    spans: list[tuple[UUID, int, int]] = []
+    for entry in entries:
+        if window > 0 and entry.episode_id is not None and entry.position is not None:
+            placed.append(entry)
+            spans.append((entry.episode_id, entry.position - window, entry.position + window))
+    if not spans:
+        return {}
+    found = await uow.entries.in_episodes(spans, viewer)
+    return {
+        entry.id: [
+            other
+            for other in found
+            if other.episode_id == entry.episode_id
+            and other.id != entry.id
+            and abs((other.position or 0) - (entry.position or 0)) <= window
+        ]
+        for entry in placed
+    }
+
+
+def with_neighbours(view: EntryView, around: Mapping[UUID, list[Entry]]) -> EntryView:
+    """``view`` with its episode neighbours (:func:`neighbours`), shown as they are."""
+    near = around.get(view.id)
+    if not near:
+        return view
+    return evolve(view, neighbours=tuple(Neighbour.of(e) for e in near))
 
 
 def _started(deps: Deps) -> datetime | None:

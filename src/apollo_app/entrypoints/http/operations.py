@@ -29,6 +29,7 @@ from apollo_domain.results import (
     EntityDetail,
     EntityHistory,
     EntitySummary,
+    EpisodeView,
     EvidenceView,
     IngestResult,
     LifecycleResult,
@@ -38,6 +39,7 @@ from apollo_domain.results import (
     RelatedEntity,
     RelatedEntry,
     SourceReport,
+    TextResult,
 )
 
 from ...facade import Apollo
@@ -204,6 +206,23 @@ OPERATIONS: tuple[Operation, ...] = (
         fill=_submitted,
         filled=frozenset({"submitted_by", "submitted_from"}),
         errors=(*_WRITE_ERRORS, 409, 413, 422),
+    ),
+    Operation.of(
+        c.StoreText,
+        "Store a text or a conversation as one episode of statements, each stored as "
+        "/ingest stores one (all or nothing; the same text again creates nothing).",
+        (200, "The episode and one ingest result per statement, in order.", TextResult),
+        errors=(*_WRITE_ERRORS, 413),
+        tag="texts",
+    ),
+    Operation.of(
+        c.GetEpisode,
+        "One episode, when the caller may see it: its text as given and its visible "
+        "statements.",
+        (200, "The episode.", EpisodeView),
+        path_fields={"episode_id": "episode_id"},
+        errors=(400, 404, 503),
+        tag="texts",
     ),
     Operation.of(
         c.QueryKnowledge,
