@@ -166,6 +166,7 @@ class _FaultyUnitOfWork:
         "outbox",
         "processed",
         "graph",
+        "episodes",
     )
 
     def __init__(self, inner: Any, faults: FaultPlan) -> None:

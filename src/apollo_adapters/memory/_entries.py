@@ -300,15 +300,19 @@ class EntryTable(VectorSearch):
                 found[entry_id] = self._with_embedding(row, entry) if with_embedding else entry
         return found
 
-    def in_episodes(self, spans: Sequence[tuple[UUID, int, int]], viewer: Viewer) -> list[Entry]:
-        """The live, unarchived entries the viewer may see placed within one of ``spans``
-        (episode, first position, last position), by episode and position."""
+    def in_episodes(
+        self, spans: Sequence[tuple[UUID, int, int]], viewer: Viewer | None
+    ) -> list[Entry]:
+        """The live, unarchived entries the viewer may see (None: all) placed within one of
+        ``spans`` (episode, first position, last position), by episode and position."""
         found: dict[UUID, Entry] = {}
         for episode, first, last in spans:
             rows = np.array(self.episode_rows.get(episode, ()), dtype=np.intp)
             if not rows.size:
                 continue
-            keep = self.alive[rows] & (self.status[rows] != ARCHIVED) & self.visible(viewer, rows)
+            keep = self.alive[rows] & (self.status[rows] != ARCHIVED)
+            if viewer is not None:
+                keep &= self.visible(viewer, rows)
             for row in rows[keep].tolist():
                 entry = self.entry(row)
                 if entry.position is not None and first <= entry.position <= last:

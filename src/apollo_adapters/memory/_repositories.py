@@ -103,7 +103,7 @@ class InMemoryEntryRepository(_Repository):
         return self._store._entries.get_many(entry_ids, with_embedding)
 
     async def in_episodes(
-        self, spans: Sequence[tuple[UUID, int, int]], viewer: Viewer
+        self, spans: Sequence[tuple[UUID, int, int]], viewer: Viewer | None
     ) -> list[Entry]:
         self._uow._open("entries")
         return self._store._entries.in_episodes(spans, viewer)

@@ -27,6 +27,7 @@ from apollo_domain.ports import (
 from apollo_domain.results import (
     ContradictionReport,
     CorroborationReport,
+    EpisodeView,
     ErasureResult,
     GasResult,
     LinkedEntry,
@@ -194,6 +195,14 @@ class Apollo:
         """The full entry (status, confidence, source_context, ...). With ``principal``, only
         when that principal may see it. Unknown ids raise :class:`NotFound`."""
         return await self.run(c.GetEntry(entry_id=str(entry_id)), principal=principal)
+
+    async def get_episode(
+        self, episode_id: UUID | str, *, principal: Principal | None = None
+    ) -> EpisodeView:
+        """An episode (``store_text``): its text as given and its statements. With
+        ``principal``, only when that principal may see it. Unknown ids raise
+        :class:`NotFound`."""
+        return await self.run(c.GetEpisode(episode_id=str(episode_id)), principal=principal)
 
     async def get_evidence(
         self, entry_id: UUID | str, *, principal: Principal | None = None

@@ -151,10 +151,10 @@ class EntryReads(Protocol):
         (one statement where the adapter can)."""
 
     async def in_episodes(
-        self, spans: Sequence[tuple[UUID, int, int]], viewer: Viewer
+        self, spans: Sequence[tuple[UUID, int, int]], viewer: Viewer | None
     ) -> list[Entry]:
-        """The unarchived entries ``viewer`` may see whose place in an episode falls within
-        one of ``spans`` (episode id, first position, last position, both included), each
+        """The unarchived entries ``viewer`` may see (None: every one, for the embedding
+        program) whose place in an episode falls within one of ``spans`` (episode id, first position, last position, both included), each
         once, ordered by episode id, then position: one read for every span."""
 
     async def browse(self, flt: SearchFilter, limit: int) -> list[Entry]:

@@ -217,8 +217,7 @@ OPERATIONS: tuple[Operation, ...] = (
     ),
     Operation.of(
         c.GetEpisode,
-        "One episode, when the caller may see it: its text as given and its visible "
-        "statements.",
+        "One episode, when the caller may see it: its text as given and its visible statements.",
         (200, "The episode.", EpisodeView),
         path_fields={"episode_id": "episode_id"},
         errors=(400, 404, 503),
