@@ -76,6 +76,10 @@ def _store(bound: Bound, **fields: Any) -> Case:
     return Case(bound, c.StoreKnowledge, {"content": "within every bound", **fields}, bound.field)
 
 
+def _text(bound: Bound, text: Any, field: str = "text") -> Case:
+    return Case(bound, c.StoreText, {"text": text}, field)
+
+
 def _gas(bound: Bound, **fields: Any) -> Case:
     event = {"request_id": uuid4().hex, "response_content": "a response", **fields}
     return Case(bound, c.ProcessGasEvent, {"event": event}, bound.field)
@@ -109,6 +113,14 @@ CASES: dict[str, Case] = {
             {"entry_id": ENTRY, "reason": over_text(b.REASON)},
             b.REASON.field,
         ),
+        _text(b.TEXT, over_text(b.TEXT)),
+        _text(b.TURNS, over_items(b.TURNS, lambda i: {"speaker": "ann", "text": f"turn {i}"})),
+        _text(b.SPEAKER, [{"speaker": over_text(b.SPEAKER), "text": "hi"}], "text[0].speaker"),
+        _text(
+            b.STATEMENTS,
+            " ".join(f"Statement number {i} stands alone." for i in range(b.STATEMENTS.limit + 1)),
+        ),
+        _text(b.STATEMENT, over_text(b.STATEMENT)),
         Case(b.QUERY, c.QueryKnowledge, {"query": over_text(b.QUERY)}, b.QUERY.field),
         Case(
             b.QUERY_LIMIT,

@@ -134,9 +134,9 @@ STATEMENTS: Final = Bound(
 STATEMENT: Final = Bound(
     "statement",
     "text",
-    2_000,
+    4_000,
     Unit.CHARACTERS,
-    "one statement (the deterministic split cuts longer sentences at white space)",
+    "one statement a text is split into (a sentence, or a language model's fact)",
 )
 
 # --------------------------------------------------------------------------------- reads

@@ -216,13 +216,12 @@ def split_sentences(turns: Sequence[Turn]) -> list[Statement]:
     """The deterministic split: each turn into its sentences, in order, each keeping its
     turn's speaker and time. A sentence that opens with a word standing for something said
     before (:data:`ANAPHORA`) or has fewer than :data:`MIN_WORDS` words joins the sentence
-    before it in its turn; a statement over :data:`~apollo_domain.bounds.STATEMENT` is cut
-    at white space. Turns that show nothing give nothing."""
+    before it in its turn. Turns that show nothing give nothing; a sentence is never cut
+    (``store_text`` refuses one over :data:`~apollo_domain.bounds.STATEMENT`)."""
     statements: list[Statement] = []
     for index, turn in enumerate(turns):
         for text in _sentences(turn.text):
-            for piece in _pieces(text, b.STATEMENT.limit):
-                statements.append(Statement(piece, index, turn.speaker, turn.at))
+            statements.append(Statement(text, index, turn.speaker, turn.at))
     return statements
 
 
@@ -239,20 +238,6 @@ def _sentences(text: str) -> list[str]:
         else:
             kept.append(sentence)
     return kept
-
-
-def _pieces(text: str, limit: int) -> list[str]:
-    """``text`` cut into pieces of at most ``limit`` characters, at white space where it
-    has some."""
-    pieces = []
-    while len(text) > limit:
-        cut = text.rfind(" ", 0, limit + 1)
-        cut = limit if cut <= 0 else cut
-        pieces.append(text[:cut].rstrip())
-        text = text[cut:].lstrip()
-    if text:
-        pieces.append(text)
-    return pieces
 
 
 class SentenceSplitter:

@@ -125,6 +125,13 @@ async def _store_many_cmd(apollo: Apollo, clock: ManualClock) -> c.Command[Any]:
     )
 
 
+async def _store_text_cmd(apollo: Apollo, clock: ManualClock) -> c.Command[Any]:
+    return c.StoreText(
+        text=({"speaker": "ann", "text": "One turn of a talk. Another statement of it."},),
+        agent_id="claude-a",
+    )
+
+
 async def _writeback_store_cmd(apollo: Apollo, clock: ManualClock) -> c.Command[Any]:
     (vector,) = await apollo.deps.embedder.embed(["written back with its embedding"])
     return c.WritebackStore(
@@ -238,6 +245,18 @@ CASES = [
         f"store_many:{SCOPED}:0",
         _store_many_cmd,
         lambda first, again: all(_same_entry(f, a) for f, a in zip(first, again, strict=True)),
+    ),
+    Case(
+        "store_text",
+        c.StoreText,
+        f"store_text:{SCOPED}",
+        _store_text_cmd,
+        lambda first, again: (
+            first.episode_id == again.episode_id
+            and all(
+                _same_entry(f, a) for f, a in zip(first.statements, again.statements, strict=True)
+            )
+        ),
     ),
     Case(
         "writeback_store", c.WritebackStore, f"ingest:{SCOPED}", _writeback_store_cmd, _same_entry

@@ -80,6 +80,10 @@ HUB, BASE = "zqhub", "zqbase"
 RELATIONS = ("uses", "leads", "works at")
 
 
+#: The episode each entry stored from a text was in, by index, for the scenario playing.
+EPISODES: dict[int, Any] = {}
+
+
 def _content(index: int) -> str:
     """An entry's text: its marker is an entity (quoted) with typed edges to the hub."""
     relation = RELATIONS[index % len(RELATIONS)]
@@ -116,9 +120,19 @@ def _read_methods() -> list[str]:
 #: How each read method is called for one scenario: argument sets from the stored markers.
 RECIPES: dict[str, Callable[[list[Any], int], list[dict[str, Any]]]] = {
     "query_knowledge": lambda ids, n: (
-        [{"query": f"{_marker(i)} fact", "min_confidence": 0.0, "limit": 100} for i in range(n)]
-        + [{"query": "zq", "min_confidence": 0.0, "limit": 100}]
+        [
+            {
+                "query": f"{_marker(i)} fact",
+                "min_confidence": 0.0,
+                "limit": 100,
+                "context_window": 5,
+            }
+            for i in range(n)
+        ]
+        + [{"query": "zq", "min_confidence": 0.0, "limit": 100, "context_window": 5}]
     ),
+    # the episode of each even entry (stored from a text), under its entry's id
+    "get_episode": lambda ids, n: [{"episode_id": EPISODES[i]} for i in range(n) if i in EPISODES],
     "retrieve": lambda ids, n: [
         {"query": f"{_marker(i)} fact", "min_confidence": 0.0, "limit": 100} for i in range(n)
     ],
@@ -157,13 +171,22 @@ async def _play(kind: str, request: pytest.FixtureRequest, scenario: Scenario) -
         for principal, group in scenario.memberships:
             await apollo.directory.add_membership(principal, group)
         ids = []
+        EPISODES.clear()
         for index, planned in enumerate(scenario.entries):
             writer = apollo.client(f"agent-{_marker(index)}", Principal(planned.owner))
-            stored = await writer.store_knowledge(
-                content=_content(index),
-                knowledge_domain=f"dom{_marker(index)}",
-                access_scope=planned.scope,
-            )
+            fields = {
+                "knowledge_domain": f"dom{_marker(index)}",
+                "access_scope": planned.scope,
+            }
+            if index % 2 == 0:  # a text of two statements: the fact, and one after it
+                told = await writer.store_text(
+                    text=f"{_content(index)}\n\nThe story of {_marker(index)} ends here.",
+                    **fields,
+                )
+                EPISODES[index] = told.episode_id
+                stored = told.statements[0]
+            else:
+                stored = await writer.store_knowledge(content=_content(index), **fields)
             assert stored.entry_id is not None, stored
             ids.append(stored.entry_id)
         entries = [await apollo.get_entry(entry_id) for entry_id in ids]

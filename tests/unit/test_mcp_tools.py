@@ -98,12 +98,17 @@ async def seeded() -> AsyncIterator[tuple[Apollo, dict[str, str]]]:
         )
         two = await writer.store_knowledge("The session cache evicts after 300 s", tags=["cache"])
         await writer.link_entries(one.entry_id, two.entry_id, "depends_on")
-        told = await writer.store_text("The build farm compiles with Bazel 7. It runs on four hosts.")
-        yield apollo, {
-            "one": str(one.entry_id),
-            "two": str(two.entry_id),
-            "episode": str(told.episode_id),
-        }
+        told = await writer.store_text(
+            "The build farm compiles with Bazel 7. It runs on four hosts."
+        )
+        yield (
+            apollo,
+            {
+                "one": str(one.entry_id),
+                "two": str(two.entry_id),
+                "episode": str(told.episode_id),
+            },
+        )
 
 
 def samples(ids: dict[str, str]) -> dict[str, dict[str, Any]]:

@@ -154,8 +154,9 @@ class EntryReads(Protocol):
         self, spans: Sequence[tuple[UUID, int, int]], viewer: Viewer | None
     ) -> list[Entry]:
         """The unarchived entries ``viewer`` may see (None: every one, for the embedding
-        program) whose place in an episode falls within one of ``spans`` (episode id, first position, last position, both included), each
-        once, ordered by episode id, then position: one read for every span."""
+        program) whose place in an episode falls within one of ``spans`` (episode id,
+        first position, last position, both included), each once, ordered by episode id,
+        then position: one read for every span."""
 
     async def browse(self, flt: SearchFilter, limit: int) -> list[Entry]:
         """Up to ``limit`` entries matching ``flt``, newest first (created_at, then id)."""

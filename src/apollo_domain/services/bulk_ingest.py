@@ -110,13 +110,14 @@ async def ingest_chunk(
     requests: Sequence[IngestRequest],
     *,
     idempotency_key: str | None = None,
+    kind: str = "store_many",
     episode: Episode | None = None,
     extractions: Sequence[Extraction | None] | None = None,
 ) -> list[IngestResult]:
     """At most ``BATCH_SIZE`` requests ingested in one unit of work (all or nothing) that
-    records ``idempotency_key`` and ``episode`` (the text whose statements the requests
-    are: :mod:`.texts`); either already recorded, nothing is written and each request is
-    reported as a replayed ingest. ``extractions``: what a language model read in each
+    records ``idempotency_key`` (as ``<kind>:<key>``) and ``episode`` (the text whose
+    statements the requests are: :mod:`.texts`); either already recorded, nothing is
+    written and each request is reported as a replayed ingest. ``extractions``: what a language model read in each
     request (None for one the entity extractor is to read)."""
     if len(requests) > BATCH_SIZE:
         raise ValueError(f"a chunk holds at most {BATCH_SIZE} requests, not {len(requests)}")
@@ -132,9 +133,9 @@ async def ingest_chunk(
     ]
     try:
         async with store.unit_of_work() as uow:
-            if not await first_application(
-                uow, "store_many", idempotency_key, deps.clock.now()
-            ) or (episode is not None and not await uow.episodes.add(episode)):
+            if not await first_application(uow, kind, idempotency_key, deps.clock.now()) or (
+                episode is not None and not await uow.episodes.add(episode)
+            ):
                 return replayed(await uow.entries.find_by_hashes([r.dedup_key for r in requests]))
             chunk = await Chunk.read(deps, uow, viewer, requests, embeddings)
             results = [chunk.decide(i, deps.clock.now()) for i in range(len(requests))]
@@ -143,7 +144,7 @@ async def ingest_chunk(
             return results
     except (Interrupted, TransientConflict):  # redone in order, each request alone
         return await ingest_chunk_in_order(
-            deps, caller, requests, embeddings, read, idempotency_key, episode
+            deps, caller, requests, embeddings, read, idempotency_key, episode, kind
         )
 
 

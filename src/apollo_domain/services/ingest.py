@@ -590,9 +590,11 @@ async def ingest_chunk_in_order(
     extractions: Sequence[Extraction],
     idempotency_key: str | None,
     episode: Episode | None = None,
+    kind: str = "store_many",
 ) -> list[IngestResult]:
     """The requests ingested one after the other, as :func:`ingest` would, but in ONE unit
-    of work (all or nothing) that records ``idempotency_key`` (and ``episode``, whose
+    of work (all or nothing) that records ``idempotency_key`` as ``<kind>:<key>`` (and
+    ``episode``, whose
     statements the requests are): each sees what the earlier ones wrote. The reference the
     set-based bulk ingest must agree with, and its path when a concurrent writer gets in
     its way."""

@@ -6,7 +6,7 @@ from typing import Any
 
 from attrs import evolve
 
-from ..bounds import STATEMENTS
+from ..bounds import STATEMENT, STATEMENTS
 from ..commands import GetEpisode, StoreKnowledge, StoreText
 from ..episodes import Episode, Statement, episode_id, read_turns
 from ..errors import NotFound, ValidationError
@@ -47,6 +47,8 @@ async def store_text(
     prepare(acting, shared)  # every field but the text, refused before any model runs
     statements = await deps.splitter.split(turns)
     STATEMENTS.check(len(statements), "text")
+    for statement in statements:  # refused, never cut
+        STATEMENT.check(len(statement.text), "text")
     scope = normalize_scope(command.access_scope)
     owner = acting.principal.id
     episode = Episode(
@@ -68,6 +70,7 @@ async def store_text(
         acting,
         requests,
         idempotency_key=idempotency_key,
+        kind="store_text",
         episode=episode,
         extractions=[statement.extraction for statement in statements],
     )
