@@ -117,8 +117,8 @@ async def ingest_chunk(
     """At most ``BATCH_SIZE`` requests ingested in one unit of work (all or nothing) that
     records ``idempotency_key`` (as ``<kind>:<key>``) and ``episode`` (the text whose
     statements the requests are: :mod:`.texts`); either already recorded, nothing is
-    written and each request is reported as a replayed ingest. ``extractions``: what a language model read in each
-    request (None for one the entity extractor is to read)."""
+    written and each request is reported as a replayed ingest. ``extractions``: what a
+    language model read in each request (None for one the entity extractor is to read)."""
     if len(requests) > BATCH_SIZE:
         raise ValueError(f"a chunk holds at most {BATCH_SIZE} requests, not {len(requests)}")
     store = deps.store
