@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -520,3 +521,44 @@ def test_ingest_reports_each_over_limit_line_by_the_field_it_names(tmp_path: Pat
     assert "ingested 1 line(s): created 1" in result.stdout
     assert f"{len(cases)} bad line(s) skipped" in result.stdout
     assert len(result.stderr) < 300 * len(cases)  # no input echoed back whole
+
+
+@pytest.mark.postgres
+def test_ingest_text_stores_a_conversation_as_one_episode(store_url: str, tmp_path: Path) -> None:
+    """``--text``: a JSON list of turns is a conversation, stored once; a plain file is a
+    document; a bad turn is refused naming its field, and nothing is stored."""
+    conversation = tmp_path / "standup.json"
+    conversation.write_text(
+        json.dumps(
+            [
+                {
+                    "speaker": "ann",
+                    "text": "The CI runners moved to Ubuntu 24.04. They reboot at 3am.",
+                },
+                {"speaker": "bob", "text": "Builds now cache their layers in the S3 bucket."},
+            ]
+        )
+    )
+    first = run("ingest", "--text", str(conversation), "--tag", "ci", database_url=store_url)
+    assert 0 == first.returncode, first.stderr
+    lines = first.stdout.splitlines()
+    assert re.fullmatch(r"episode [0-9a-f-]{36}: 2 statement\(s\)", lines[0]), lines
+    assert [line.split()[1] for line in lines[1:]] == ["created", "created"]
+    again = run("ingest", "--text", str(conversation), "--tag", "ci", database_url=store_url)
+    assert lines[0] == again.stdout.splitlines()[0]
+    assert [line.split()[1] for line in again.stdout.splitlines()[1:]] == ["deduplicated"] * 2
+
+    document = tmp_path / "notes.txt"
+    document.write_text("[draft] The runbook lives in the wiki. Pages go to the on-call phone.")
+    told = run("ingest", "--text", str(document), database_url=store_url)
+    assert 0 == told.returncode, told.stderr
+    assert "2 statement(s)" in told.stdout
+
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps([{"speaker": "ann", "words": "no text field"}]))
+    refused = run("ingest", "--text", str(bad), database_url=store_url)
+    assert 2 == refused.returncode, refused.stdout + refused.stderr
+    assert "text[0].words" in refused.stderr
+    assert "Traceback" not in refused.stderr
+    stats = json.loads(run("stats", "--json", database_url=store_url).stdout)
+    assert 4 == stats["total"]

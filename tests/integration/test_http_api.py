@@ -1095,3 +1095,71 @@ async def test_a_query_over_http_says_how_many_near_duplicates_it_folded(api: Ap
     assert [4] == [entry["folded"] for entry in body["entries"]]
     view = document["components"]["schemas"]["EntryView"]
     assert "integer" == view["properties"]["folded"]["type"]
+
+
+# --------------------------------------------------------------------------- texts
+
+
+async def test_a_conversation_posted_to_texts_is_one_episode_with_neighbours(api: Api) -> None:
+    conversation = [
+        {"speaker": "ann", "text": "The billing cluster runs PostgreSQL 16.", "at": "2026-03-02"},
+        {"speaker": "bob", "text": "Its replica lags by two seconds at peak."},
+        {"speaker": "ann", "text": "We page the database team above five seconds."},
+    ]
+    told = await api.http.post(
+        f"{API}/texts", json={"text": conversation, "access_scope": "private"}, headers=ALICE
+    )
+    assert 200 == told.status_code, told.text
+    body = told.json()
+    assert ["created"] * 3 == [s["outcome"] for s in body["statements"]]
+    again = await api.http.post(
+        f"{API}/texts", json={"text": conversation, "access_scope": "private"}, headers=ALICE
+    )
+    assert body["episode_id"] == again.json()["episode_id"]
+    assert ["deduplicated"] * 3 == [s["outcome"] for s in again.json()["statements"]]
+
+    found = await api.http.post(
+        f"{API}/query",
+        json={"query": "replica lags", "mode": "lexical", "context_window": 1},
+        headers=ALICE,
+    )
+    (hit,) = found.json()["entries"]
+    assert (body["episode_id"], 1) == (hit["episode_id"], hit["position"])
+    assert [0, 2] == [n["position"] for n in hit["neighbours"]]
+    assert "ann: The billing cluster runs PostgreSQL 16." == hit["neighbours"][0]["content"]
+
+    episode = await api.http.get(f"{API}/episodes/{body['episode_id']}", headers=ALICE)
+    assert 200 == episode.status_code
+    assert conversation[1]["text"] == episode.json()["text"][1]["text"]
+    assert "2026-03-02T00:00:00+00:00" == episode.json()["text"][0]["at"]
+    assert 3 == len(episode.json()["statements"])
+    # another principal sees nothing of it
+    assert_error(
+        await api.http.get(f"{API}/episodes/{body['episode_id']}", headers=BOB), 404, "not_found"
+    )
+    theirs = await api.http.post(
+        f"{API}/query", json={"query": "replica lags", "context_window": 5}, headers=BOB
+    )
+    assert [] == theirs.json()["entries"]
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"text": [{"speaker": "ann"}]}, "text[0].text"),
+        ({"text": "fine", "access_scope": "galactic"}, "access_scope"),
+        ({"text": "x" * 4_001}, "text"),
+        ({"text": "fine", "speaker": "ann"}, "speaker"),
+    ],
+)
+async def test_a_bad_text_is_400_naming_the_field_and_stores_nothing(
+    api: Api, body: dict[str, Any], field: str
+) -> None:
+    response = await api.http.post(f"{API}/texts", json=body, headers=ALICE)
+    assert_error(response, 400, "validation_error", field)
+    stats = await api.http.get(f"{API}/stats", headers=ALICE)
+    assert 0 == stats.json()["total"]
+
+
+async def test_an_episode_id_that_is_not_a_uuid_is_400(api: Api) -> None:
+    assert_error(await api.http.get(f"{API}/episodes/nope"), 400, "validation_error", "episode_id")

@@ -379,3 +379,36 @@ async def test_store_many_reports_progress_per_chunk(mesh: Mesh, mode: str) -> N
     outcomes = [r["outcome"] for r in result.structured_content["results"]]
     assert ["created"] * 300 == outcomes
     assert [(256, 300), (300, 300)] == seen
+
+
+async def test_a_private_conversation_is_one_episode_only_its_owner_sees(mesh: Mesh) -> None:
+    """store_text over MCP: one episode of statements, neighbours at query time, the same
+    conversation again storing nothing; another principal sees neither the episode nor its
+    statements."""
+    ship = unique("Zephyr ships")
+    turns = [
+        {"speaker": "alice", "text": f"{ship} on the third of May."},
+        {"speaker": "carol", "text": f"The {ship} launch needs the new signing keys."},
+        {"speaker": "alice", "text": "Security rotates those keys on Monday."},
+    ]
+    async with http_client(mesh.url, "tok-alice") as alice:
+        told = await ok(alice, "store_text", {"text": turns, "access_scope": "private"})
+        assert ["created"] * 3 == [s["outcome"] for s in told["statements"]]
+        again = await ok(alice, "store_text", {"text": turns, "access_scope": "private"})
+        assert told["episode_id"] == again["episode_id"]
+        assert ["deduplicated"] * 3 == [s["outcome"] for s in again["statements"]]
+        found = await ok(
+            alice,
+            "query_knowledge",
+            {"query": "signing keys launch", "mode": "lexical", "context_window": 1},
+        )
+        (hit,) = [e for e in found["entries"] if e["episode_id"] == told["episode_id"]][:1]
+        near = {n["position"] for n in hit["neighbours"]}
+        assert near and near <= {hit["position"] - 1, hit["position"] + 1}
+        episode = await ok(alice, "get_episode", {"episode_id": told["episode_id"]})
+        assert [t["text"] for t in episode["text"]] == [t["text"] for t in turns]
+    async with http_client(mesh.url, "tok-bob") as bob:
+        refusal = await refused(bob, "get_episode", {"episode_id": told["episode_id"]})
+        assert "not_found" == refusal["type"]
+        theirs = await ok(bob, "query_knowledge", {"query": ship, "context_window": 5})
+        assert ship not in json.dumps(theirs)

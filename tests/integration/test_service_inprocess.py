@@ -521,3 +521,31 @@ async def test_mixed_principals_in_one_batch_keep_their_visibility_and_attributi
         credited = await uow.entries.by_agent("claude-7")
     assert {"alice", "bob"} == sources
     assert ["gateway"] == [entry.owner_id for entry in credited]
+
+
+async def test_a_conversation_over_the_bus_is_one_episode_read_back_over_rpc(mesh: Mesh):
+    """store_text is checked before it is published (a bad turn publishes nothing), carried
+    on the ingest queue and stored by the service once; the episode and the neighbours
+    come back over RPC."""
+    with pytest.raises(ValidationError) as refused:
+        await mesh.client.store_text([{"speaker": "ann", "text": 7}])
+    assert "text[0].text" == refused.value.field
+    turns = [
+        {"speaker": "ann", "text": "The edge proxies run Envoy 1.31.", "at": "2026-04-01T08:00Z"},
+        {"speaker": "ben", "text": "Envoy reloads its listeners without dropping connections."},
+    ]
+    dispatch = await mesh.client.store_text(turns, tags=["edge"])
+    assert "store_text" == dispatch.action
+    assert "2026-04-01T08:00:00+00:00" == dispatch.payload["text"][0]["at"]
+    await eventually(lambda: _at_least(mesh, 2), "the statements are stored")
+    await mesh.client.store_text(turns, tags=["edge"])  # the same again: nothing new
+    found = await mesh.client.query_knowledge(
+        query="envoy listeners reload", mode="lexical", min_confidence=0, context_window=1
+    )
+    hit = next(e for e in found.entries if e.position == 1)
+    assert [0] == [n.position for n in hit.neighbours]
+    episode = await mesh.client.get_episode(hit.episode_id)
+    assert ["ann", "ben"] == [t["speaker"] for t in episode.text]
+    assert 2 == len(episode.statements)
+    await mesh.service.stop()  # every message handled
+    assert 2 == await mesh.total()

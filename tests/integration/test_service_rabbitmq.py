@@ -345,3 +345,23 @@ async def test_a_killed_service_restarts_and_stores_every_ingest_exactly_once(
             await watcher.close()
         await client_bus.close()
         await postgres_server.drop_database(database)
+
+
+async def test_a_conversation_through_rabbitmq_is_one_episode_on_postgresql(mesh: Mesh):
+    turns = [
+        {"speaker": "ann", "text": "The search cluster runs OpenSearch 2.15."},
+        {"speaker": "ben", "text": "OpenSearch snapshots go to the cold bucket nightly."},
+    ]
+    dispatch = await mesh.client.store_text(turns)
+    assert "store_text" == dispatch.action
+    await eventually(lambda: at_least(mesh, 2), "the statements are stored")
+    found = await mesh.client.query_knowledge(
+        query="opensearch snapshots cold bucket",
+        mode="lexical",
+        min_confidence=0,
+        context_window=1,
+    )
+    hit = next(e for e in found.entries if e.position == 1)
+    assert [0] == [n.position for n in hit.neighbours]
+    episode = await mesh.client.get_episode(hit.episode_id)
+    assert [t["text"] for t in turns] == [t["text"] for t in episode.text]

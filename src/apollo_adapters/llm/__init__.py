@@ -1,4 +1,5 @@
-"""Language models: an OpenAI-compatible chat adapter (contradiction judge and GAS)."""
+"""Language models: an OpenAI-compatible chat adapter (contradiction judge, GAS, text
+splitter)."""
 
 from .openai_chat import OpenAIChatModel
 

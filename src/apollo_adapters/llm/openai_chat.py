@@ -1,10 +1,12 @@
 """An OpenAI-compatible chat model (``POST {base_url}/chat/completions``) with JSON output.
 
-It serves two ports: :class:`~apollo_domain.ports.ContradictionJudge` and
-:class:`~apollo_domain.ports.GasLanguageModel`. Answers are requested as JSON objects
-(``response_format={"type": "json_object"}``) and then validated item by item: a
-malformed item is dropped, never passed on. Transport failures (connection, timeout,
-non-2xx status, a reply that is not a chat completion) raise :class:`TransportError`.
+It serves three ports: :class:`~apollo_domain.ports.ContradictionJudge`,
+:class:`~apollo_domain.ports.GasLanguageModel` and :class:`~apollo_domain.ports.TextSplitter`.
+Answers are requested as JSON objects (``response_format={"type": "json_object"}``) and
+then validated item by item: a malformed item is dropped, never passed on. Transport
+failures (connection, timeout, non-2xx status, a reply that is not a chat completion)
+raise :class:`TransportError`, and so does a split that cannot be used whole (a text too
+long to send, an answer without statements, too many or oversized statements).
 """
 
 from __future__ import annotations
@@ -16,13 +18,31 @@ from typing import Any
 
 import httpx
 
+from apollo_domain import bounds as b
+from apollo_domain.entities import (
+    CO_OCCURS,
+    MAX_NAME_CHARS,
+    EntityMention,
+    Extraction,
+    TypedMention,
+    normalize_entity_name,
+    normalize_relation,
+)
+from apollo_domain.episodes import Statement, Turn
 from apollo_domain.errors import TransportError
 from apollo_domain.model import RelationType
+from apollo_domain.normalize import is_visible
+from apollo_domain.services.entities import MAX_ENTITIES_PER_ENTRY
+from apollo_domain.validation import storable_text
 
 from ..http_credentials import split_credentials
 
 MAX_PROMPT_CHARS = 6_000
 MAX_ITEMS = 20
+#: The longest conversation :meth:`OpenAIChatModel.split` sends, as numbered: a longer one
+#: is refused, never clipped (a clipped text would lose statements without saying so).
+MAX_SPLIT_PROMPT_CHARS = 120_000
+MAX_KIND_CHARS = 50
 
 _CONTRADICTS = (
     "You compare two statements from a knowledge base. Two statements contradict when "
@@ -57,12 +77,29 @@ _ANTICIPATE = (
     'ask next. Answer with JSON only: {"questions": ["..."]}.'
 )
 
+_SPLIT = (
+    "Split the numbered turns of a text or conversation into atomic, self-contained "
+    "statements of fact, in order. Each statement says one thing and makes sense on its "
+    "own: replace pronouns and other references (I, you, he, she, it, they, this, there) "
+    "by the names they stand for, the speaker's name for I. Keep every fact the text "
+    "states, add none, and leave out greetings and filler. turn is the number of the turn "
+    "the statement comes from. entities lists the entities the statement names (people, "
+    "places, organizations, products, dates, quantities, identifiers), each with its "
+    "name as written and an optional kind. edges lists the typed relations the statement "
+    "states between two of its entities: src and dst are names from its entities and "
+    "relation is a short snake_case verb phrase (works_at, lives_in, uses). Answer with "
+    'JSON only: {"statements": [{"text": "...", "turn": 0, "entities": [{"name": "...", '
+    '"kind": "..."}], "edges": [{"src": "...", "relation": "...", "dst": "..."}]}]}; use '
+    "an empty list when the text states nothing."
+)
+
 _FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
 _RELATION_TYPES = frozenset(t.value for t in RelationType)
 
 
 class OpenAIChatModel:
-    """Contradiction judge and GAS language model over an OpenAI-compatible chat API.
+    """Contradiction judge, GAS language model and text splitter over an OpenAI-compatible
+    chat API.
 
     Pass ``client`` to share an ``httpx.AsyncClient``; one created here is closed by
     :meth:`aclose`. Credentials in ``base_url`` (``user:password@``) are sent as basic
@@ -187,6 +224,45 @@ class OpenAIChatModel:
         questions = [text for text in map(_text, _items(answer, "questions")) if text]
         return questions[:MAX_ITEMS]
 
+    # ------------------------------------------------------------------ TextSplitter
+
+    async def split(self, turns: Sequence[Turn]) -> list[Statement]:
+        """One call for the whole text. Malformed statements (no visible text, a turn that
+        is not one of ``turns``), entities and edges are dropped; :class:`TransportError`
+        for a text over :data:`MAX_SPLIT_PROMPT_CHARS` once numbered (before any request),
+        an answer without a ``statements`` list, more than
+        :data:`~apollo_domain.bounds.STATEMENTS` statements or one over
+        :data:`~apollo_domain.bounds.STATEMENT`."""
+        if not turns:
+            return []
+        conversation = "\n".join(_numbered_turn(i, turn) for i, turn in enumerate(turns))
+        if len(conversation) > MAX_SPLIT_PROMPT_CHARS:
+            raise TransportError(
+                f"the text is too long for {self.model}: {len(conversation):,} characters "
+                f"once its turns are numbered; at most {MAX_SPLIT_PROMPT_CHARS:,} are sent"
+            )
+        answer = await self._ask(_SPLIT, conversation)
+        items = answer.get("statements") if isinstance(answer, Mapping) else None
+        if not isinstance(items, list):
+            raise TransportError(f"{self.model} gave no statements: {answer!r:.200}")
+        statements = [
+            statement
+            for statement in (_statement(item, turns) for item in items)
+            if statement is not None
+        ]
+        if len(statements) > b.STATEMENTS.limit:
+            raise TransportError(
+                f"{self.model} split the text into {len(statements):,} statements; at most "
+                f"{b.STATEMENTS.limit:,} are allowed ({b.STATEMENTS.name})"
+            )
+        for position, statement in enumerate(statements):
+            if len(statement.text) > b.STATEMENT.limit:
+                raise TransportError(
+                    f"{self.model} gave statement {position} of {len(statement.text):,} "
+                    f"characters; at most {b.STATEMENT.limit:,} are allowed ({b.STATEMENT.name})"
+                )
+        return statements
+
     # ------------------------------------------------------------------ transport
 
     def _http(self) -> httpx.AsyncClient:
@@ -278,6 +354,78 @@ def _number(value: Any) -> float | None:
         return float(value)
     except (ValueError, OverflowError):
         return None
+
+
+def _numbered_turn(index: int, turn: Turn) -> str:
+    head = f"[{index}]"
+    if turn.speaker is not None:
+        head += f" {turn.speaker}"
+    if turn.at is not None:
+        head += f" ({turn.at.isoformat()})"
+    return f"{head}: {turn.text}"
+
+
+def _statement(item: Any, turns: Sequence[Turn]) -> Statement | None:
+    """The statement ``item`` describes, or None when it has no visible text or no turn
+    of ``turns``; its entities and edges are read by :func:`_extraction` when it lists
+    entities (else the entity extractor reads its text)."""
+    if not isinstance(item, Mapping):
+        return None
+    text = _visible(item.get("text"))
+    index = item.get("turn")
+    if text is None or not isinstance(index, int) or isinstance(index, bool):
+        return None
+    if not 0 <= index < len(turns):
+        return None
+    turn = turns[index]
+    # the model's entities when it listed some (a list, maybe empty), else the extractor's
+    read = _extraction(item) if isinstance(item.get("entities"), list) else None
+    return Statement(text, index, turn.speaker, turn.at, read)
+
+
+def _extraction(item: Mapping[str, Any]) -> Extraction:
+    """The statement's entities (the first :data:`MAX_ENTITIES_PER_ENTRY` well-formed names,
+    one per normalized name) and its edges between them (as many, relations normalized)."""
+    named: dict[str, EntityMention] = {}
+    for raw in _listed(item.get("entities")):
+        name = _visible(raw.get("name"))
+        if name is None or len(name) > MAX_NAME_CHARS or _key(name) in named:
+            continue
+        kind = _visible(raw.get("kind"))
+        kind = kind.lower() if kind is not None and len(kind) <= MAX_KIND_CHARS else None
+        named[_key(name)] = EntityMention(name, kind)
+        if len(named) == MAX_ENTITIES_PER_ENTRY:
+            break
+    edges: dict[tuple[str, str, str], TypedMention] = {}
+    for raw in _listed(item.get("edges")):
+        src, dst = named.get(_key(raw.get("src"))), named.get(_key(raw.get("dst")))
+        relation = raw.get("relation")
+        relation = normalize_relation(relation) if isinstance(relation, str) else ""
+        if src is None or dst is None or src.key == dst.key or relation in ("", CO_OCCURS):
+            continue
+        edges.setdefault((src.key, relation, dst.key), TypedMention(src.name, relation, dst.name))
+        if len(edges) == MAX_ENTITIES_PER_ENTRY:
+            break
+    return Extraction(tuple(named.values()), tuple(edges.values()))
+
+
+def _listed(value: Any) -> list[Mapping[str, Any]]:
+    """The objects of ``value`` when it is a list; anything else in it is dropped."""
+    return [v for v in value if isinstance(v, Mapping)] if isinstance(value, list) else []
+
+
+def _key(value: Any) -> str:
+    """The normalized name ``value`` stands for ("" for none)."""
+    name = _visible(value)
+    return "" if name is None else normalize_entity_name(name)
+
+
+def _visible(value: Any) -> str | None:
+    """``value`` stripped and storable, when it is a string that shows something."""
+    if not isinstance(value, str):
+        return None
+    text = storable_text(value).strip()
+    return text if is_visible(text) else None
 
 
 def _clip(text: str) -> str:

@@ -24,6 +24,7 @@ from apollo_domain.commands import StoreKnowledge, aliases_of, unalias
 from apollo_domain.errors import ApolloError, ConfigurationError, ValidationError
 from apollo_domain.handlers import store_item
 from apollo_domain.model import Outcome, Principal
+from apollo_domain.results import TextResult
 from apollo_domain.services import IngestItem, ingest_each
 from apollo_domain.services.bulk_ingest import BATCH_SIZE
 from apollo_domain.validation import MAX_JSON_DEPTH
@@ -221,7 +222,56 @@ async def ingest_lines(
     progress.update(number, report.stored)
 
 
+def read_text(path: str) -> str | list[Any]:
+    """What ``apollo ingest --text`` stores: the file (``-``: stdin) as one text, a JSON list
+    (of turns) as a conversation. A file over the ``MESSAGE`` bound is refused unread."""
+    try:
+        if path == "-":
+            raw = sys.stdin.buffer.read(MESSAGE.limit + 1)
+        else:
+            with Path(path).open("rb") as handle:
+                raw = handle.read(MESSAGE.limit + 1)
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if len(raw) > MESSAGE.limit:
+        raise UsageError(f"{path} is over {MESSAGE.limit:,} bytes ({MESSAGE.name})")
+    text = raw.decode("utf-8", errors="replace")
+    if text.lstrip().startswith("["):
+        try:
+            turns = json.loads(text)
+        except (json.JSONDecodeError, RecursionError):
+            return text
+        if isinstance(turns, list):
+            return turns
+    return text
+
+
+def cmd_ingest_text(args: argparse.Namespace) -> int:
+    """``apollo ingest --text FILE``: one ``store_text``; prints the episode and each
+    statement's outcome."""
+    settings = load_settings(args)
+    text = read_text(args.file)
+
+    async def run() -> TextResult:
+        async with open_apollo(settings) as apollo:
+            client = apollo.client(args.agent, principal_of(args))
+            return await client.store_text(text, tags=args.tag, access_scope=args.scope)
+
+    told = run_async(run())
+    print(f"episode {told.episode_id}: {len(told.statements)} statement(s)")
+    for position, result in enumerate(told.statements):
+        said = result.outcome.value
+        if result.entry_id is not None:
+            said += f" {result.entry_id}"
+        if result.reason:
+            said += f" ({result.reason})"
+        print(f"  {position}: {said}")
+    return EXIT_OK
+
+
 def cmd_ingest(args: argparse.Namespace) -> int:
+    if getattr(args, "text", False):
+        return cmd_ingest_text(args)
     settings = load_settings(args)
     lines, total, handle = _open_lines(args.file)
     progress = Progress(total, sys.stderr)
@@ -265,6 +315,8 @@ __all__ = [
     "IngestReport",
     "Progress",
     "cmd_ingest",
+    "cmd_ingest_text",
     "ingest_lines",
     "parse_line",
+    "read_text",
 ]

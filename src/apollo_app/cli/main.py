@@ -242,9 +242,32 @@ def build_parser() -> argparse.ArgumentParser:
         "submitted_by, submitted_from, agent_id (or source_agent). Bad lines are reported "
         "with their number and skipped. A progress bar shows on a terminal only; the last "
         "line sums up. Exit 0 when the valid lines were stored, 1 when the store failed or "
-        "when no line could be stored because every line was bad.",
+        "when no line could be stored because every line was bad. With --text, FILE is "
+        "one text instead: a document, or a conversation as a JSON list of {speaker, text, "
+        "at} turns, stored as one episode of statements (store_text).",
     )
-    ingest.add_argument("file", metavar="FILE.jsonl", help="the JSONL file, or - for stdin")
+    ingest.add_argument(
+        "file", metavar="FILE", help="the JSONL file (or, with --text, the text), - for stdin"
+    )
+    ingest.add_argument(
+        "--text",
+        action="store_true",
+        help="FILE is one text: a JSON list of turns is a conversation, anything else a "
+        "document; printed: the episode id and one line per statement",
+    )
+    ingest.add_argument(
+        "--tag",
+        action="append",
+        default=None,
+        metavar="TAG",
+        help="with --text: a tag of every statement (repeatable)",
+    )
+    ingest.add_argument(
+        "--scope",
+        choices=("global", "team", "private"),
+        default="global",
+        help="with --text: the episode's access scope (team and private need --principal)",
+    )
     ingest.add_argument(
         "--agent",
         default=DEFAULT_AGENT,
