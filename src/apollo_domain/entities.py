@@ -12,7 +12,9 @@ are bi-temporal: a new relation between the same (src, dst) pair retires the liv
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from datetime import datetime
+from itertools import combinations
 from typing import Final
 from uuid import UUID
 
@@ -59,10 +61,13 @@ class TypedMention:
 
 @frozen
 class Extraction:
-    """What an extractor found in one text."""
+    """What an extractor found in one text; ``nearby``: the entities the statements next to
+    it in its episode name (``store_text``), which co-occur with its own without being
+    mentioned by it."""
 
     entities: tuple[EntityMention, ...] = ()
     edges: tuple[TypedMention, ...] = ()
+    nearby: tuple[EntityMention, ...] = ()
 
     def resolvable(self) -> tuple[EntityMention, ...]:
         """The mentions with a non-empty key, first mention of each key only; the
@@ -112,6 +117,18 @@ class EntityEdge:
         return self.valid_from <= when and (self.valid_to is None or when < self.valid_to)
 
 
+def co_occurring_pairs(
+    entity_ids: Sequence[UUID], beside: Sequence[UUID] = ()
+) -> list[tuple[UUID, UUID]]:
+    """The ``co_occurs`` pairs an entry makes, each once in canonical order, sorted: every
+    pair of distinct ``entity_ids`` (the entities it names), and each of them with each of
+    ``beside`` (those named next to it in its episode), never two of ``beside`` together."""
+    own = list(dict.fromkeys(entity_ids))
+    pairs = {canonical_pair(a, b) for a, b in combinations(own, 2)}
+    pairs.update(canonical_pair(a, b) for a in own for b in dict.fromkeys(beside) if a != b)
+    return sorted(pairs)
+
+
 def canonical_pair(a: UUID, b: UUID) -> tuple[UUID, UUID]:
     """The stored order of an undirected pair."""
     return (a, b) if a < b else (b, a)
@@ -125,6 +142,7 @@ __all__ = [
     "Extraction",
     "TypedMention",
     "canonical_pair",
+    "co_occurring_pairs",
     "normalize_entity_name",
     "normalize_relation",
 ]

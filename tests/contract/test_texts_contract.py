@@ -282,3 +282,29 @@ async def test_episodes_of_concurrent_texts_stay_apart(make_apollo):
         assert [c for _, c in await _entries_of(apollo, t.episode_id)] == [
             f"Agent {i} runs shard {i} of the index. It holds {i} GB."
         ]
+
+
+async def test_statements_said_next_to_each_other_co_occur_in_the_entity_graph(make_apollo):
+    """Adjacent statements' entities are linked (co_occurs), each statement tagged only
+    with what it names itself; statements further apart are not linked."""
+    apollo = await make_apollo()
+    ann = apollo.client("claude-ann", ANN)
+    await ann.store_text(
+        [
+            {"speaker": "ann", "text": "Did Marta Quispe move to Lisbon?"},
+            {"speaker": "bob", "text": "Yes, the Lisbon office took her in March."},
+            {"speaker": "ann", "text": "Then Kestrel Labs loses its best engineer."},
+            {"speaker": "bob", "text": "Ravenna Bank will hire nobody this year."},
+        ]
+    )
+    lisbon = await ann.entity("Lisbon")
+    linked = {
+        name.lower()
+        for edge in lisbon.edges
+        if edge.relation == "co_occurs"
+        for name in (edge.src, edge.dst)
+    }
+    assert {"marta quispe", "kestrel labs"} <= linked, lisbon
+    assert "ravenna bank" not in linked
+    marta = await ann.entity("Marta Quispe")
+    assert [m.snippet for m in marta.entries] == ["ann: Did Marta Quispe move to Lisbon?"]

@@ -7,7 +7,6 @@ import uuid
 from collections.abc import Collection, Sequence
 from datetime import datetime
 from functools import partial
-from itertools import combinations
 from typing import Protocol
 from uuid import UUID
 
@@ -18,7 +17,7 @@ from apollo_domain.entities import (
     Entity,
     EntityEdge,
     EntityMention,
-    canonical_pair,
+    co_occurring_pairs,
     normalize_entity_name,
 )
 from apollo_domain.model import Entry, Status, Viewer
@@ -88,12 +87,14 @@ class GraphTable:
         self._mentioned_by[entity_id].discard(entry_id)
 
     def link_co_occurring(
-        self, entry_id: UUID, entity_ids: Sequence[UUID], now: datetime, undo: Undo
+        self,
+        entry_id: UUID,
+        entity_ids: Sequence[UUID],
+        now: datetime,
+        undo: Undo,
+        beside: Sequence[UUID] = (),
     ) -> None:
-        for a, b in combinations(dict.fromkeys(entity_ids), 2):
-            if a == b:
-                continue
-            src, dst = canonical_pair(a, b)
+        for src, dst in co_occurring_pairs(entity_ids, beside):
             edge_id = self._live.get((src, dst, CO_OCCURS))
             if edge_id is None:
                 edge_id = self._insert(EntityEdge(uuid.uuid4(), src, dst, CO_OCCURS, (), now), undo)

@@ -315,10 +315,14 @@ class InMemoryEntityGraph(_Repository):
         self._store._entries.graph.tag(entry_id, entity_ids, self._uow._open("graph"))
 
     async def link_co_occurring(
-        self, entry_id: UUID, entity_ids: Sequence[UUID], now: datetime
+        self,
+        entry_id: UUID,
+        entity_ids: Sequence[UUID],
+        now: datetime,
+        beside: Sequence[UUID] = (),
     ) -> None:
         undo = self._uow._open("graph")
-        self._store._entries.graph.link_co_occurring(entry_id, entity_ids, now, undo)
+        self._store._entries.graph.link_co_occurring(entry_id, entity_ids, now, undo, beside)
 
     async def relate(
         self, src_id: UUID, relation: str, dst_id: UUID, entry_id: UUID, now: datetime

@@ -5,7 +5,6 @@ from __future__ import annotations
 import uuid
 from collections.abc import Collection, Sequence
 from datetime import UTC, datetime
-from itertools import combinations
 from uuid import UUID
 
 from psycopg import sql
@@ -14,7 +13,7 @@ from apollo_domain.entities import (
     Entity,
     EntityEdge,
     EntityMention,
-    canonical_pair,
+    co_occurring_pairs,
     normalize_entity_name,
 )
 from apollo_domain.model import Entry, Viewer
@@ -187,11 +186,13 @@ class PostgresEntityGraph:
         )
 
     async def link_co_occurring(
-        self, entry_id: UUID, entity_ids: Sequence[UUID], now: datetime
+        self,
+        entry_id: UUID,
+        entity_ids: Sequence[UUID],
+        now: datetime,
+        beside: Sequence[UUID] = (),
     ) -> None:
-        pairs = sorted(
-            {canonical_pair(a, b) for a, b in combinations(dict.fromkeys(entity_ids), 2)}
-        )
+        pairs = co_occurring_pairs(entity_ids, beside)
         if not pairs:
             return
         sources, targets = [p[0] for p in pairs], [p[1] for p in pairs]

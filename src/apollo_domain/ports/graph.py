@@ -74,11 +74,17 @@ class EntityGraph(Protocol):
         """Record that the entry mentions these entities (idempotent)."""
 
     async def link_co_occurring(
-        self, entry_id: UUID, entity_ids: Sequence[UUID], now: datetime
+        self,
+        entry_id: UUID,
+        entity_ids: Sequence[UUID],
+        now: datetime,
+        beside: Sequence[UUID] = (),
     ) -> None:
-        """One ``co_occurs`` edge per pair of distinct ids, stored once in canonical order
-        (``src_id < dst_id``) and created live at ``now`` if absent; the entry is added to the
-        edge's supporting entries."""
+        """One ``co_occurs`` edge per pair of :func:`~apollo_domain.entities.
+        co_occurring_pairs` (each pair of distinct ``entity_ids``, and each of them with
+        each of ``beside``), stored once in canonical order (``src_id < dst_id``) and
+        created live at ``now`` if absent; the entry is added to the edge's supporting
+        entries."""
 
     async def relate(
         self, src_id: UUID, relation: str, dst_id: UUID, entry_id: UUID, now: datetime

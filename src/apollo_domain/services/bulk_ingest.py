@@ -99,6 +99,29 @@ async def ingest_many(
     return results
 
 
+#: The statements on either side of one in its episode whose entities co-occur with its own.
+EPISODE_WINDOW = 1
+
+
+def beside_each_other(extractions: Sequence[Extraction]) -> list[Extraction]:
+    """Each statement's extraction with the entities of the :data:`EPISODE_WINDOW`
+    statements before and after it as ``nearby``: the graph treats statements said next to
+    each other as co-occurring (what one turn names, the next answers about)."""
+    window = EPISODE_WINDOW
+    said = list(extractions)
+    return [
+        evolve(
+            extraction,
+            nearby=tuple(
+                mention
+                for other in said[max(0, i - window) : i] + said[i + 1 : i + 1 + window]
+                for mention in other.resolvable()
+            ),
+        )
+        for i, extraction in enumerate(said)
+    ]
+
+
 class Interrupted(Exception):
     """A concurrent writer changed what the chunk's reads found: redo it in order (here,
     and in :mod:`.group_ingest`, which decides its groups with a :class:`Chunk` too)."""
@@ -131,6 +154,8 @@ async def ingest_chunk(
         known if known is not None else await extract(deps.extractor, r.content)
         for r, known in zip(requests, given, strict=True)
     ]
+    if episode is not None:
+        read = beside_each_other(read)
     try:
         async with store.unit_of_work() as uow:
             if not await first_application(uow, kind, idempotency_key, deps.clock.now()) or (

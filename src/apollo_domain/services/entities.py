@@ -26,14 +26,21 @@ async def index_entry(
     uow: UnitOfWork, entry_id: UUID, extraction: Extraction, now: datetime
 ) -> None:
     """Resolve the entry's entities, tag the entry with them, connect every pair with a
-    ``co_occurs`` edge and record the typed edges the extractor read (in ``uow``)."""
+    ``co_occurs`` edge and record the typed edges the extractor read (in ``uow``). The
+    entities its episode neighbours name (``extraction.nearby``) are connected with its
+    own too, within the same cap, but the entry is not tagged with them: it does not
+    mention them, it was said beside them."""
     mentions = extraction.resolvable()[:MAX_ENTITIES_PER_ENTRY]
     if not mentions:
         return
-    entities = {e.key: e for e in await uow.graph.resolve(mentions, now)}
+    own = {m.key for m in mentions}
+    beside = list({m.key: m for m in extraction.nearby if m.key and m.key not in own}.values())
+    beside = beside[: MAX_ENTITIES_PER_ENTRY - len(mentions)]
+    entities = {e.key: e for e in await uow.graph.resolve([*mentions, *beside], now)}
     ids = [entities[m.key].id for m in mentions if m.key in entities]
     await uow.graph.tag(entry_id, ids)
-    await uow.graph.link_co_occurring(entry_id, ids, now)
+    near = [entities[m.key].id for m in beside if m.key in entities]
+    await uow.graph.link_co_occurring(entry_id, ids, now, beside=near)
     for edge in extraction.edges:
         src = entities.get(normalize_entity_name(edge.src))
         dst = entities.get(normalize_entity_name(edge.dst))
