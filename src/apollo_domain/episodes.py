@@ -216,7 +216,8 @@ def split_sentences(turns: Sequence[Turn]) -> list[Statement]:
     """The deterministic split: each turn into its sentences, in order, each keeping its
     turn's speaker and time. A sentence that opens with a word standing for something said
     before (:data:`ANAPHORA`) or has fewer than :data:`MIN_WORDS` words joins the sentence
-    before it in its turn. Turns that show nothing give nothing; a sentence is never cut
+    before it in its turn, or, at the turn's start, the first one after it that stands
+    alone ("Yes. The queue took an hour." is one statement). Turns that show nothing give nothing; a sentence is never cut
     (``store_text`` refuses one over :data:`~apollo_domain.bounds.STATEMENT`)."""
     statements: list[Statement] = []
     for index, turn in enumerate(turns):
@@ -227,6 +228,7 @@ def split_sentences(turns: Sequence[Turn]) -> list[Statement]:
 
 def _sentences(text: str) -> list[str]:
     kept: list[str] = []
+    opening = ""  # leaning sentences before the turn's first that stands alone
     for raw in _SENTENCE_END.split(text):
         sentence = " ".join(raw.split())
         if not is_visible(sentence):
@@ -235,8 +237,13 @@ def _sentences(text: str) -> list[str]:
         leans = not words or len(words) < MIN_WORDS or words[0] in ANAPHORA
         if kept and leans:
             kept[-1] = f"{kept[-1]} {sentence}"
+        elif leans:
+            opening = f"{opening} {sentence}".lstrip()
         else:
-            kept.append(sentence)
+            kept.append(f"{opening} {sentence}".lstrip())
+            opening = ""
+    if opening:
+        kept.append(opening)
     return kept
 
 
