@@ -217,8 +217,9 @@ def split_sentences(turns: Sequence[Turn]) -> list[Statement]:
     turn's speaker and time. A sentence that opens with a word standing for something said
     before (:data:`ANAPHORA`) or has fewer than :data:`MIN_WORDS` words joins the sentence
     before it in its turn, or, at the turn's start, the first one after it that stands
-    alone ("Yes. The queue took an hour." is one statement). Turns that show nothing give nothing; a sentence is never cut
-    (``store_text`` refuses one over :data:`~apollo_domain.bounds.STATEMENT`)."""
+    alone ("Yes. The queue took an hour." is one statement). Turns that show nothing give
+    nothing; a sentence is never cut (``store_text`` refuses one over
+    :data:`~apollo_domain.bounds.STATEMENT`)."""
     statements: list[Statement] = []
     for index, turn in enumerate(turns):
         for text in _sentences(turn.text):
