@@ -804,3 +804,35 @@ async def test_concurrent_reads_take_turns_when_the_pool_has_no_connection_to_sp
         assert [0, 0, 1, 1, 2, 2] == order
     finally:
         await single.close()
+
+
+async def test_the_planner_statistics_follow_the_stores_own_bulk_writes(
+    postgres_server: PostgresTestServer,
+) -> None:
+    """A bulk load past the threshold is analyzed in the background at once, not a minute
+    later by autovacuum: the planner then knows the tables are no longer empty."""
+    from apollo_app import Apollo
+
+    store = await fresh_store(postgres_server)
+    async with Apollo.with_store(store, closers=[store.close]) as apollo:
+
+        async def estimated() -> float:
+            async with store.connection() as conn:
+                cur = await conn.execute(
+                    "SELECT reltuples FROM pg_class WHERE oid = 'entries'::regclass"
+                )
+                row = await cur.fetchone()
+            assert row is not None
+            return float(row[0])
+
+        assert await estimated() <= 0  # never analyzed: the planner assumes it empty
+        items = [{"content": f"note {i} about shard {i % 17} of the index"} for i in range(300)]
+        await apollo.client("bulk-agent").store_many(items)
+        await store.statistics.settled()
+        # the first chunk (256) passed the threshold; the 44 after it (below 50 + 10 %
+        # of 256) wait for more
+        assert (1, 256) == (store.statistics.analyses, await estimated())
+        more = [{"content": f"later note {i} on replica {i % 5}"} for i in range(40)]
+        await apollo.client("bulk-agent").store_many(more)
+        await store.statistics.settled()
+        assert (2, 340) == (store.statistics.analyses, await estimated())

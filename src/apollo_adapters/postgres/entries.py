@@ -209,6 +209,8 @@ class PostgresEntryRepository:
         self._ef_search = ef_search
         self._ingest_ef_search = ingest_ef_search
         self._max_scan_tuples = max_scan_tuples
+        #: entries this unit of work inserted (told to the store when it commits)
+        self.added = 0
 
     async def add(self, entry: Entry) -> None:
         inserted = await self.add_many([entry])
@@ -229,6 +231,7 @@ class PostgresEntryRepository:
                 [value for entry in batch for value in _entry_values(entry)],
             )
             inserted.update(row["id"] for row in rows)
+        self.added += len(inserted)
         return inserted
 
     async def get(self, entry_id: UUID, *, with_embedding: bool = False) -> Entry | None:

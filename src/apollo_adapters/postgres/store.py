@@ -229,6 +229,8 @@ class PostgresUnitOfWork:
         scope = current_scope()
         wanted = scope is not None or self._store._replica is not None
         written = await self._session.commit(position=wanted)
+        if self.entries.added:
+            self._store.statistics.grew(self.entries.added)
         if written is not None:
             token = CausalToken(_lsn(written))
             self._store._wrote(token)
@@ -413,6 +415,8 @@ class PostgresStore:
         #: reads run on the replica, and reads it could not take by cause (for the metrics)
         self.replica_reads = 0
         self.replica_fallback_causes: dict[str, int] = dict.fromkeys(FALLBACK_CAUSES, 0)
+        #: keeps the planner's statistics current as this store's writes grow the tables
+        self.statistics = Statistics(self.connection)
 
     @classmethod
     async def open(
@@ -845,11 +849,91 @@ class PostgresStore:
         return self._pool_max
 
     async def close(self) -> None:
+        await self.statistics.close()
         if self._replica is not None:
             await self._replica.close()
         for lending in (*self._retired, self._lending):
             await lending.pool.close()
         self._retired.clear()
+
+
+#: The tables a write grows, analyzed together.
+ANALYZED_TABLES = (
+    "entries",
+    "evidence",
+    "entity_mentions",
+    "entity_edges",
+    "entity_edge_entries",
+    "entities",
+)
+#: When to analyze again: once this many entries, plus this share of those there were at
+#: the last analysis, have been added since (autovacuum's own defaults,
+#: ``autovacuum_analyze_threshold`` and ``autovacuum_analyze_scale_factor``).
+ANALYZE_THRESHOLD = 50
+ANALYZE_SCALE = 0.1
+
+
+class Statistics:
+    """Keeps the planner's statistics of :data:`ANALYZED_TABLES` current while this store's
+    own writes grow them, as PostgreSQL's guide advises after a bulk load ("Populating a
+    Database": run ANALYZE afterwards). Autovacuum would analyze them too, but up to a
+    minute later (``autovacuum_naptime``): meanwhile the queries after a bulk load are
+    planned for the empty tables the statistics still describe, and the graph signal's
+    joins run several times slower.
+
+    Past the threshold, one ANALYZE runs in the background, on a pooled connection, never
+    on a caller's path and never two at once in a process; across processes an advisory
+    lock lets one of them analyze and the others skip. A failed analysis is logged and
+    tried again at the next threshold: it never fails a write."""
+
+    LOCK_KEY = 0x415F414E414C59  # "A_ANALY"
+
+    def __init__(self, connection: Callable[[], Any]) -> None:
+        self._connection = connection
+        self._since = 0  # entries added since the last analysis began
+        self._base = 0.0  # entries there were then (the planner's estimate)
+        self._running: asyncio.Task[None] | None = None
+        self.analyses = 0  # analyses this process ran (for tests and the metrics)
+
+    def grew(self, added: int) -> None:
+        """``added`` entries were committed: start an analysis when they pass the threshold."""
+        self._since += added
+        if self._running is not None and not self._running.done():
+            return
+        if self._since < ANALYZE_THRESHOLD + ANALYZE_SCALE * self._base:
+            return
+        self._since = 0
+        self._running = asyncio.get_running_loop().create_task(
+            self._analyze(), name="apollo-analyze"
+        )
+
+    async def settled(self) -> None:
+        """Wait for the running analysis, if any, to end."""
+        if self._running is not None:
+            await asyncio.gather(self._running, return_exceptions=True)
+
+    async def close(self) -> None:
+        if self._running is not None and not self._running.done():
+            self._running.cancel()
+        await self.settled()
+
+    async def _analyze(self) -> None:
+        try:
+            async with self._connection() as conn, conn.transaction():
+                cur = await conn.execute("SELECT pg_try_advisory_xact_lock(%s)", (self.LOCK_KEY,))
+                locked = await cur.fetchone()
+                if locked and locked[0]:
+                    await conn.execute("ANALYZE " + ", ".join(ANALYZED_TABLES))
+                    self.analyses += 1
+                cur = await conn.execute(
+                    "SELECT greatest(reltuples, 0) FROM pg_class WHERE oid = 'entries'::regclass"
+                )
+                row = await cur.fetchone()
+                self._base = float(row[0]) if row else self._base
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # an optimization: the writes it follows are committed
+            log.warning("analyzing the tables failed (tried again later): %s", exc)
 
 
 async def _check_schema(conninfo: str, model_id: str, dimension: int) -> None:
