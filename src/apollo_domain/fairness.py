@@ -36,7 +36,7 @@ from __future__ import annotations
 import math
 import operator
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Final
 from uuid import UUID
 
@@ -164,12 +164,23 @@ def fair_page(
     credibility: Mapping[str, float],
     limit: int,
     fold_similarity: float,
+    near: Collection[tuple[UUID, UUID]] | None = None,
 ) -> list[Placed]:
     """The page of at most ``limit`` results the module docstring describes, best first.
 
     ``ranked``: the fused ranking (an entry missing from ``entries``, deleted since it was
     ranked, is left out); ``credibility``: each source agent's (a source missing counts as
-    new, 0.5)."""
+    new, 0.5); ``near``: the pairs of entries (smaller id first) whose embeddings are
+    within ``fold_similarity``, as the store compared them
+    (:meth:`~apollo_domain.ports.EntryReads.near_pairs`), else the entries' own
+    embeddings are compared here."""
+    units: dict[UUID, list[float]] = {}  # each entry's unit vector, made once per page
+
+    def close(a: Entry, b: Entry) -> bool:
+        if near is None:
+            return _embeddings_close(a, b, fold_similarity, units)
+        return ((a.id, b.id) if a.id < b.id else (b.id, a.id)) in near
+
     scored: list[tuple[float, bool, str, Fused, Entry]] = []
     for fused in ranked:
         entry = entries.get(fused.entry_id)
@@ -184,7 +195,6 @@ def fair_page(
     folded: list[int] = []
     by_source: dict[str, list[int]] = {}
     by_family: dict[tuple[str, frozenset[str]], int] = {}
-    units: dict[UUID, list[float]] = {}
     for score, _, _, fused, entry in scored:
         keys = _source_keys(entry)
         family = content_family(entry.content)
@@ -196,11 +206,7 @@ def fair_page(
         if into is None:
             earlier = sorted({i for key in keys for i in by_source.get(key, ())})
             into = next(
-                (
-                    i
-                    for i in earlier[:FOLD_COMPARISONS]
-                    if _embeddings_close(entry, shown[i][2], fold_similarity, units)
-                ),
+                (i for i in earlier[:FOLD_COMPARISONS] if close(entry, shown[i][2])),
                 None,
             )
         if into is not None:

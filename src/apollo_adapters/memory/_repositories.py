@@ -102,6 +102,12 @@ class InMemoryEntryRepository(_Repository):
         self._uow._open("entries")
         return self._store._entries.get_many(entry_ids, with_embedding)
 
+    async def near_pairs(
+        self, entry_ids: Collection[UUID], similarity: float
+    ) -> set[tuple[UUID, UUID]]:
+        self._uow._open("entries")
+        return self._store._entries.near_pairs(list(entry_ids), similarity)
+
     async def in_episodes(
         self, spans: Sequence[tuple[UUID, int, int]], viewer: Viewer | None
     ) -> list[Entry]:

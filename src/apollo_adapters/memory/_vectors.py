@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from uuid import UUID
 
 import numpy as np
 import numpy.typing as npt
@@ -20,6 +21,24 @@ class VectorSearch(EntryFilters):
         self, embedding: Sequence[float], flt: SearchFilter, limit: int
     ) -> list[ScoredEntry]:
         return self.nearest_many([embedding], flt, limit)[0]
+
+    def near_pairs(self, ids: Sequence[UUID], similarity: float) -> set[tuple[UUID, UUID]]:
+        """Pairs (smaller id first) of distinct live embedded rows among ``ids`` whose
+        cosine is at least ``similarity``: one product of their unit vectors."""
+        if self.matrix is None:
+            return set()
+        found = [(i, self.row_of[i]) for i in dict.fromkeys(ids) if i in self.row_of]
+        found = [(i, row) for i, row in found if self.has_emb[row]]
+        if len(found) < 2:
+            return set()
+        rows = np.array([row for _, row in found], dtype=np.intp)
+        block = self.matrix[rows]
+        close = np.argwhere(np.triu(block @ block.T >= np.float32(similarity), k=1))
+        pairs = set()
+        for a, b in close.tolist():
+            first, second = found[a][0], found[b][0]
+            pairs.add((first, second) if first < second else (second, first))
+        return pairs
 
     def nearest_many(
         self, embeddings: Sequence[Sequence[float]], flt: SearchFilter, limit: int

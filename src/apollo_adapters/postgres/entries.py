@@ -579,6 +579,21 @@ class PostgresEntryRepository:
         ).format(terms=terms, columns=columns, where=where.sql(), limit=where.param(limit))
         return await self._s.rows(statement, where.params)
 
+    async def near_pairs(
+        self, entry_ids: Collection[UUID], similarity: float
+    ) -> set[tuple[UUID, UUID]]:
+        ids = sorted(set(entry_ids))
+        if len(ids) < 2:
+            return set()
+        rows = await self._s.rows(
+            "SELECT a.id AS a, b.id AS b FROM entries a JOIN entries b ON a.id < b.id"
+            " WHERE a.id = ANY(%(ids)s) AND b.id = ANY(%(ids)s)"
+            " AND a.embedding IS NOT NULL AND b.embedding IS NOT NULL"
+            " AND (a.embedding <=> b.embedding) <= %(distance)s",
+            {"ids": ids, "distance": 1.0 - similarity},
+        )
+        return {(row["a"], row["b"]) for row in rows}
+
     async def in_episodes(
         self, spans: Sequence[tuple[UUID, int, int]], viewer: Viewer | None
     ) -> list[Entry]:

@@ -446,6 +446,29 @@ class StoreContract:
         assert [[s.entry.id for s in r] for r in singles] == [[s.entry.id for s in r] for r in many]
         assert [e.id for e in (*far, *ties[:1])] == [s.entry.id for s in many[1]]
 
+    async def test_near_pairs_are_the_pairs_at_the_cosine_asked_for(self, store: Store) -> None:
+        """Every pair of the given embedded entries at or above the cosine, once, smaller id
+        first (vector length does not matter); ids not asked for, unknown ids and entries
+        without a vector make no pair."""
+        a = make_entry("a", embedding=vector(2.0))
+        twin = make_entry("a twin", embedding=unit(1.0, 0.05))  # cosine 0.9988 with a
+        apart = make_entry("apart", embedding=unit(1.0, 1.0))  # cosine 0.707 with a
+        other = make_entry("not asked", embedding=unit(1.0))
+        bare = make_entry("no vector", embedding=None)
+        await seed(store, a, twin, apart, other, bare)
+        asked = [a.id, twin.id, apart.id, bare.id, uuid.uuid4()]
+        async with store.unit_of_work() as uow:
+            close = await uow.entries.near_pairs(asked, 0.99)
+            loose = await uow.entries.near_pairs(asked, 0.7)
+            none = await uow.entries.near_pairs([a.id], 0.0)
+
+        def pair(x: Entry, y: Entry) -> tuple[UUID, UUID]:
+            return (x.id, y.id) if x.id < y.id else (y.id, x.id)
+
+        assert {pair(a, twin)} == close
+        assert {pair(a, twin), pair(a, apart), pair(twin, apart)} == loose
+        assert set() == none
+
     async def test_the_id_only_searches_agree_with_the_full_ones(self, store: Store) -> None:
         """``nearest_ids`` and ``lexical_search_ids`` return the ids and scores of ``nearest``
         and ``lexical_search``: the same entries in the same order (ties by id, cut at the

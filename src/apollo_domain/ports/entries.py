@@ -127,6 +127,14 @@ class EntryReads(Protocol):
         """Entries by id (missing ids are absent from the result); their embeddings only
         when ``with_embedding``. One statement where the adapter can."""
 
+    async def near_pairs(
+        self, entry_ids: Collection[UUID], similarity: float
+    ) -> set[tuple[UUID, UUID]]:
+        """The pairs of distinct embedded entries among ``entry_ids`` whose embeddings'
+        cosine is at least ``similarity``, each as (smaller id, larger id): one read, the
+        embeddings compared where they are stored (a fair page's folding,
+        :func:`apollo_domain.fairness.fair_page`)."""
+
     async def find_by_hash(
         self,
         content_hash: str,

@@ -192,13 +192,12 @@ async def query(deps: Deps, caller: Caller, command: QueryKnowledge | Retrieve) 
         if not fused_ranking:
             return QueryResult(mode, ())
         started = _started(deps)  # the candidates whole (one deleted since is left out)
-        found.update(
-            await uow.entries.get_many([r.entry_id for r in fused_ranking], with_embedding=True)
-        )
+        ids = [r.entry_id for r in fused_ranking]
+        fold = deps.policy.corroboration_similarity
+        found.update(await uow.entries.get_many(ids))
+        near = await uow.entries.near_pairs(ids, fold)  # compared where they are stored
         credibility = await _credibility(uow, found.values())
-        ranked = fair_page(
-            fused_ranking, found, credibility, count, deps.policy.corroboration_similarity
-        )
+        ranked = fair_page(fused_ranking, found, credibility, count, fold, near)
         _lap(deps, "read winners", started)
         if not ranked:
             return QueryResult(mode, ())
