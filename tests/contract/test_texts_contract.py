@@ -178,7 +178,7 @@ async def test_the_same_conversation_again_creates_nothing_new(make_apollo):
 async def test_a_failure_midway_stores_neither_the_episode_nor_any_statement(make_apollo):
     apollo = await make_apollo(faulty=True)
     ann = apollo.client("claude-ann", ANN)
-    apollo.store.faults.failing.add("graph.tag")  # after the entries went in
+    apollo.store.faults.failing.add("graph.resolve")  # after the entries went in
     with pytest.raises(Exception, match="injected"):
         await ann.store_text(CONVERSATION)
     apollo.store.faults.failing.clear()

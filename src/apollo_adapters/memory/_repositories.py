@@ -330,6 +330,15 @@ class InMemoryEntityGraph(_Repository):
         undo = self._uow._open("graph")
         self._store._entries.graph.link_co_occurring(entry_id, entity_ids, now, undo, beside)
 
+    async def index_many(
+        self, entries: Sequence[tuple[UUID, Sequence[UUID], Sequence[UUID], datetime]]
+    ) -> None:
+        undo = self._uow._open("graph")
+        graph = self._store._entries.graph
+        for entry_id, entity_ids, beside, now in entries:
+            graph.tag(entry_id, entity_ids, undo)
+            graph.link_co_occurring(entry_id, entity_ids, now, undo, beside)
+
     async def relate(
         self, src_id: UUID, relation: str, dst_id: UUID, entry_id: UUID, now: datetime
     ) -> EntityEdge:

@@ -221,6 +221,61 @@ class PostgresEntityGraph:
             params,
         )
 
+    async def index_many(
+        self, entries: Sequence[tuple[UUID, Sequence[UUID], Sequence[UUID], datetime]]
+    ) -> None:
+        tagged: list[tuple[UUID, UUID, int]] = []
+        supports: dict[tuple[UUID, UUID], list[UUID]] = {}
+        since: dict[tuple[UUID, UUID], datetime] = {}  # the first supporting entry's time
+        for entry_id, entity_ids, beside, now in entries:
+            for position, entity_id in enumerate(dict.fromkeys(entity_ids), start=1):
+                tagged.append((entry_id, entity_id, position))
+            for pair in co_occurring_pairs(entity_ids, beside):
+                supports.setdefault(pair, []).append(entry_id)
+                since.setdefault(pair, now)
+        if tagged:
+            await self._s.execute(
+                "INSERT INTO entity_mentions (entry_id, entity_id, position, entry_created_at)"
+                " SELECT t.entry_id, t.entity_id, t.position, e.created_at"
+                " FROM unnest(%s::uuid[], %s::uuid[], %s::int[]) AS t(entry_id, entity_id,"
+                " position) JOIN entries e ON e.id = t.entry_id ON CONFLICT DO NOTHING",
+                (
+                    [t[0] for t in tagged],
+                    [t[1] for t in tagged],
+                    [t[2] for t in tagged],
+                ),
+            )
+        if not supports:
+            return
+        pairs = sorted(supports)  # the edges' locks taken in one order
+        await self._s.execute(
+            "INSERT INTO entity_edges (id, src_id, dst_id, relation, valid_from)"
+            " SELECT id, s, d, 'co_occurs', at"
+            " FROM unnest(%s::uuid[], %s::uuid[], %s::uuid[], %s::timestamptz[])"
+            " AS t(id, s, d, at) ORDER BY s, d"
+            " ON CONFLICT (src_id, dst_id, relation) WHERE valid_to IS NULL DO NOTHING",
+            (
+                [uuid.uuid4() for _ in pairs],
+                [p[0] for p in pairs],
+                [p[1] for p in pairs],
+                [since[p] for p in pairs],
+            ),
+        )
+        links = [(pair, entry_id) for pair in pairs for entry_id in supports[pair]]
+        await self._s.execute(
+            "INSERT INTO entity_edge_entries (edge_id, entry_id)"
+            " SELECT ed.id, t.entry_id FROM entity_edges ed"
+            " JOIN unnest(%s::uuid[], %s::uuid[], %s::uuid[]) AS t(s, d, entry_id)"
+            " ON ed.src_id = t.s AND ed.dst_id = t.d"
+            " WHERE ed.relation = 'co_occurs' AND ed.valid_to IS NULL"
+            " ORDER BY ed.id, t.entry_id ON CONFLICT DO NOTHING",
+            (
+                [link[0][0] for link in links],
+                [link[0][1] for link in links],
+                [link[1] for link in links],
+            ),
+        )
+
     async def relate(
         self, src_id: UUID, relation: str, dst_id: UUID, entry_id: UUID, now: datetime
     ) -> EntityEdge:

@@ -86,6 +86,13 @@ class EntityGraph(Protocol):
         created live at ``now`` if absent; the entry is added to the edge's supporting
         entries."""
 
+    async def index_many(
+        self, entries: Sequence[tuple[UUID, Sequence[UUID], Sequence[UUID], datetime]]
+    ) -> None:
+        """For each ``(entry_id, entity_ids, beside, now)``, in order: :meth:`tag` and
+        :meth:`link_co_occurring` of that entry at its ``now``, in a few statements for all
+        of them where the adapter can (a bulk ingest's chunk)."""
+
     async def relate(
         self, src_id: UUID, relation: str, dst_id: UUID, entry_id: UUID, now: datetime
     ) -> EntityEdge:

@@ -39,7 +39,7 @@ from .context import (
     first_application,
     resolve_viewer,
 )
-from .entities import extract, index_entry
+from .entities import extract, index_entries
 from .ingest import (
     CONTRADICTION_SCAN,
     NEIGHBOURS,
@@ -387,8 +387,9 @@ class Chunk:
         await uow.outbox.enqueue_many(
             [(CONTRADICTION_SCAN, {"entry_id": str(entry_id)}, now) for entry_id, now in self.scans]
         )
-        for i, entry in self.created.items():
-            await index_entry(uow, entry.id, extractions[i], entry.created_at)
+        await index_entries(
+            uow, [(e.id, extractions[i], e.created_at) for i, e in self.created.items()]
+        )
         await uow.expertise.record_activities(self.activities)
         await uow.access_log.record(self.log)
 
