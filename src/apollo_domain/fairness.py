@@ -62,7 +62,9 @@ FOLD_COMPARISONS: Final = 16
 #: timeout is 30 s") the number is the fact, not a filler of a repeated template.
 FAMILY_MIN_WORDS: Final = 6
 
-_WORD = re.compile(r"\w+")
+#: A whole word (a run of word characters) holding no digit: "offer" of "offer 17", not
+#: "a1b" or any part of it.
+_WORD_WITHOUT_DIGITS = re.compile(r"\b[^\W\d]+\b")
 
 
 def share_cap(limit: int) -> int:
@@ -96,11 +98,7 @@ def content_family(content: str) -> frozenset[str]:
     """The words of the canonical content (:func:`~apollo_domain.normalize.canonical_content`)
     without those holding a digit: texts that differ only in word order, case, spacing,
     punctuation or numbers ("offer 17", "offer 18") are one family."""
-    return frozenset(
-        word
-        for word in _WORD.findall(canonical_content(content))
-        if not any(ch.isdigit() for ch in word)
-    )
+    return frozenset(_WORD_WITHOUT_DIGITS.findall(canonical_content(content)))
 
 
 def cosine(a: Sequence[float], b: Sequence[float]) -> float:

@@ -170,8 +170,7 @@ class InMemoryEntryRepository(_Repository):
         if per_source is None:
             return [(h.entry.id, h.similarity) for h in await self.nearest(embedding, flt, limit)]
         self._uow._open("entries")  # exact: looks among every entry
-        every = self._store._entries.nearest(embedding, flt, self._store._entries.n)
-        return _capped(every, limit, per_source)
+        return self._store._entries.nearest_capped(embedding, flt, limit, per_source)
 
     async def lexical_search_ids(
         self, query: str, flt: SearchFilter, limit: int, *, per_source: int | None = None

@@ -10,7 +10,7 @@ import numpy.typing as npt
 
 from apollo_domain.ports import BatchNeighbours, ScoredEntry, SearchFilter
 
-from ._columns import Rows
+from ._columns import NO_OWNER, Rows
 from ._filters import EntryFilters
 
 
@@ -39,6 +39,43 @@ class VectorSearch(EntryFilters):
             first, second = found[a][0], found[b][0]
             pairs.add((first, second) if first < second else (second, first))
         return pairs
+
+    def nearest_capped(
+        self, embedding: Sequence[float], flt: SearchFilter, limit: int, per_source: int
+    ) -> list[tuple[UUID, float]]:
+        """The ids and cosines of the first ``limit`` matches, best first (ties by id),
+        whose place among their agent's matches and among their principal's (its owner,
+        else who submitted it) is within ``per_source``, as PostgreSQL numbers them: every
+        match scored, ordered and numbered within its sources by array operations (no
+        entry is rebuilt)."""
+        if limit <= 0 or self.matrix is None:
+            return []
+        query = self._vector(embedding)
+        selected = self.selected(flt, embedded=True)
+        if selected is None or selected.size == 0:
+            return []
+        scores = self.matrix[selected] @ query
+        order = np.lexsort((self.id_lo[selected], self.id_hi[selected], -scores))
+        rows = selected[order]
+        agents = self.agent[rows].astype(np.int64)
+        principals = self.owner[rows].astype(np.int64)  # owner codes, NO_OWNER (-1) for none
+        others: dict[str, int] = {}  # a submitter that owns nothing: a code of its own
+        for at in np.flatnonzero(principals == NO_OWNER).tolist():
+            base = self.base[int(rows[at])]
+            named = None if base is None else base.source.submitted_by
+            if named is not None:
+                code = self.owners.codes.get(named)
+                principals[at] = (
+                    code if code is not None else -2 - others.setdefault(named, len(others))
+                )
+        within = (_rank_in_group(agents) < per_source) & (
+            (principals == NO_OWNER) | (_rank_in_group(principals) < per_source)
+        )
+        kept = np.flatnonzero(within)[:limit]
+        return [(self._id_of(int(rows[at])), float(scores[order[at]])) for at in kept.tolist()]
+
+    def _id_of(self, row: int) -> UUID:
+        return UUID(int=(int(self.id_hi[row]) << 64) | int(self.id_lo[row]))
 
     def nearest_many(
         self, embeddings: Sequence[Sequence[float]], flt: SearchFilter, limit: int
@@ -106,3 +143,17 @@ class VectorSearch(EntryFilters):
             ScoredEntry(entry=self.entry(int(chosen[i])), similarity=float(scores[top[i]]))
             for i in order
         ]
+
+
+def _rank_in_group(groups: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """Each element's place (0-based) among the elements of its group before it."""
+    if groups.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    by_group = np.argsort(groups, kind="stable")
+    ordered = groups[by_group]
+    starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
+    lengths = np.diff(np.r_[starts, ordered.size])
+    places = np.arange(ordered.size) - np.repeat(starts, lengths)
+    ranks = np.empty_like(places)
+    ranks[by_group] = places
+    return ranks
