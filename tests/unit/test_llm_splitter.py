@@ -16,7 +16,6 @@ from typing import Any
 import httpx
 import pytest
 import pytest_asyncio
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -30,7 +29,7 @@ from apollo_domain.episodes import Statement, Turn
 from apollo_domain.errors import TransportError
 from apollo_domain.ports import TextSplitter
 from apollo_domain.services.entities import MAX_ENTITIES_PER_ENTRY
-from tests.unit.test_openai_adapters import _free_socket
+from tests.unit.test_openai_adapters import serving
 
 AT = datetime(2026, 1, 2, 10, tzinfo=UTC)
 TURNS = (
@@ -135,22 +134,8 @@ class FakeChat:
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def fake_chat() -> AsyncIterator[tuple[FakeChat, str]]:
     fake = FakeChat()
-    sock = _free_socket()
-    server = uvicorn.Server(uvicorn.Config(fake.app, log_level="warning", lifespan="off"))
-    task = asyncio.create_task(server.serve(sockets=[sock]))
-    for _ in range(500):
-        if server.started or task.done():
-            break
-        await asyncio.sleep(0.01)
-    if not server.started:
-        task.cancel()
-        raise RuntimeError("the fake chat server did not start")
-    try:
-        yield fake, f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
-    finally:
-        server.should_exit = True
-        await task
-        sock.close()
+    async with serving(fake.app, "fake chat server") as url:
+        yield fake, url
 
 
 @pytest.fixture

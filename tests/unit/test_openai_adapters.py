@@ -13,6 +13,7 @@ import json
 import logging
 import socket
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx
@@ -141,13 +142,12 @@ def _free_socket() -> socket.socket:
     return sock
 
 
-@pytest_asyncio.fixture(scope="module", loop_scope="session")
-async def fake_openai() -> AsyncIterator[tuple[FakeOpenAI, str]]:
-    fake = FakeOpenAI()
+@asynccontextmanager
+async def serving(app: Any, what: str) -> AsyncIterator[str]:
+    """``app`` under uvicorn on a free loopback port, its ``/v1`` base URL while it runs."""
     sock = _free_socket()
     port = sock.getsockname()[1]
-    config = uvicorn.Config(fake.app, log_level="warning", lifespan="off")
-    server = uvicorn.Server(config)
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
     task = asyncio.create_task(server.serve(sockets=[sock]))
     for _ in range(500):
         if server.started or task.done():
@@ -155,13 +155,20 @@ async def fake_openai() -> AsyncIterator[tuple[FakeOpenAI, str]]:
         await asyncio.sleep(0.01)
     if not server.started:
         task.cancel()
-        raise RuntimeError("the fake OpenAI server did not start")
+        raise RuntimeError(f"the {what} did not start")
     try:
-        yield fake, f"http://127.0.0.1:{port}/v1"
+        yield f"http://127.0.0.1:{port}/v1"
     finally:
         server.should_exit = True
         await task
         sock.close()
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def fake_openai() -> AsyncIterator[tuple[FakeOpenAI, str]]:
+    fake = FakeOpenAI()
+    async with serving(fake.app, "fake OpenAI server") as url:
+        yield fake, url
 
 
 @pytest.fixture
