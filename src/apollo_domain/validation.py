@@ -37,6 +37,24 @@ def storable_text(text: str) -> str:
     return BIDI_CONTROLS.sub("", text)
 
 
+#: The longest idempotency key a caller may send (visible ASCII only): the HTTP API's
+#: ``Idempotency-Key`` header, an MCP tool call's ``_meta`` key.
+MAX_IDEMPOTENCY_KEY = 255
+_KEY_TEXT = re.compile(r"[\x21-\x7e]+")
+
+
+def checked_key(field: str, key: object) -> str:
+    """``key`` as an idempotency key: visible ASCII, 1 to :data:`MAX_IDEMPOTENCY_KEY`
+    characters; else :class:`ValidationError` naming ``field``."""
+    if not isinstance(key, str):
+        raise ValidationError(field, "must be a string")
+    if len(key) > MAX_IDEMPOTENCY_KEY:
+        raise ValidationError(field, f"is longer than {MAX_IDEMPOTENCY_KEY} characters")
+    if _KEY_TEXT.fullmatch(key) is None:
+        raise ValidationError(field, "must be visible ASCII, at least one")
+    return key
+
+
 def shown(value: object, limit: int = 60) -> str:
     """``repr(value)`` cut to about ``limit`` characters, for an error message that echoes
     what a caller sent (a megabyte of input never comes back in an error)."""
@@ -113,10 +131,12 @@ def _storable(name: str, value: Any) -> Any:
 
 __all__ = [
     "BIDI_CONTROLS",
+    "MAX_IDEMPOTENCY_KEY",
     "MAX_JSON_DEPTH",
     "bounded_float",
     "bounded_json",
     "check_depth",
+    "checked_key",
     "shown",
     "storable_text",
 ]

@@ -204,7 +204,7 @@ async def test_mcp_answers_a_write_with_its_token_in_meta_and_takes_it_back(
     apollo = await make_apollo()
     presented: list[CausalToken | None] = []
 
-    async def run(caller: Caller, command: c.Command[Any]) -> Any:
+    async def run(caller: Caller, command: c.Command[Any], key: str | None = None) -> Any:
         scope = current_scope()
         assert scope is not None
         presented.append(scope.seen)

@@ -24,6 +24,7 @@ from apollo_adapters.postgres.embedded import temporary_folder
 from apollo_app import Apollo
 from apollo_app.entrypoints.http import HttpServer, create_app
 from apollo_app.entrypoints.mcp import mcp_actions
+from apollo_app.entrypoints.mcp.server import IDEMPOTENCY_KEY_META
 from apollo_domain.bounds import CONTENT, JSON_DEPTH, MESSAGE, QUERY, QUERY_LIMIT
 from tests.mcp_support import http_client, ok, refused, tool_names
 from tests.postgres_support import PostgresTestServer
@@ -412,3 +413,19 @@ async def test_a_private_conversation_is_one_episode_only_its_owner_sees(mesh: M
         assert "not_found" == refusal["type"]
         theirs = await ok(bob, "query_knowledge", {"query": ship, "context_window": 5})
         assert ship not in json.dumps(theirs)
+
+
+async def test_a_call_sent_again_with_its_idempotency_key_changes_nothing(mesh: Mesh) -> None:
+    """``_meta["apollo/idempotency_key"]`` over HTTP: the second call with the key is the
+    first one again (what it says is not applied), scoped to the caller's principal."""
+    key = {IDEMPOTENCY_KEY_META: f"retry-{uuid.uuid4().hex}"}
+    first, second = unique("Orchid ships on Tuesday"), unique("Orchid ships on Wednesday")
+    async with http_client(mesh.url, "tok-alice") as alice:
+        before = (await ok(alice, "stats"))["total"]
+        done = await alice.call_tool("store_knowledge", {"content": first}, meta=key)
+        again = await alice.call_tool("store_knowledge", {"content": second}, meta=key)
+        assert not done.is_error and not again.is_error
+        assert before + 1 == (await ok(alice, "stats"))["total"]
+    async with http_client(mesh.url, "tok-carol") as carol:  # another principal's key
+        theirs = await carol.call_tool("store_knowledge", {"content": second}, meta=key)
+        assert "created" == theirs.structured_content["outcome"]

@@ -15,6 +15,7 @@ from mcp import Client
 
 from apollo_app import Apollo
 from apollo_app.entrypoints.mcp import ApolloMcp, local_caller, mcp_actions, tools_of
+from apollo_app.entrypoints.mcp.server import IDEMPOTENCY_KEY_META
 from apollo_app.entrypoints.mcp.tools import describe
 from apollo_domain import commands as c
 from apollo_domain.actions import ACTIONS
@@ -159,7 +160,7 @@ async def test_every_tool_reaches_its_command_and_answers_as_its_output_schema_s
     assert {t.name for t in TOOLS} <= set(arguments), "give the new tool sample arguments"
     reached: list[c.Command[Any]] = []
 
-    async def run(caller: Caller, command: c.Command[Any]) -> Any:
+    async def run(caller: Caller, command: c.Command[Any], key: str | None = None) -> Any:
         reached.append(command)
         return await handle(apollo.deps, caller, command)
 
@@ -190,7 +191,7 @@ async def test_a_tools_text_says_content_status_confidence_id_and_signals(
 ) -> None:
     apollo, ids = seeded
 
-    async def run(caller: Caller, command: c.Command[Any]) -> Any:
+    async def run(caller: Caller, command: c.Command[Any], key: str | None = None) -> Any:
         return await handle(apollo.deps, caller, command)
 
     edge = ApolloMcp(TOOLS, run, local_caller(ADMIN))
@@ -212,7 +213,7 @@ async def test_each_caller_lists_what_the_command_layer_lets_it_run() -> None:
     """Readers see the reads; an anonymous caller over an edge not even the views about
     agents, which the command layer refuses it; an admin sees every tool."""
 
-    async def run(caller: Caller, command: c.Command[Any]) -> Any:
+    async def run(caller: Caller, command: c.Command[Any], key: str | None = None) -> Any:
         raise AssertionError("listing runs nothing")
 
     def listed_for(caller: Caller) -> Any:
@@ -251,7 +252,7 @@ async def test_a_tools_text_says_how_many_near_duplicates_were_folded() -> None:
         for i in range(4):
             await writer.store_knowledge(" ".join(words[i:] + words[:i]) + f" offer {i}")
 
-        async def run(caller: Caller, command: c.Command[Any]) -> Any:
+        async def run(caller: Caller, command: c.Command[Any], key: str | None = None) -> Any:
             return await handle(apollo.deps, caller, command)
 
         edge = ApolloMcp(TOOLS, run, local_caller(ADMIN))
@@ -261,3 +262,47 @@ async def test_a_tools_text_says_how_many_near_duplicates_were_folded() -> None:
     assert text.startswith("1 entry found (hybrid):"), text
     assert "3 near-duplicates of it folded in" in text
     assert 3 == found.structured_content["entries"][0]["folded"]  # type: ignore[index]
+
+
+# ---------------------------------------------------------------- idempotency keys
+
+
+async def test_a_mutation_sent_again_with_its_idempotency_key_is_applied_once() -> None:
+    """``_meta["apollo/idempotency_key"]``: a repeat changes nothing and answers as the
+    first did; another key (or none) applies again; a bulk store's chunks each keep their
+    own; a malformed key is refused naming it, before anything is done."""
+    async with Apollo.in_memory() as apollo:
+        ops = Caller.of("ops", Principal("ops", role="admin"), edge="mcp")
+        keys: list[str | None] = []
+
+        async def run(caller: Caller, command: c.Command[Any], key: str | None = None) -> Any:
+            keys.append(key)
+            return await handle(apollo.deps, caller, command, idempotency_key=key)
+
+        stored = await apollo.client("a").store_knowledge("Decay halves this once")
+        async with Client(ApolloMcp(TOOLS, run, local_caller(ops)).server()) as client:
+            meta = {IDEMPOTENCY_KEY_META: "decay-2026-12-07"}
+            for _ in range(2):
+                result = await client.call_tool("force_decay", {"factor": 0.5}, meta=meta)
+                assert not result.is_error
+            assert 0.5 * 0.5 == pytest.approx((await apollo.get_entry(stored.entry_id)).confidence)
+            await client.call_tool("force_decay", {"factor": 0.5}, meta={IDEMPOTENCY_KEY_META: "x"})
+            assert 0.5**3 == pytest.approx((await apollo.get_entry(stored.entry_id)).confidence)
+
+            items = [{"content": f"bulk note {i} of the batch"} for i in range(300)]
+            bulk = {IDEMPOTENCY_KEY_META: "bulk-1"}
+            await client.call_tool("store_many", {"items": items}, meta=bulk)
+            again = await client.call_tool("store_many", {"items": items}, meta=bulk)
+            assert {"deduplicated"} == {r["outcome"] for r in again.structured_content["results"]}
+            assert 301 == (await apollo.stats()).total
+            assert ["bulk-1@0", "bulk-1@256"] == [k for k in keys if k and k.startswith("bulk")][:2]
+
+            await client.call_tool("stats", {}, meta={IDEMPOTENCY_KEY_META: "a read"})
+            assert None is keys[-1]  # a read changes nothing: no key reaches it
+            before = len(keys)
+            bad = await client.call_tool(
+                "force_decay", {"factor": 0.5}, meta={IDEMPOTENCY_KEY_META: "has space"}
+            )
+            assert bad.is_error
+            assert IDEMPOTENCY_KEY_META in bad.content[0].text  # type: ignore[union-attr]
+            assert before == len(keys)

@@ -62,8 +62,8 @@ def cmd_mcp(args: argparse.Namespace) -> int:
             caller = Caller.of(principal.agent or principal.id, principal, edge=EDGE)
             async with open_apollo(settings) as apollo:
 
-                async def run(who: Caller, command: c.Command[Any]) -> Any:
-                    return await handle(apollo.deps, who, command)
+                async def run(who: Caller, command: c.Command[Any], key: str | None) -> Any:
+                    return await handle(apollo.deps, who, command, idempotency_key=key)
 
                 tools = tools_of(mcp_actions())
                 await serve(ApolloMcp(tools, run, local_caller(caller)), streams)
@@ -80,8 +80,8 @@ def cmd_mcp(args: argparse.Namespace) -> int:
             principal = Principal(remote.principal.id, role=args.role)
             caller = Caller.of(remote.agent_id, principal, edge=EDGE)
 
-            async def run(who: Caller, command: c.Command[Any]) -> Any:
-                return await remote.run(command)
+            async def run(who: Caller, command: c.Command[Any], key: str | None) -> Any:
+                return await remote.run(command)  # the bus applies each message id once
 
             tools = tools_of(bus_actions(), published=True)
             edge = ApolloMcp(tools, run, local_caller(caller), resources=False)

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from starlette.requests import Request
@@ -11,6 +10,7 @@ from starlette.requests import Request
 from apollo_domain import commands as c
 from apollo_domain.actions import action_of
 from apollo_domain.errors import ValidationError
+from apollo_domain.validation import MAX_IDEMPOTENCY_KEY, checked_key
 
 #: The causal token (:mod:`apollo_domain.causal`): answered on every response of a call
 #: that wrote (or was presented one), accepted on every request; a read presenting it
@@ -21,9 +21,6 @@ CAUSAL_TOKEN_HEADER = "Apollo-Causal-Token"
 #: request is applied once, and the repeat answers as an "already processed" replay (the
 #: bus's message ids use the same record). Ignored on reads, which change nothing.
 IDEMPOTENCY_KEY_HEADER = "Idempotency-Key"
-#: The longest idempotency key accepted (visible ASCII only).
-MAX_IDEMPOTENCY_KEY = 255
-_KEY_TEXT = re.compile(r"[\x21-\x7e]+")
 
 
 def idempotency_key(request: Request, command: c.Command[Any]) -> str | None:
@@ -36,18 +33,13 @@ def idempotency_key(request: Request, command: c.Command[Any]) -> str | None:
     if len(sent) > 1:
         raise ValidationError(IDEMPOTENCY_KEY_HEADER, "must be sent once")
     (key,) = sent
-    if len(key) > MAX_IDEMPOTENCY_KEY:
-        raise ValidationError(
-            IDEMPOTENCY_KEY_HEADER, f"is longer than {MAX_IDEMPOTENCY_KEY} characters"
-        )
-    if _KEY_TEXT.fullmatch(key) is None:
-        raise ValidationError(IDEMPOTENCY_KEY_HEADER, "must be visible ASCII, at least one")
-    return key
+    return checked_key(IDEMPOTENCY_KEY_HEADER, key)
 
 
 __all__ = [
     "CAUSAL_TOKEN_HEADER",
     "IDEMPOTENCY_KEY_HEADER",
     "MAX_IDEMPOTENCY_KEY",
+    "checked_key",
     "idempotency_key",
 ]

@@ -71,8 +71,8 @@ class McpHttp:
         admission: Callable[[], AbstractAsyncContextManager[None]] | None = None,
         metrics: Metrics | None = None,
     ) -> None:
-        async def run(caller: Caller, command: Any) -> Any:
-            return await handle(apollo.deps, caller, command)
+        async def run(caller: Caller, command: Any, key: str | None) -> Any:
+            return await handle(apollo.deps, caller, command, idempotency_key=key)
 
         self.edge = ApolloMcp(
             tools_of(mcp_actions()), run, http_caller, admission=admission, metrics=metrics

@@ -25,12 +25,14 @@ from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 
 from apollo_domain import commands as c
+from apollo_domain.actions import action_of
 from apollo_domain.bounds import STORE_MANY
 from apollo_domain.causal import causal_scope
 from apollo_domain.errors import ApolloError, NotFound, ValidationError
 from apollo_domain.handlers import authorize, refusal
 from apollo_domain.services import Caller, prepare
 from apollo_domain.services.bulk_ingest import BATCH_SIZE
+from apollo_domain.validation import checked_key
 
 from ... import __version__
 from ...error_policy import INTERNAL, field_of, message_of, rule_for
@@ -42,8 +44,10 @@ from .tools import HIDDEN_RESULT_FIELDS, VIEWS, Tool
 
 logger = logging.getLogger("apollo.mcp")
 
-#: What carries out a command for a caller: the handler table in this process, or the bus.
-Run = Callable[[Caller, c.Command[Any]], Awaitable[Any]]
+#: What carries out a command for a caller: the handler table in this process, or the bus;
+#: the third argument is the call's idempotency key (:data:`IDEMPOTENCY_KEY_META`), None
+#: for none or a read.
+Run = Callable[[Caller, c.Command[Any], str | None], Awaitable[Any]]
 #: Who is calling: from the transport (an HTTP request's bearer token, the local identity
 #: of a stdio server), never from a tool's arguments.
 Identify = Callable[[ServerRequestContext[Any, Any]], Caller]
@@ -52,6 +56,11 @@ Identify = Callable[[ServerRequestContext[Any, Any]], Caller]
 #: carries it when the call wrote (or was presented one); a tool call or resource read
 #: presenting it sees the caller's writes, whichever copy of the store serves it.
 CAUSAL_TOKEN_META = "apollo/causal_token"
+#: The key of a tool call's idempotency key in ``_meta``: a mutating call sent again with
+#: the same key by the same principal changes nothing the second time and answers what
+#: the first did (as the HTTP API's ``Idempotency-Key`` header; the bus's is the message
+#: id, which a client-mode server makes per call).
+IDEMPOTENCY_KEY_META = "apollo/idempotency_key"
 ENTRY_TEMPLATE = "apollo://entries/{id}"
 ENTITY_TEMPLATE = "apollo://entities/{name}"
 _ENTRY_PREFIX = "apollo://entries/"
@@ -69,6 +78,16 @@ def presented_token(meta: Mapping[str, Any] | None) -> object:
     """The causal token a request's ``_meta`` presents (:data:`CAUSAL_TOKEN_META`); what
     is not a token reads as none (:func:`~apollo_domain.causal.causal_scope`)."""
     return None if not isinstance(meta, Mapping) else meta.get(CAUSAL_TOKEN_META)
+
+
+def presented_key(meta: Mapping[str, Any] | None, command: c.Command[Any]) -> str | None:
+    """The idempotency key a tool call's ``_meta`` presents for a mutation (None: none, or
+    a read); :class:`ValidationError` naming it when it is not a key."""
+    if not isinstance(meta, Mapping) or IDEMPOTENCY_KEY_META not in meta:
+        return None
+    if not action_of(command).mutates:  # a read changes nothing: its key is ignored
+        return None
+    return checked_key(IDEMPOTENCY_KEY_META, meta[IDEMPOTENCY_KEY_META])
 
 
 def may_list(caller: Caller, tool: Tool) -> bool:
@@ -152,10 +171,11 @@ class ApolloMcp:
         try:
             caller = self.identify(ctx)
             command = self.command_of(tool, params.arguments or {})
+            key = presented_key(params.meta, command)
             started = time.perf_counter()
             with causal_scope(presented_token(params.meta)) as scope:
                 async with self.admission():
-                    result = await self._carry_out(ctx, caller, command)
+                    result = await self._carry_out(ctx, caller, command, key)
             if self.metrics is not None:
                 self.metrics.observe_command(command, result, time.perf_counter() - started)
             answer = self.success(tool, result)
@@ -186,14 +206,22 @@ class ApolloMcp:
         return command
 
     async def _carry_out(
-        self, ctx: ServerRequestContext[Any, Any], caller: Caller, command: c.Command[Any]
+        self,
+        ctx: ServerRequestContext[Any, Any],
+        caller: Caller,
+        command: c.Command[Any],
+        key: str | None,
     ) -> Any:
         if isinstance(command, c.StoreMany):
-            return await self._store_many(ctx, caller, command)
-        return await self.run(caller, command)
+            return await self._store_many(ctx, caller, command, key)
+        return await self.run(caller, command, key)
 
     async def _store_many(
-        self, ctx: ServerRequestContext[Any, Any], caller: Caller, command: c.StoreMany
+        self,
+        ctx: ServerRequestContext[Any, Any],
+        caller: Caller,
+        command: c.StoreMany,
+        key: str | None,
     ) -> list[Any]:
         """A bulk store in the chunks the use case stores it in anyway (each its own
         transaction), with a progress notification after each. Every item is checked
@@ -210,7 +238,8 @@ class ApolloMcp:
         results: list[Any] = []
         for start in range(0, total, BATCH_SIZE):
             chunk = attrs.evolve(command, items=command.items[start : start + BATCH_SIZE])
-            results.extend(await self.run(caller, chunk))
+            chunk_key = None if key is None else f"{key}@{start}"  # each chunk its own
+            results.extend(await self.run(caller, chunk, chunk_key))
             done = min(total, start + BATCH_SIZE)
             await ctx.session.report_progress(done, total, f"stored {done} of {total}")
         return results
@@ -293,9 +322,9 @@ class ApolloMcp:
     async def _resource(self, caller: Caller, uri: str) -> dict[str, Any]:
         if uri.startswith(_ENTRY_PREFIX):
             entry_id = uri.removeprefix(_ENTRY_PREFIX)
-            entry = await self.run(caller, c.GetEntry(entry_id=entry_id))
-            evidence = await self.run(caller, c.GetEvidence(entry_id=entry_id))
-            relations = await self.run(caller, c.GetRelations(entry_id=entry_id))
+            entry = await self.run(caller, c.GetEntry(entry_id=entry_id), None)
+            evidence = await self.run(caller, c.GetEvidence(entry_id=entry_id), None)
+            relations = await self.run(caller, c.GetRelations(entry_id=entry_id), None)
             shown: dict[str, Any] = self._shown.unstructure(entry)
             for name in HIDDEN_RESULT_FIELDS:
                 shown.pop(name, None)
@@ -308,7 +337,7 @@ class ApolloMcp:
             }
         if uri.startswith(_ENTITY_PREFIX):
             name = unquote(uri.removeprefix(_ENTITY_PREFIX))
-            entity = await self.run(caller, c.GetEntity(name=name))
+            entity = await self.run(caller, c.GetEntity(name=name), None)
             data: dict[str, Any] = self._shown.unstructure(entity)
             return data
         raise NotFound(f"no resource {uri!r}: Apollo serves {ENTRY_TEMPLATE} and {ENTITY_TEMPLATE}")
@@ -360,6 +389,7 @@ __all__ = [
     "CAUSAL_TOKEN_META",
     "ENTITY_TEMPLATE",
     "ENTRY_TEMPLATE",
+    "IDEMPOTENCY_KEY_META",
     "ApolloMcp",
     "Identify",
     "Run",
