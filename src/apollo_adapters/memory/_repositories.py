@@ -316,19 +316,6 @@ class InMemoryEntityGraph(_Repository):
     async def resolve(self, mentions: Sequence[EntityMention], now: datetime) -> list[Entity]:
         return self._store._entries.graph.resolve(mentions, now, self._uow._open("graph"))
 
-    async def tag(self, entry_id: UUID, entity_ids: Sequence[UUID]) -> None:
-        self._store._entries.graph.tag(entry_id, entity_ids, self._uow._open("graph"))
-
-    async def link_co_occurring(
-        self,
-        entry_id: UUID,
-        entity_ids: Sequence[UUID],
-        now: datetime,
-        beside: Sequence[UUID] = (),
-    ) -> None:
-        undo = self._uow._open("graph")
-        self._store._entries.graph.link_co_occurring(entry_id, entity_ids, now, undo, beside)
-
     async def index_many(
         self, entries: Sequence[tuple[UUID, Sequence[UUID], Sequence[UUID], datetime]]
     ) -> None:

@@ -173,54 +173,6 @@ class PostgresEntityGraph:
         found = {row["key"]: _entity(row) for row in rows}
         return [found[k] for k in keys if k in found]
 
-    async def tag(self, entry_id: UUID, entity_ids: Sequence[UUID]) -> None:
-        if not entity_ids:
-            return
-        await self._s.execute(
-            "INSERT INTO entity_mentions (entry_id, entity_id, position, entry_created_at)"
-            " SELECT %(entry)s, entity_id, position,"
-            " (SELECT created_at FROM entries WHERE id = %(entry)s)"
-            " FROM unnest(%(ids)s::uuid[]) WITH ORDINALITY AS t(entity_id, position)"
-            " ON CONFLICT DO NOTHING",
-            {"entry": entry_id, "ids": list(dict.fromkeys(entity_ids))},
-        )
-
-    async def link_co_occurring(
-        self,
-        entry_id: UUID,
-        entity_ids: Sequence[UUID],
-        now: datetime,
-        beside: Sequence[UUID] = (),
-    ) -> None:
-        pairs = co_occurring_pairs(entity_ids, beside)
-        if not pairs:
-            return
-        sources, targets = [p[0] for p in pairs], [p[1] for p in pairs]
-        params = {
-            "ids": [uuid.uuid4() for _ in pairs],
-            "src": sources,
-            "dst": targets,
-            "now": now,
-            "entry": entry_id,
-        }
-        await self._s.execute(
-            "INSERT INTO entity_edges (id, src_id, dst_id, relation, valid_from)"
-            " SELECT id, s, d, 'co_occurs', %(now)s"
-            " FROM unnest(%(ids)s::uuid[], %(src)s::uuid[], %(dst)s::uuid[]) AS t(id, s, d)"
-            " ORDER BY s, d"
-            " ON CONFLICT (src_id, dst_id, relation) WHERE valid_to IS NULL DO NOTHING",
-            params,
-        )
-        await self._s.execute(
-            "INSERT INTO entity_edge_entries (edge_id, entry_id)"
-            " SELECT ed.id, %(entry)s FROM entity_edges ed"
-            " JOIN unnest(%(src)s::uuid[], %(dst)s::uuid[]) AS t(s, d)"
-            " ON ed.src_id = t.s AND ed.dst_id = t.d"
-            " WHERE ed.relation = 'co_occurs' AND ed.valid_to IS NULL"
-            " ORDER BY ed.id ON CONFLICT DO NOTHING",
-            params,
-        )
-
     async def index_many(
         self, entries: Sequence[tuple[UUID, Sequence[UUID], Sequence[UUID], datetime]]
     ) -> None:

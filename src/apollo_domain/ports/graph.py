@@ -70,28 +70,16 @@ class EntityGraph(Protocol):
         order, one per key. A node created concurrently by another unit of work is re-read,
         never duplicated: the first name written for a key is the node's name."""
 
-    async def tag(self, entry_id: UUID, entity_ids: Sequence[UUID]) -> None:
-        """Record that the entry mentions these entities (idempotent)."""
-
-    async def link_co_occurring(
-        self,
-        entry_id: UUID,
-        entity_ids: Sequence[UUID],
-        now: datetime,
-        beside: Sequence[UUID] = (),
-    ) -> None:
-        """One ``co_occurs`` edge per pair of :func:`~apollo_domain.entities.
-        co_occurring_pairs` (each pair of distinct ``entity_ids``, and each of them with
-        each of ``beside``), stored once in canonical order (``src_id < dst_id``) and
-        created live at ``now`` if absent; the entry is added to the edge's supporting
-        entries."""
-
     async def index_many(
         self, entries: Sequence[tuple[UUID, Sequence[UUID], Sequence[UUID], datetime]]
     ) -> None:
-        """For each ``(entry_id, entity_ids, beside, now)``, in order: :meth:`tag` and
-        :meth:`link_co_occurring` of that entry at its ``now``, in a few statements for all
-        of them where the adapter can (a bulk ingest's chunk)."""
+        """For each ``(entry_id, entity_ids, beside, now)``, in order: record that the entry
+        mentions ``entity_ids`` (idempotent), and one ``co_occurs`` edge per pair of
+        :func:`~apollo_domain.entities.co_occurring_pairs` (each pair of distinct
+        ``entity_ids``, and each of them with each of ``beside``), stored once in canonical
+        order (``src_id < dst_id``) and created live at that ``now`` if absent, the entry
+        added to the edge's supporting entries. In a few statements for all of them where
+        the adapter can (a bulk ingest's chunk)."""
 
     async def relate(
         self, src_id: UUID, relation: str, dst_id: UUID, entry_id: UUID, now: datetime

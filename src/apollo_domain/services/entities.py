@@ -37,16 +37,8 @@ async def index_entry(
     ``co_occurs`` edge and record the typed edges the extractor read (in ``uow``). The
     entities its episode neighbours name (``extraction.nearby``) are connected with its
     own too, within the same cap, but the entry is not tagged with them: it does not
-    mention them, it was said beside them."""
-    own, beside = _mentions(extraction)
-    if not own:
-        return
-    entities = {e.key: e for e in await uow.graph.resolve([*own, *beside], now)}
-    ids = [entities[m.key].id for m in own if m.key in entities]
-    await uow.graph.tag(entry_id, ids)
-    near = [entities[m.key].id for m in beside if m.key in entities]
-    await uow.graph.link_co_occurring(entry_id, ids, now, beside=near)
-    await _relate(uow, entry_id, extraction, entities, now)
+    mention them, it was said beside them. (:func:`index_entries` of this one entry.)"""
+    await index_entries(uow, [(entry_id, extraction, now)])
 
 
 async def _relate(
