@@ -12,6 +12,7 @@ import pytest
 
 from apollo_app import Apollo, NotFound, Outcome, Principal, ValidationError
 from apollo_domain.bounds import STATEMENTS
+from apollo_domain.commands import EraseAgent, Stats
 from apollo_domain.episodes import Statement, Turn
 from tests.contract.stores import POOLED_STORE_KINDS, pooled_store_kind
 
@@ -49,12 +50,6 @@ async def _entries_of(apollo: Apollo, episode: UUID) -> list[tuple[int | None, s
     async with apollo.store.unit_of_work() as uow:
         found = await uow.entries.in_episodes([(episode, 0, 1_000)], None)
     return [(e.position, e.content) for e in found]
-
-
-def _stats():  # type: ignore[no-untyped-def]
-    from apollo_domain.commands import Stats
-
-    return Stats()
 
 
 async def test_a_conversation_becomes_one_episode_of_statements_in_order(make_apollo):
@@ -151,7 +146,7 @@ async def test_a_private_episode_shows_nothing_to_another_principal(make_apollo)
     )
     browsed = await bob.query_knowledge("", context_window=5, min_confidence=0)
     assert () == browsed.entries
-    stats = await bob.run(_stats())
+    stats = await bob.run(Stats())
     assert 0 == stats.total
     # ... while its owner sees it all
     mine = await apollo.client("claude-ann", ANN).get_episode(told.episode_id)
@@ -166,7 +161,7 @@ async def test_the_same_conversation_again_creates_nothing_new(make_apollo):
     assert first.episode_id == again.episode_id
     assert [Outcome.DEDUPLICATED] * 4 == [r.outcome for r in again.statements]
     assert [r.entry_id for r in first.statements] == [r.entry_id for r in again.statements]
-    assert 4 == (await ann.run(_stats())).total
+    assert 4 == (await ann.run(Stats())).total
     assert [p for p, _ in await _entries_of(apollo, first.episode_id)] == [0, 1, 2, 3]
     # another agent saying the same is another episode, its statements the same entries
     other = await apollo.client("claude-bob", ANN).store_text(CONVERSATION)
@@ -182,7 +177,7 @@ async def test_a_failure_midway_stores_neither_the_episode_nor_any_statement(mak
     with pytest.raises(Exception, match="injected"):
         await ann.store_text(CONVERSATION)
     apollo.store.faults.failing.clear()
-    assert 0 == (await ann.run(_stats())).total
+    assert 0 == (await ann.run(Stats())).total
     told = await ann.store_text(CONVERSATION)  # nothing of the failed one is in the way
     assert [Outcome.CREATED] * 4 == [r.outcome for r in told.statements]
 
@@ -205,25 +200,19 @@ async def test_two_callers_storing_one_text_at_once_store_it_once(make_apollo):
     assert [Outcome.CREATED] * 4 == [r.outcome for r in one.statements]
     assert [Outcome.DEDUPLICATED] * 4 == [r.outcome for r in two.statements]
     assert one.episode_id == two.episode_id
-    assert 4 == (await ann.run(_stats())).total
+    assert 4 == (await ann.run(Stats())).total
 
 
 async def test_erasing_the_agent_deletes_its_episodes(make_apollo):
     apollo = await make_apollo()
     told = await apollo.client("claude-ann", ANN).store_text(CONVERSATION)
     admin = apollo.client("ops", Principal("ops", role="admin"))
-    erased = await admin.run(_erase("claude-ann"))
+    erased = await admin.run(EraseAgent(target_agent_id="claude-ann"))
     assert 1 == erased.episodes
     with pytest.raises(NotFound):
         await apollo.get_episode(told.episode_id)
     async with apollo.store.unit_of_work() as uow:
         assert await uow.episodes.get(told.episode_id) is None
-
-
-def _erase(agent: str):  # type: ignore[no-untyped-def]
-    from apollo_domain.commands import EraseAgent
-
-    return EraseAgent(target_agent_id=agent)
 
 
 @pytest.mark.parametrize(
@@ -245,7 +234,7 @@ async def test_a_malformed_text_is_refused_naming_the_field_and_stores_nothing(
     with pytest.raises(ValidationError) as raised:
         await apollo.client("claude-ann").store_text(text)
     assert field == raised.value.field
-    assert 0 == (await apollo.client("claude-ann").run(_stats())).total
+    assert 0 == (await apollo.client("claude-ann").run(Stats())).total
 
 
 class _Scripted:
@@ -265,7 +254,7 @@ async def test_more_statements_than_the_bound_are_refused_and_nothing_is_stored(
     apollo = await make_apollo(llm=_Scripted(many))  # a model that splits texts too
     with pytest.raises(ValidationError, match="statements"):
         await apollo.client("claude-ann").store_text("one text")
-    assert 0 == (await apollo.client("claude-ann").run(_stats())).total
+    assert 0 == (await apollo.client("claude-ann").run(Stats())).total
 
 
 async def test_episodes_of_concurrent_texts_stay_apart(make_apollo):

@@ -72,6 +72,7 @@ from apollo_domain.services.entity_reads import (
 )
 from apollo_domain.services.graph import parse_id
 from apollo_domain.services.ingest import prepare
+from apollo_domain.services.texts import statement_command
 from apollo_domain.traversal import parse_relation_types, validate_depth
 from apollo_domain.validation import bounded_float
 
@@ -196,20 +197,9 @@ class RemoteClient:
         splits it and stores the episode, exactly once."""
         command = self._command(c.StoreText, arguments)
         turns, conversation = read_turns(command.text)
-        self._normalized(self._shared(command))  # the service's own checks, here
+        self._normalized(statement_command(command, "-"))  # the service's own checks, here
         text = turns[0].text if not conversation else tuple(t.as_json() for t in turns)
         return await self._publish(evolve(command, text=text))
-
-    @staticmethod
-    def _shared(command: c.StoreText) -> c.StoreKnowledge:
-        return c.StoreKnowledge(
-            content="-",
-            content_type=command.content_type,
-            tags=command.tags,
-            context=command.context,
-            knowledge_domain=command.knowledge_domain,
-            access_scope=command.access_scope,
-        )
 
     @parameters_of(KnowledgeClient.get_episode)
     async def get_episode(self, **arguments: Any) -> EpisodeView:

@@ -43,7 +43,7 @@ async def store_text(
     each statement as a replayed ingest does (``deduplicated``, the entry holding it)."""
     acting = caller.acting_as(command.agent_id)
     turns, conversation = read_turns(command.text)
-    shared = _statement(command, "-")
+    shared = statement_command(command, "-")
     prepare(acting, shared)  # every field but the text, refused before any model runs
     statements = await deps.splitter.split(turns)
     STATEMENTS.check(len(statements), "text")
@@ -77,7 +77,9 @@ async def store_text(
     return TextResult(episode.id, tuple(results))
 
 
-def _statement(command: StoreText, content: str) -> StoreKnowledge:
+def statement_command(command: StoreText, content: str) -> StoreKnowledge:
+    """The ``store_knowledge`` command of one statement of ``command`` (the fields every
+    statement shares, and its ``content``)."""
     return StoreKnowledge(
         content=content,
         content_type=command.content_type,
@@ -99,7 +101,7 @@ def _request(
     try:
         request = prepare(
             caller,
-            _statement(command, statement.content),
+            statement_command(command, statement.content),
             system_context={EPISODE_CONTEXT: place},
         )
     except ValidationError as exc:  # the text of one statement: say which one
