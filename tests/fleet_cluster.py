@@ -135,7 +135,9 @@ class FleetCluster:
         amqp = None
         if self.rabbit is not None:
             amqp = ",".join(node.url for node in self.rabbit.nodes)
-        options: dict[str, object] = {"pool_max": self.layout.pool_max}
+        # the drills' callers write thousands of entries as one source: past the default
+        # write rate, which test_write_rate_edges.py checks across processes
+        options: dict[str, object] = {"pool_max": self.layout.pool_max, "write_rate": 1_000_000}
         options.update(settings)
         return service_environment(
             database_url=self.bouncer.conninfo(database),

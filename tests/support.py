@@ -264,6 +264,10 @@ class _RecordedDelivery:
         self._log.append((self.message.message_id, "retry"))
         await self._inner.retry(reason)
 
+    async def delay(self, seconds: float, reason: str) -> None:
+        self._log.append((self.message.message_id, "delay"))
+        await self._inner.delay(seconds, reason)
+
 
 class ScriptedLLM:
     """A deterministic GasLanguageModel: facts are the response's sentences."""

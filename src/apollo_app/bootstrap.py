@@ -22,6 +22,7 @@ from apollo_adapters.embedders import CachingEmbedder, HashingEmbedder
 from apollo_adapters.embedders.hashing import MODEL_ID_PREFIX as HASHING_MODEL_PREFIX
 from apollo_adapters.heuristics import HeuristicContradictionJudge, HeuristicEntityExtractor
 from apollo_adapters.memory import InMemoryStore
+from apollo_adapters.memory.rates import InMemoryWriteBudget
 from apollo_domain.episodes import SentenceSplitter
 from apollo_domain.errors import ConfigurationError, ValidationError
 from apollo_domain.policy import ConfidencePolicy
@@ -33,9 +34,11 @@ from apollo_domain.ports import (
     GasLanguageModel,
     Store,
     TextSplitter,
+    WriteBudget,
 )
 from apollo_domain.ports.messaging import MessageBus
 from apollo_domain.ports.topology import Topology
+from apollo_domain.rates import WriteRate
 from apollo_domain.retrieval import RetrievalSettings
 from apollo_domain.retry import OutboxRetry
 from apollo_domain.services import Deps
@@ -76,6 +79,9 @@ class Overrides:
     #: What splits texts into statements (``store_text``); None: the language model when
     #: it can (an OpenAI-compatible one can), else the deterministic split.
     splitter: TextSplitter | None = None
+    #: Each principal's write rate over the edges (:mod:`apollo_domain.rates`); None: no
+    #: limit (a store opened from settings takes ``APOLLO_WRITE_RATE``'s).
+    write_rate: WriteRate | None = None
 
 
 @frozen
@@ -168,6 +174,7 @@ def wire(store: Store, overrides: Overrides = Overrides()) -> Deps:
     elif not isinstance(embedder, CachingEmbedder):
         embedder = CachingEmbedder(embedder, max_entries=EMBEDDING_CACHE_SIZE)
     model = embedder.inner if isinstance(embedder, CachingEmbedder) else embedder
+    clock = overrides.clock or SystemClock()
     retrieval = overrides.retrieval or RetrievalSettings()
     if retrieval.relevance_floor is None:  # the rule belongs to the embedder
         own = retrieval.relevance_margin is not None or retrieval.relevance_single is not None
@@ -178,7 +185,7 @@ def wire(store: Store, overrides: Overrides = Overrides()) -> Deps:
         embedder=embedder,
         query_embedder=CachingEmbedder(model, max_entries=QUERY_CACHE_SIZE),
         judge=overrides.judge or HeuristicContradictionJudge(),
-        clock=overrides.clock or SystemClock(),
+        clock=clock,
         policy=overrides.policy or ConfidencePolicy(),
         llm=overrides.llm,
         splitter=overrides.splitter or _splitter_of(overrides.llm),
@@ -188,7 +195,20 @@ def wire(store: Store, overrides: Overrides = Overrides()) -> Deps:
         boost_window=(
             DEFAULT_BOOST_WINDOW if overrides.boost_window is None else overrides.boost_window
         ),
+        write_budget=write_budget_of(store, overrides.write_rate, clock),
     )
+
+
+def write_budget_of(store: Store, rate: WriteRate | None, clock: Clock) -> WriteBudget | None:
+    """The buckets of ``rate`` where ``store`` keeps them: in PostgreSQL for its store
+    (shared by every process of a fleet), else in this process; None without a rate."""
+    if rate is None:
+        return None
+    own = getattr(store, "write_budget", None)
+    if callable(own):
+        budget: WriteBudget = own(rate, clock)
+        return budget
+    return InMemoryWriteBudget(rate, clock)
 
 
 def _splitter_of(llm: GasLanguageModel | None) -> TextSplitter:
@@ -457,6 +477,7 @@ async def open_durable(
             boost_window=(
                 settings.boost_window if overrides.boost_window is None else overrides.boost_window
             ),
+            write_rate=overrides.write_rate or settings.write_limit,
         ),
     )
     return Wired(deps, tuple(closers))  # closed in reverse: the store first, the embedder last
@@ -648,4 +669,5 @@ __all__ = [
     "server_folder",
     "topology_of",
     "wire",
+    "write_budget_of",
 ]

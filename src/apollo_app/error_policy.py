@@ -4,7 +4,8 @@ Each :class:`ApolloError` subclass means the same thing everywhere. The HTTP API
 with ``http_status`` and ``{"error": {"type": name, ...}}``; an RPC reply carries ``name``
 (and the client raises the same class again); the bus consumer dead-letters a message whose
 failure a retry cannot fix and retries one that may pass (the store or the broker briefly
-away, a concurrent writer that won).
+away, a concurrent writer that won); a write over its principal's rate is delivered again
+once the rate allows it, never dead-lettered for that.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from apollo_domain.errors import (
     InvalidTransition,
     NotFound,
     PersistenceFailed,
+    RateLimited,
     RequestTimeout,
     RpcTimeout,
     StoreBusy,
@@ -40,6 +42,7 @@ class Settlement(enum.StrEnum):
 
     DEAD_LETTER = "dead_letter"  # a retry cannot succeed: park it with the reason
     RETRY = "retry"  # may pass later: redeliver with backoff (bounded), then dead-letter
+    DELAY = "delay"  # will pass later: deliver again after the error's retry_after, unbounded
 
 
 @frozen
@@ -52,6 +55,7 @@ class ErrorRule:
 
 _DEAD = Settlement.DEAD_LETTER
 _RETRY = Settlement.RETRY
+_DELAY = Settlement.DELAY
 
 #: Most specific class first: the first rule whose class matches applies.
 ERROR_POLICY: Final[tuple[ErrorRule, ...]] = (
@@ -61,6 +65,7 @@ ERROR_POLICY: Final[tuple[ErrorRule, ...]] = (
     ErrorRule(NotFound, 404, "not_found", _DEAD),
     ErrorRule(InvalidTransition, 409, "invalid_transition", _DEAD),
     ErrorRule(Conflict, 409, "conflict", _RETRY),
+    ErrorRule(RateLimited, 429, "rate_limited", _DELAY),
     ErrorRule(StoreBusy, 503, "store_busy", _RETRY),
     ErrorRule(StoreUnavailable, 503, "store_unavailable", _RETRY),
     ErrorRule(EmbeddingError, 503, "embedding_unavailable", _RETRY),
@@ -82,6 +87,13 @@ def rule_for(error: BaseException) -> ErrorRule:
         if isinstance(error, rule.error):
             return rule
     return INTERNAL
+
+
+def retry_after_of(error: BaseException) -> float | None:
+    """The seconds after which the same call may pass, for an error that says so (a busy
+    store, a write over its rate)."""
+    value = getattr(error, "retry_after", None)
+    return float(value) if isinstance(value, int | float) and value >= 0 else None
 
 
 def field_of(error: BaseException) -> str | None:
@@ -123,5 +135,6 @@ __all__ = [
     "error_named",
     "field_of",
     "message_of",
+    "retry_after_of",
     "rule_for",
 ]

@@ -18,6 +18,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from apollo_domain.commands import Command, QueryKnowledge, Retrieve
 from apollo_domain.model import Outcome
 from apollo_domain.ports.messaging import BrokerLink
+from apollo_domain.ports.rates import WriteBudget
 from apollo_domain.results import IngestResult, MaintenanceResult
 
 QUERY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -35,6 +36,22 @@ class ReplicaCounts(Protocol):
 
     @property
     def replica_fallback_causes(self) -> Mapping[str, int]: ...
+
+
+class _WriteRateCollector:
+    def __init__(self, budget: WriteBudget) -> None:
+        self.budget = budget
+
+    def collect(self) -> Iterator[Metric]:
+        family = CounterMetricFamily(
+            "apollo_write_rate",
+            "Writes charged to their principal's write rate (APOLLO_WRITE_RATE) in this"
+            " process, by outcome (granted; limited: refused with 429 or delayed on the bus).",
+            labels=["outcome"],
+        )
+        for outcome, count in sorted(self.budget.outcomes().items()):
+            family.add_metric([outcome], count)
+        yield family
 
 
 class _ReplicaCollector:
@@ -147,6 +164,7 @@ class Metrics:
             registry=self.registry,
         )
         self._broker: _BrokerCollector | None = None
+        self._write_rate: _WriteRateCollector | None = None
         for outcome in Outcome:
             self.ingest.labels(outcome=outcome.value)
 
@@ -200,6 +218,16 @@ class Metrics:
             and hasattr(store, "replica_fallback_causes")
         ):
             self.registry.register(_ReplicaCollector(store))
+
+    def watch_write_budget(self, budget: WriteBudget | None) -> None:
+        """Export ``budget``'s outcomes (``apollo_write_rate_total``) when there is one;
+        watching another budget replaces the first."""
+        if budget is None:
+            return
+        if self._write_rate is None:
+            self._write_rate = _WriteRateCollector(budget)
+            self.registry.register(self._write_rate)
+        self._write_rate.budget = budget
 
     def render(self) -> tuple[bytes, str]:
         """The Prometheus text exposition and its content type, without the ``*_created``

@@ -16,6 +16,7 @@ from apollo_domain.errors import ConfigurationError, Forbidden, ValidationError
 from apollo_domain.model import Principal, Role
 from apollo_domain.policy import ConfidencePolicy
 from apollo_domain.ports.topology import check_queue_type
+from apollo_domain.rates import DEFAULT_BURST, DEFAULT_PER_SECOND, WriteRate
 from apollo_domain.retrieval import RetrievalSettings
 from apollo_domain.retry import OutboxRetry
 from apollo_domain.rules import check_agent_id
@@ -202,6 +203,13 @@ class Settings:
     #: With gateways listed, whether a message without a broker-verified ``user_id`` is
     #: taken (as the one anonymous source) instead of dead-lettered ``unauthenticated``.
     allow_anonymous_publishers: bool = False
+    #: Entries a second each principal may write over the edges (HTTP, MCP, the bus), once
+    #: its burst is spent: a token bucket shared by every process of a fleet on
+    #: PostgreSQL (``None``, ``off``: no limit; see Security model, Write rates).
+    write_rate: float | None = DEFAULT_PER_SECOND
+    #: The entries a principal may write at once before ``write_rate`` applies (the
+    #: bucket's size; one write larger than it passes whole when the bucket is full).
+    write_burst: float = DEFAULT_BURST
     #: Seconds between decay cycles.
     decay_interval: float = 3600.0
     #: Seconds in which a principal earns one retrieval boost per entry (``None``: the
@@ -320,6 +328,10 @@ class Settings:
         number("APOLLO_HTTP_HEADER_TIMEOUT", "http_header_timeout", float, 0.01, 3_600)
         number("APOLLO_HTTP_BODY_TIMEOUT", "http_body_timeout", float, 0.01, 3_600)
         number("APOLLO_HTTP_MAX_CONNECTIONS", "http_max_connections", int, 1, 100_000)
+        rate = env.get("APOLLO_WRITE_RATE")
+        if rate is not None and rate.strip():
+            kwargs["write_rate"] = write_rate_setting(rate)
+        number("APOLLO_WRITE_BURST", "write_burst", float, 1, 10_000_000)
         number("APOLLO_DECAY_INTERVAL", "decay_interval", float, 1, 7 * 86_400)
         number("APOLLO_BOOST_WINDOW_SECONDS", "boost_window_seconds", float, 0, 365 * 86_400)
         number("APOLLO_EXPERTISE_INTERVAL", "expertise_interval", float, 1, 7 * 86_400)
@@ -482,6 +494,13 @@ class Settings:
         )
 
     @property
+    def write_limit(self) -> WriteRate | None:
+        """Each principal's write rate, as the stores charge it (None: no limit)."""
+        if self.write_rate is None:
+            return None
+        return WriteRate(self.write_rate, self.write_burst)
+
+    @property
     def retrieval(self) -> RetrievalSettings | None:
         """Retrieval settings with ``APOLLO_RELEVANCE_FLOOR`` when it is set, else None
         (the defaults, with the embedder's floor)."""
@@ -551,8 +570,29 @@ _KNOWN = frozenset(
         "APOLLO_RELEVANCE_FLOOR",
         "APOLLO_REQUEST_TIMEOUT",
         "APOLLO_RPC_TIMEOUT",
+        "APOLLO_WRITE_BURST",
+        "APOLLO_WRITE_RATE",
     }
 )
+
+
+def write_rate_setting(value: str) -> float | None:
+    """``APOLLO_WRITE_RATE``: entries a second (more than 0, at most a million), or
+    ``off``."""
+    text = value.strip().lower()
+    if text in ("off", "none", "unlimited"):
+        return None
+    try:
+        rate = float(text)
+    except ValueError:
+        raise ConfigurationError(
+            "APOLLO_WRITE_RATE", f"must be entries a second or off, got {value!r}"
+        ) from None
+    if not 0 < rate <= 1_000_000:
+        raise ConfigurationError(
+            "APOLLO_WRITE_RATE", f"must be more than 0 and at most 1,000,000 (or off), got {rate:g}"
+        )
+    return rate
 
 
 def known_variables() -> frozenset[str]:

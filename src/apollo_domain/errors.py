@@ -71,6 +71,16 @@ class TransientConflict(StoreBusy):
     serialization failure): all of it was rolled back, and running it again may pass."""
 
 
+class RateLimited(ApolloError):
+    """The caller's principal wrote faster than its write rate allows
+    (:mod:`apollo_domain.rates`). Nothing was written; the same write may pass after
+    ``retry_after`` seconds."""
+
+    def __init__(self, message: str, *, retry_after: float = 1.0) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
 class PersistenceFailed(ApolloError):
     """The store accepted the connection but failed to persist a change; nothing was written."""
 
@@ -111,6 +121,7 @@ __all__ = [
     "InvalidTransition",
     "NotFound",
     "PersistenceFailed",
+    "RateLimited",
     "RequestTimeout",
     "RpcTimeout",
     "StoreBusy",

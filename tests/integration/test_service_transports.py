@@ -31,6 +31,7 @@ from apollo_domain.handlers import handle
 from apollo_domain.model import Viewer
 from apollo_domain.ports.messaging import DeadLetter, Message, MessageBus
 from apollo_domain.ports.topology import Topology
+from apollo_domain.rates import WriteRate
 from apollo_domain.results import EntryView, QueryResult
 from apollo_domain.services import Caller
 from tests.postgres_support import fresh_store
@@ -175,6 +176,9 @@ class Mesh:
 
     async def settled(self, count: int) -> bool:
         return len(self.service_bus.settlements) >= count
+
+    async def settled_acks(self, count: int) -> bool:
+        return len(self.service_bus.settled("ack")) >= count
 
     async def dead_letters(self, count: int) -> list[DeadLetter]:
         """The dead letters once ``count`` have arrived (else an empty list: keep polling)."""
@@ -494,3 +498,49 @@ async def test_a_batch_redelivered_after_its_commit_writes_nothing_twice(
             assert {agent} == {e.source.agent_id for e in entries}
             credited += len(entries)
     assert 10 == credited
+
+
+# ------------------------------------------------------------------------- write rate
+
+
+@pytest.fixture
+async def rated_mesh(transport: Transport) -> AsyncIterator[Mesh]:
+    """A mesh whose principal may write five entries at once, then twenty a second; its
+    bus dead-letters a message after two failed redeliveries."""
+    store = await transport.store()
+    apollo = Apollo.with_store(store, closers=[store.close], write_rate=WriteRate(20, 5))
+    service_bus = SettlementRecorder(await transport.service_bus())
+    service = ApolloService(apollo, service_bus, transport.settings(prefetch=8))
+    await service.start()
+    try:
+        async with transport.client(AGENT) as client:
+            yield Mesh(apollo, service, service_bus, client.bus, client, transport.login)
+    finally:
+        await service.stop()
+        await apollo.close()
+
+
+async def test_writes_over_the_rate_are_delayed_and_all_stored_none_dead_lettered(
+    rated_mesh: Mesh,
+):
+    """Thirty store_knowledge messages from one principal against a bucket of five: the
+    five are stored at once, the rest delayed back onto the queue as the rate allows,
+    however many times (far more than the two redeliveries after which a failing message
+    is dead-lettered), until every one is stored, each once, and none dead-lettered."""
+    mesh = rated_mesh
+    contents = [f"worker {n} drains partition {n} of the orders topic" for n in range(30)]
+    sent = await mesh.client.store_many([{"content": text, "tags": ["kafka"]} for text in contents])
+    await eventually(lambda: mesh.at_least(30), "every message stored")
+    await eventually(lambda: mesh.settled_acks(30), "every message acknowledged")
+
+    delayed = mesh.service_bus.settled("delay")
+    assert len(delayed) >= 25, "the bucket held five, so the rest waited at least once"
+    assert max(delayed.count(m) for m in set(delayed)) > 2, "delays are not failed attempts"
+    assert [] == mesh.service_bus.settled("reject")
+    assert [] == mesh.service_bus.settled("retry")
+    assert sorted(d.message_id for d in sent) == sorted(mesh.service_bus.settled("ack"))
+    assert 30 == await mesh.total()
+    assert [] == await mesh.service_bus.drain_dead_letters()
+    budget = mesh.apollo.deps.write_budget
+    assert budget is not None
+    assert budget.outcomes()["limited"] == len(delayed)

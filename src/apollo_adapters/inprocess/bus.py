@@ -22,6 +22,7 @@ from apollo_domain.errors import RpcTimeout, TransportError, ValidationError
 from apollo_domain.ports.messaging import (
     DEAD_LETTER_QUEUE_HEADER,
     DEAD_LETTER_REASON_HEADER,
+    MAX_DELAY_SECONDS,
     DeadLetter,
     Message,
     MessageHandler,
@@ -350,6 +351,16 @@ class _Delivery:
         await asyncio.sleep(bus._retry_backoff(failed))
         try:
             await bus._requeue(self._consumer._queue, self.message)
+        finally:
+            self._consumer.settled(self)
+
+    async def delay(self, seconds: float, reason: str) -> None:
+        if not self._settle():
+            return
+        await asyncio.sleep(min(max(0.0, seconds), MAX_DELAY_SECONDS))
+        try:  # queued with the count it had: the next delivery counts the same
+            again = evolve(self.message, delivery_count=self.message.delivery_count - 1)
+            await self._consumer._bus._requeue(self._consumer._queue, again)
         finally:
             self._consumer.settled(self)
 

@@ -21,7 +21,8 @@ from apollo_domain.errors import (
     StoreUnavailable,
     ValidationError,
 )
-from apollo_domain.ports import Reads
+from apollo_domain.ports import Clock, Reads
+from apollo_domain.rates import WriteRate
 
 from . import schema
 from .entries import PostgresEntryRepository
@@ -33,6 +34,7 @@ from .errors import (
     translated,
 )
 from .graph import PostgresEntityGraph
+from .rates import PostgresWriteBudget
 from .reembed import PostgresReembedding
 from .repositories import (
     PostgresAccessLog,
@@ -711,6 +713,11 @@ class PostgresStore:
             log.info("a read ran on the primary (%s): %s", exc.cause, exc.error)
         elif exc.cause == WAIT_TIMED_OUT:  # a caller's token may be forged: never louder
             log.debug("a read ran on the primary (%s): %s", exc.cause, exc.error)
+
+    def write_budget(self, rate: WriteRate, clock: Clock) -> PostgresWriteBudget:
+        """Each principal's write rate, kept in this database (``write_budgets``): every
+        process that opens it charges the same buckets."""
+        return PostgresWriteBudget(self, rate, clock)
 
     async def with_replica(
         self,

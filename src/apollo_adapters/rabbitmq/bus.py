@@ -36,6 +36,7 @@ from apollo_domain.errors import RpcTimeout, TransportError, ValidationError
 from apollo_domain.ports.messaging import (
     DEAD_LETTER_QUEUE_HEADER,
     DEAD_LETTER_REASON_HEADER,
+    MAX_DELAY_SECONDS,
     DeadLetter,
     Message,
     MessageHandler,
@@ -767,6 +768,15 @@ class _Delivery:
             return
         await asyncio.sleep(self._bus._retry_backoff(failed))
         await self._bus._requeue(self._queue, self.message, failed)
+        await self._ack()
+
+    async def delay(self, seconds: float, reason: str) -> None:
+        if not self._settle():
+            return
+        await asyncio.sleep(min(max(0.0, seconds), MAX_DELAY_SECONDS))
+        # published (confirmed) before the ack: a crash between the two delivers it twice,
+        # which its message id makes harmless; the attempts so far are kept as they were
+        await self._bus._requeue(self._queue, self.message, self.message.delivery_count - 1)
         await self._ack()
 
     def _settle(self) -> bool:

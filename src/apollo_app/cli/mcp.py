@@ -13,6 +13,7 @@ from apollo_domain.handlers import handle
 from apollo_domain.model import Principal
 from apollo_domain.services import Caller
 from apollo_domain.services.context import UNKNOWN_AGENT
+from apollo_domain.services.write_rate import charge_write
 
 from .. import bootstrap
 from ..facade import Apollo
@@ -65,8 +66,12 @@ def cmd_mcp(args: argparse.Namespace) -> int:
                 async def run(who: Caller, command: c.Command[Any], key: str | None) -> Any:
                     return await handle(apollo.deps, who, command, idempotency_key=key)
 
+                async def charge(who: Caller, cost: int) -> None:
+                    await charge_write(apollo.deps, who, cost)
+
                 tools = tools_of(mcp_actions())
-                await serve(ApolloMcp(tools, run, local_caller(caller)), streams)
+                edge = ApolloMcp(tools, run, local_caller(caller), charge=charge)
+                await serve(edge, streams)
 
     async def _client_mode(url: str, streams: Any) -> None:
         async with Apollo.client_mode(

@@ -24,6 +24,7 @@ from apollo_domain.ports import (
     Store,
     StoreStats,
 )
+from apollo_domain.rates import WriteRate
 from apollo_domain.results import (
     ContradictionReport,
     CorroborationReport,
@@ -81,6 +82,7 @@ class Apollo:
         llm: GasLanguageModel | None = None,
         policy: ConfidencePolicy | None = None,
         retrieval: RetrievalSettings | None = None,
+        write_rate: WriteRate | None = None,
     ) -> Apollo:
         """Everything in this process: the in-memory store (exact numpy search).
 
@@ -89,9 +91,13 @@ class Apollo:
         process and serves simulations and tests, which want instant, reproducible vectors
         and no model to load (texts match by shared words, not by meaning). Pass
         ``embedder=OnnxEmbedder(cache_dir=...)`` (``apollo_adapters.embedders``) for
-        meaning-based matching in memory."""
+        meaning-based matching in memory. ``write_rate`` bounds each principal's writes
+        over the edges served from this Apollo (HTTP, MCP, the bus; none by default: the
+        embedding program's own calls are never charged)."""
         wired = bootstrap.in_memory(
-            Overrides(embedder, clock, judge, llm, policy, retrieval=retrieval)
+            Overrides(
+                embedder, clock, judge, llm, policy, retrieval=retrieval, write_rate=write_rate
+            )
         )
         return cls(wired.deps, closers=wired.closers)
 
@@ -107,11 +113,16 @@ class Apollo:
         policy: ConfidencePolicy | None = None,
         retrieval: RetrievalSettings | None = None,
         closers: Sequence[Closer] = (),
+        write_rate: WriteRate | None = None,
     ) -> Apollo:
         """Wrap any :class:`Store` adapter (the caller keeps ownership unless it passes
-        ``closers``)."""
+        ``closers``); ``write_rate`` as :meth:`in_memory` takes it, kept where the store
+        keeps its buckets (in PostgreSQL for its store)."""
         deps = bootstrap.wire(
-            store, Overrides(embedder, clock, judge, llm, policy, retrieval=retrieval)
+            store,
+            Overrides(
+                embedder, clock, judge, llm, policy, retrieval=retrieval, write_rate=write_rate
+            ),
         )
         return cls(deps, closers=closers)
 

@@ -12,7 +12,7 @@ raises) in its docstrings, once; every adapter satisfies it, and the contract su
 - :mod:`.messaging` and :mod:`.topology`: the message bus and the names it routes by;
 - :mod:`.embedder`, :mod:`.judge`, :mod:`.extractor`, :mod:`.llm`, :mod:`.clock` and
   :mod:`.profile`: the embedder, the contradiction judge, the entity extractor, the GAS
-  language model, the clock and the query profile.
+  language model, the clock and the query profile; :mod:`.rates`: the write budget.
 
 Errors: adapters raise only :mod:`apollo_domain.errors` types (see :mod:`.store` and
 :mod:`.messaging` for which).
@@ -28,6 +28,7 @@ from .graph import EntityGraph, GraphSurroundings, RelationRepository
 from .judge import ContradictionJudge
 from .llm import GasLanguageModel
 from .profile import QueryProfile
+from .rates import WriteBudget
 from .records import (
     AccessLogRecord,
     AgentDomainStats,
@@ -91,4 +92,5 @@ __all__ = [
     "StoreStats",
     "TextSplitter",
     "UnitOfWork",
+    "WriteBudget",
 ]

@@ -86,6 +86,10 @@ class Message:
     delivery_count: int = 0
 
 
+#: The longest a delivery waits in :meth:`Delivery.delay` before it is queued again.
+MAX_DELAY_SECONDS = 5.0
+
+
 @frozen
 class DeadLetter:
     """A message that can never succeed, taken off the dead-letter queue.
@@ -128,6 +132,14 @@ class Delivery(Protocol):
         with the reason ``gave up after N attempts: <reason>``. Returns once the message
         is queued again (or dead-lettered); the delivery counts against ``prefetch``
         until then, backoff included.
+        """
+
+    async def delay(self, seconds: float, reason: str) -> None:
+        """Not yet: deliver the message again after ``seconds`` (at most
+        :data:`MAX_DELAY_SECONDS` held here; a longer wait is taken again on the next
+        delivery), at the back of its queue. Not a failed attempt: ``delivery_count``
+        stays as it is and no number of delays dead-letters the message. Returns once
+        the message is queued again; the delivery counts against ``prefetch`` until then.
         """
 
 
@@ -252,6 +264,7 @@ class BrokerLink(Protocol):
 __all__ = [
     "DEAD_LETTER_QUEUE_HEADER",
     "DEAD_LETTER_REASON_HEADER",
+    "MAX_DELAY_SECONDS",
     "REPLY_QUEUE_PREFIXES",
     "BrokerLink",
     "DeadLetter",

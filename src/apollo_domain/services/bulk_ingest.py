@@ -56,6 +56,7 @@ from .ingest import (
     support_outcome,
     supports,
 )
+from .write_rate import charge_write
 
 BATCH_SIZE = 256
 
@@ -74,6 +75,7 @@ async def store_many(
             requests.append(prepare(acting, item))
         except ValidationError as exc:
             raise ValidationError(f"items[{index}].{exc.field}", exc.message) from None
+    await charge_write(deps, caller, len(requests))  # one token per item, all at once
     return await ingest_many(deps, acting, requests, idempotency_key=idempotency_key)
 
 

@@ -27,6 +27,7 @@ from ..ports import (
     Store,
     TextSplitter,
     UnitOfWork,
+    WriteBudget,
 )
 from ..retrieval import RetrievalSettings
 from ..retry import OutboxRetry
@@ -67,6 +68,9 @@ class Deps:
     query_embedder: Embedder | None = None
     #: Told how long each stage of a query took; None: nobody asks.
     query_profile: QueryProfile | None = None
+    #: Each principal's write rate, charged by the writes that come over an edge
+    #: (:mod:`apollo_domain.rates`); None: no limit.
+    write_budget: WriteBudget | None = None
 
 
 @frozen

@@ -58,6 +58,7 @@ from .context import (
 )
 from .corroboration import corroboration_boost
 from .entities import extract, index_entry
+from .write_rate import charge_write
 
 NEIGHBOURS = 5
 CONTRADICTION_SCAN = "contradiction_scan"
@@ -154,8 +155,10 @@ async def store_knowledge(
     deps: Deps, caller: Caller, command: StoreKnowledge, idempotency_key: str | None = None
 ) -> IngestResult:
     """The ``store_knowledge`` use case: :func:`prepare`, then :func:`ingest`, as the agent
-    the command credits."""
+    the command credits; over an edge, charged to the caller's write rate once the command
+    is found valid."""
     request = prepare(caller, command)
+    await charge_write(deps, caller, 1)
     acting = caller.acting_as(command.agent_id)
     return await ingest(deps, acting, request, idempotency_key=idempotency_key)
 

@@ -18,6 +18,7 @@ from .bulk_ingest import ingest_chunk
 from .context import Caller, Deps, resolve_viewer
 from .graph import parse_id
 from .ingest import IngestRequest, prepare
+from .write_rate import charge_write
 
 #: The key of an entry's context that says where in its episode its statement was said.
 EPISODE_CONTEXT = "episode"
@@ -45,10 +46,12 @@ async def store_text(
     turns, conversation = read_turns(command.text)
     shared = statement_command(command, "-")
     prepare(acting, shared)  # every field but the text, refused before any model runs
+    await charge_write(deps, caller, 1)  # refused before the split when the bucket is empty
     statements = await deps.splitter.split(turns)
     STATEMENTS.check(len(statements), "text")
     for statement in statements:  # refused, never cut
         STATEMENT.check(len(statement.text), "text")
+    await charge_write(deps, caller, len(statements) - 1, force=True)  # the rest, granted
     scope = normalize_scope(command.access_scope)
     owner = acting.principal.id
     episode = Episode(

@@ -252,6 +252,8 @@ def create_app(
     admission = admission or Admission(DEFAULT_CAPACITY)
     if metrics is not None and broker is not None:
         metrics.watch_broker(broker)
+    if metrics is not None:
+        metrics.watch_write_budget(apollo.deps.write_budget)
     auth = Authenticator(tokens)
     document = encode_json(openapi_document())
     routes: list[BaseRoute] = [

@@ -11,9 +11,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
-from apollo_domain.errors import StoreBusy
-
-from ...error_policy import INTERNAL, field_of, message_of, rule_for
+from ...error_policy import INTERNAL, field_of, message_of, retry_after_of, rule_for
 from ...wire.codec import encode_json
 
 logger = logging.getLogger("apollo.http")
@@ -41,16 +39,17 @@ def error_response(
 
 def map_error(exc: BaseException) -> Response:
     """Any error as its policy's status and name (a server fault without its text; a busy
-    store with ``Retry-After``). A server-side failure is logged with its cause, which the
-    caller is never shown."""
+    store and a write over its rate with ``Retry-After``, whole seconds rounded up). A
+    server-side failure is logged with its cause, which the caller is never shown."""
     rule = rule_for(exc)
     if rule is INTERNAL:
         logger.error("unexpected error", exc_info=exc)
     elif rule.http_status >= 500:
         logger.warning("%s: %s", rule.name, exc, exc_info=exc.__cause__ is not None)
     headers = None
-    if isinstance(exc, StoreBusy):
-        headers = {"Retry-After": str(max(1, math.ceil(exc.retry_after)))}
+    wait = retry_after_of(exc)
+    if wait is not None:
+        headers = {"Retry-After": str(max(1, math.ceil(wait)))}
     return error_response(
         rule.http_status, rule.name, message_of(exc), field_of(exc), headers=headers
     )

@@ -26,6 +26,10 @@ ERROR_DESCRIPTIONS = {
     413: "Request body too large.",
     415: "Request bodies must be application/json.",
     422: "Rejected by admission (the reason says why).",
+    429: (
+        "The caller's principal writes faster than its write rate (APOLLO_WRITE_RATE) allows;"
+        " nothing was written; retry after Retry-After seconds."
+    ),
     500: "The store failed to persist the change; nothing was written.",
     503: (
         "The store (or embedder) is unavailable right now, or the request was not carried out"

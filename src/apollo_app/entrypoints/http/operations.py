@@ -205,14 +205,14 @@ OPERATIONS: tuple[Operation, ...] = (
         present=_ingested,
         fill=_submitted,
         filled=frozenset({"submitted_by", "submitted_from"}),
-        errors=(*_WRITE_ERRORS, 409, 413, 422),
+        errors=(*_WRITE_ERRORS, 409, 413, 422, 429),
     ),
     Operation.of(
         c.StoreText,
         "Store a text or a conversation as one episode of statements, each stored as "
         "/ingest stores one (all or nothing; the same text again creates nothing).",
         (200, "The episode and one ingest result per statement, in order.", TextResult),
-        errors=(*_WRITE_ERRORS, 413),
+        errors=(*_WRITE_ERRORS, 413, 429),
         tag="texts",
     ),
     Operation.of(

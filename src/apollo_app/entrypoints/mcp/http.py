@@ -12,6 +12,7 @@ read whole.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any
@@ -28,6 +29,7 @@ from apollo_domain.bounds import MESSAGE
 from apollo_domain.handlers import handle
 from apollo_domain.model import Principal
 from apollo_domain.services import Caller
+from apollo_domain.services.write_rate import charge_write
 
 from ...facade import Apollo
 from ...metrics import Metrics
@@ -35,7 +37,7 @@ from ...wire.codec import DuplicateKey, encode_json, refuse_duplicate_keys
 from ..http.auth import Authenticator, Unauthorized
 from ..http.errors import JSON, error_body
 from ..http.operations import HTTP_AGENT
-from .server import ApolloMcp
+from .server import RETRY_AFTER_SCOPE, ApolloMcp
 from .tools import mcp_actions, tools_of
 
 PATH = "/mcp"
@@ -74,8 +76,16 @@ class McpHttp:
         async def run(caller: Caller, command: Any, key: str | None) -> Any:
             return await handle(apollo.deps, caller, command, idempotency_key=key)
 
+        async def charge(caller: Caller, cost: int) -> None:
+            await charge_write(apollo.deps, caller, cost)
+
         self.edge = ApolloMcp(
-            tools_of(mcp_actions()), run, http_caller, admission=admission, metrics=metrics
+            tools_of(mcp_actions()),
+            run,
+            http_caller,
+            admission=admission,
+            metrics=metrics,
+            charge=charge,
         )
         self.auth = auth
         self.server = self.edge.server()
@@ -120,7 +130,7 @@ class McpHttp:
             json_response=_PROGRESS not in body,
         )
         async with manager.run():
-            await manager.handle_request(scope, _replay(body, receive), send)
+            await manager.handle_request(scope, _replay(body, receive), _limited(scope, send))
 
     def challenge(self, request: Request, exc: Unauthorized) -> str:
         """``WWW-Authenticate`` of a 401: the bearer scheme, why, and where the
@@ -172,6 +182,23 @@ def _replay(body: bytes, receive: Receive) -> Receive:
         return await receive()
 
     return replayed
+
+
+def _limited(scope: Scope, send: Send) -> Send:
+    """``send`` that answers 429 with ``Retry-After`` (whole seconds, rounded up) when the
+    call was refused for its principal's write rate (:data:`RETRY_AFTER_SCOPE`), its
+    JSON-RPC error in the body. A streamed answer has begun before any tool ran: it keeps
+    its status, and the error in the stream says the same."""
+
+    async def sending(message: Message) -> None:
+        wait = scope.get(RETRY_AFTER_SCOPE)
+        if message["type"] == "http.response.start" and isinstance(wait, int | float):
+            headers = [(k, v) for k, v in message.get("headers", []) if k.lower() != b"retry-after"]
+            headers.append((b"retry-after", str(max(1, math.ceil(wait))).encode()))
+            message = {**message, "status": 429, "headers": headers}
+        await send(message)
+
+    return sending
 
 
 def _too_large() -> Response:

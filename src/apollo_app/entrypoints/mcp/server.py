@@ -28,10 +28,11 @@ from apollo_domain import commands as c
 from apollo_domain.actions import action_of
 from apollo_domain.bounds import STORE_MANY
 from apollo_domain.causal import causal_scope
-from apollo_domain.errors import ApolloError, NotFound, ValidationError
+from apollo_domain.errors import ApolloError, NotFound, RateLimited, ValidationError
 from apollo_domain.handlers import authorize, refusal
 from apollo_domain.services import Caller, prepare
 from apollo_domain.services.bulk_ingest import BATCH_SIZE
+from apollo_domain.services.write_rate import prepaid
 from apollo_domain.validation import checked_key
 
 from ... import __version__
@@ -61,6 +62,17 @@ CAUSAL_TOKEN_META = "apollo/causal_token"
 #: the first did (as the HTTP API's ``Idempotency-Key`` header; the bus's is the message
 #: id, which a client-mode server makes per call).
 IDEMPOTENCY_KEY_META = "apollo/idempotency_key"
+#: The JSON-RPC error of a tool call refused for its principal's write rate (in the
+#: server-defined range); its ``data`` holds the error's ``type`` (``rate_limited``), its
+#: ``message`` and ``retry_after`` (seconds). Over HTTP the answer is also status 429 with
+#: ``Retry-After``.
+RATE_LIMITED_CODE = -32029
+#: Where a refused call leaves its wait for the HTTP transport (:class:`McpHttp`), in the
+#: request's scope.
+RETRY_AFTER_SCOPE = "apollo.retry_after"
+#: What charges a write to its caller's rate before an edge sends it in parts (None: the
+#: use cases charge each part, or nothing does).
+Charge = Callable[[Caller, int], Awaitable[None]]
 ENTRY_TEMPLATE = "apollo://entries/{id}"
 ENTITY_TEMPLATE = "apollo://entities/{name}"
 _ENTRY_PREFIX = "apollo://entries/"
@@ -109,6 +121,7 @@ class ApolloMcp:
         admission: Callable[[], AbstractAsyncContextManager[None]] | None = None,
         metrics: Metrics | None = None,
         resources: bool = True,
+        charge: Charge | None = None,
     ) -> None:
         self.tools = {tool.name: tool for tool in tools}
         if len(self.tools) != len(tools):
@@ -118,6 +131,7 @@ class ApolloMcp:
         self.admission = admission or nullcontext
         self.metrics = metrics
         self.resources = resources
+        self.charge = charge
         self._converter = make_converter(forbid_extra_keys=True, round_scores=False)
         self._shown = make_converter(forbid_extra_keys=False, round_scores=True)
         self._listing = [_listed(tool) for tool in tools]
@@ -182,6 +196,8 @@ class ApolloMcp:
             if scope.token is not None:
                 answer.meta = {CAUSAL_TOKEN_META: scope.token}
             return answer
+        except RateLimited as exc:
+            raise rate_limited(ctx, exc) from None
         except ApolloError as exc:
             return failure(exc)
         except Exception as exc:
@@ -236,12 +252,15 @@ class ApolloMcp:
                 raise ValidationError(f"items[{index}].{exc.field}", exc.message) from None
         total = len(command.items)
         results: list[Any] = []
-        for start in range(0, total, BATCH_SIZE):
-            chunk = attrs.evolve(command, items=command.items[start : start + BATCH_SIZE])
-            chunk_key = None if key is None else f"{key}@{start}"  # each chunk its own
-            results.extend(await self.run(caller, chunk, chunk_key))
-            done = min(total, start + BATCH_SIZE)
-            await ctx.session.report_progress(done, total, f"stored {done} of {total}")
+        if self.charge is not None:  # the whole call at once: no chunk is refused midway
+            await self.charge(caller, total)
+        with prepaid() if self.charge is not None else nullcontext():
+            for start in range(0, total, BATCH_SIZE):
+                chunk = attrs.evolve(command, items=command.items[start : start + BATCH_SIZE])
+                chunk_key = None if key is None else f"{key}@{start}"  # each chunk its own
+                results.extend(await self.run(caller, chunk, chunk_key))
+                done = min(total, start + BATCH_SIZE)
+                await ctx.session.report_progress(done, total, f"stored {done} of {total}")
         return results
 
     def success(self, tool: Tool, result: Any) -> types.CallToolResult:
@@ -368,6 +387,18 @@ def _listed(tool: Tool) -> types.Tool:
     )
 
 
+def rate_limited(ctx: ServerRequestContext[Any, Any], exc: RateLimited) -> MCPError:
+    """A write over its principal's rate as a JSON-RPC error (:data:`RATE_LIMITED_CODE`),
+    the wait left in the HTTP request's scope for a 429 with ``Retry-After``."""
+    request = ctx.request
+    scope = getattr(request, "scope", None)
+    if isinstance(scope, dict):
+        scope[RETRY_AFTER_SCOPE] = exc.retry_after
+    rule = rule_for(exc)
+    data = {"type": rule.name, "message": message_of(exc), "retry_after": exc.retry_after}
+    return MCPError(RATE_LIMITED_CODE, f"{rule.name}: {message_of(exc)}", data)
+
+
 def failure(exc: BaseException) -> types.CallToolResult:
     """An error as a tool error: its type, message and field (a server fault without its
     text), as the HTTP API's error body says them."""
@@ -390,6 +421,8 @@ __all__ = [
     "ENTITY_TEMPLATE",
     "ENTRY_TEMPLATE",
     "IDEMPOTENCY_KEY_META",
+    "RATE_LIMITED_CODE",
+    "RETRY_AFTER_SCOPE",
     "ApolloMcp",
     "Identify",
     "Run",

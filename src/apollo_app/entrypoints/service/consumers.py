@@ -34,8 +34,12 @@ cannot sink the others.
 
 Settlement: bad input and failures that cannot succeed on a retry (:class:`ValidationError`,
 :class:`NotFound`, :class:`InvalidTransition`) dead-letter the message with the reason;
-any other failure (the store or the broker unavailable, anything unexpected) is retried
-with backoff, a bounded number of times, then dead-lettered. Nothing is dropped silently.
+a write over its principal's rate (:class:`RateLimited`, charged before a
+``store_knowledge`` joins a batch and by the use case of any other write) is delayed for
+as long as the rate says and queued again, however many times, never dead-lettered for
+that; any other failure (the store or the broker unavailable, anything unexpected) is
+retried with backoff, a bounded number of times, then dead-lettered. Nothing is dropped
+silently.
 
 Nothing here is process-local: several service processes may consume the same queues.
 Periodic work (decay, expertise, corroboration, the access log's retention) runs once per
@@ -73,10 +77,11 @@ from apollo_domain.results import ContradictionReport
 from apollo_domain.rules import check_agent_id
 from apollo_domain.secrets import redact
 from apollo_domain.services import Caller, IngestItem, ingest_each
+from apollo_domain.services.write_rate import charge_write
 
 from ...bootstrap import topology_of
 from ...budget import within_budget
-from ...error_policy import Settlement, rule_for
+from ...error_policy import Settlement, retry_after_of, rule_for
 from ...facade import Apollo
 from ...settings import Settings
 from ...wire.envelope import (
@@ -308,6 +313,11 @@ class ApolloService:
         if item is None:
             await self._single(delivery)
             return
+        try:
+            await charge_write(self.apollo.deps, item[1].caller, 1)
+        except Exception as exc:  # over its rate (delayed), or the store away (retried)
+            await self._settle(delivery, _raising(exc))
+            return
         settled = asyncio.get_running_loop().create_future()
         batch = self._batch
         batch.pending.append(_Pending(delivery, *item, settled))
@@ -440,8 +450,12 @@ class ApolloService:
             await work()
         except Exception as exc:
             reason = redact(f"{type(exc).__name__}: {exc}")
-            if rule_for(exc).settlement is Settlement.DEAD_LETTER:
+            settlement = rule_for(exc).settlement
+            if settlement is Settlement.DEAD_LETTER:
                 await _reject(delivery, reason)
+                return
+            if settlement is Settlement.DELAY:
+                await _delay(delivery, retry_after_of(exc) or 0.0, reason)
                 return
             if isinstance(exc, ApolloError):
                 log.warning(
@@ -478,6 +492,13 @@ class _Batch:
     due: bool = False
 
 
+def _raising(exc: Exception) -> Callable[[], Awaitable[None]]:
+    async def work() -> None:
+        raise exc
+
+    return work
+
+
 def period_key(name: str, interval: float, now: datetime) -> str:
     """The idempotency key of periodic job ``name``'s run in the period of ``interval``
     seconds that ``now`` falls in (periods counted from the Unix epoch)."""
@@ -501,6 +522,14 @@ async def _reject(delivery: Delivery, reason: str) -> None:
         await delivery.reject(reason)
     except TransportError as exc:
         log.warning("could not dead-letter %s (%s)", delivery.message.message_id, exc)
+
+
+async def _delay(delivery: Delivery, seconds: float, reason: str) -> None:
+    log.info("message %s delayed %.2f s: %s", delivery.message.message_id, seconds, reason)
+    try:
+        await delivery.delay(seconds, reason)
+    except TransportError as exc:
+        log.warning("could not requeue %s (%s); it returns later", delivery.message.message_id, exc)
 
 
 async def _retry(delivery: Delivery, reason: str) -> None:
