@@ -65,6 +65,7 @@ from tests.service_processes import ServiceProcesses, service_environment
 from apollo_adapters.postgres import EmbeddedPostgres
 from apollo_adapters.postgres.embedded import _binaries, temporary_folder
 from apollo_app import Apollo, Settings
+from apollo_app.entrypoints.http.headers import CAUSAL_TOKEN_HEADER
 from benchmarks._common import TextGenerator, machine, table, write_json
 
 TOPICS = ("BGP", "OSPF", "TLS", "DNS", "Kafka", "Redis", "PostgreSQL", "RabbitMQ")
@@ -216,7 +217,9 @@ async def _agents(
     to the next process in turn, never again; with ``rate``, request k is sent no sooner
     than k / rate seconds after the first (an offered load, the same whatever serves it).
     Returns how many each process answered, the errors (any answer but 2xx, or none), and
-    the entry ids of the acknowledged ingests."""
+    the entry ids of the acknowledged ingests. Each agent presents the causal token of its
+    latest write with every request after it, as ``Client`` does: it reads its own
+    writes, whichever process answers."""
     pending = list(enumerate(requests))
     pending.reverse()
     answered = [0] * len(apis)
@@ -226,15 +229,17 @@ async def _agents(
     start = loop.time()
 
     async def agent(token: str) -> None:
+        causal: str | None = None
         while pending:
             turn, (path, body) = pending.pop()
             if rate is not None:
                 await asyncio.sleep(max(0.0, start + turn / rate - loop.time()))
             api = turn % len(apis)
+            headers = _bearer(token)
+            if causal is not None:
+                headers[CAUSAL_TOKEN_HEADER] = causal
             try:
-                response = await http.post(
-                    f"{apis[api]}{path}", json=body, headers={"Authorization": f"Bearer {token}"}
-                )
+                response = await http.post(f"{apis[api]}{path}", json=body, headers=headers)
             except httpx.HTTPError as exc:
                 errors.append(type(exc).__name__)
                 continue
@@ -242,6 +247,7 @@ async def _agents(
                 errors.append(f"{response.status_code} {response.text[:200]}")
                 continue
             answered[api] += 1
+            causal = response.headers.get(CAUSAL_TOKEN_HEADER, causal)
             if path == "/ingest":
                 stored.append(response.json()["entry_id"])
 
@@ -253,9 +259,39 @@ def _token(agent: int) -> str:
     return f"bench-token-{agent}"
 
 
+#: The token that reads each process's /metrics.
+ADMIN_TOKEN = "bench-admin"
+
+
 def _tokens(agents: int) -> str:
-    """``APOLLO_API_TOKENS``: one writer per agent (its own source, its own expertise)."""
-    return ",".join(f"{_token(k)}=claude-bench-{k}:writer" for k in range(agents))
+    """``APOLLO_API_TOKENS``: one writer per agent (its own source, its own expertise), and
+    an admin that reads the metrics."""
+    writers = [f"{_token(k)}=claude-bench-{k}:writer" for k in range(agents)]
+    return ",".join([*writers, f"{ADMIN_TOKEN}=bench-ops:admin"])
+
+
+def _counter(text: str, name: str, label: str) -> float:
+    prefix = f"{name}{{{label}}} "
+    for line in text.splitlines():
+        if line.startswith(prefix):
+            return float(line[len(prefix) :])
+    return 0.0
+
+
+async def _replica_counts(http: httpx.AsyncClient, apis: list[str]) -> tuple[float, float]:
+    """Queries meant for the replica so far, summed over the processes: (ran on the
+    replica, ran on the primary)."""
+    replica = primary = 0.0
+    for api in apis:
+        base = api.removesuffix("/api/apollo")
+        text = (await http.get(f"{base}/metrics", headers=_bearer(ADMIN_TOKEN))).text
+        replica += _counter(text, "apollo_replica_reads_total", 'served_by="replica"')
+        primary += _counter(text, "apollo_replica_reads_total", 'served_by="primary"')
+    return replica, primary
+
+
+def _bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
 
 
 async def _drained(conninfo: str) -> None:
@@ -301,6 +337,7 @@ async def _fleet(
         migration_database_url=direct,
         read_database_url=replica.conninfo(database),
         api_tokens=_tokens(args.agents),
+        write_rate=1_000_000,  # charged as always, past the benchmark's own writes
     )
     services = ServiceProcesses(processes, settings, folder)
     texts = TextGenerator(seed=7).texts(args.ingests + args.mixed)
@@ -334,7 +371,9 @@ async def _fleet(
             server_ms = await _server_ms(admin, database)
             primary_cpu = _server_cpu_seconds(pgdata) - primary_cpu
             cpu = [_cpu_seconds(pid) - c for pid, c in zip(services.pids, cpu, strict=True)]
+            replica_before = await _replica_counts(http, services.apis)
             mixed_run = await _agents(http, services.apis, args.agents, mixed)
+            replica_after = await _replica_counts(http, services.apis)
         acknowledged = loaded["stored"] + mixed_run["stored"]
         lost = await _missing(direct, acknowledged)
     finally:
@@ -353,6 +392,8 @@ async def _fleet(
         ],
         "mixed_requests": len(mixed),
         "mixed_errors": len(mixed_run["errors"]),
+        "mixed_queries_on_replica": replica_after[0] - replica_before[0],
+        "mixed_queries_on_primary": replica_after[1] - replica_before[1],
         "error_samples": (loaded["errors"] + mixed_run["errors"])[:5],
         "acknowledged_ingests": len(acknowledged),
         "lost": lost,
@@ -380,6 +421,8 @@ def _summary(rounds: list[dict[str, Any]]) -> dict[str, Any]:
         ],
         "acknowledged_ingests": sum(r["acknowledged_ingests"] for r in rounds),
         "lost": sum(r["lost"] for r in rounds),
+        "mixed_queries_on_replica": sum(r["mixed_queries_on_replica"] for r in rounds),
+        "mixed_queries_on_primary": sum(r["mixed_queries_on_primary"] for r in rounds),
         "error_samples": [e for r in rounds for e in r["error_samples"]][:5],
     }
 
@@ -518,6 +561,14 @@ def report(result: dict[str, Any]) -> str:
         lines.append(f"  {fleet['processes']} process(es): primary ms/ingest by round {rounds}")
         for sample in fleet["error_samples"]:
             lines.append(f"  {fleet['processes']} process(es), error: {sample}")
+        on_replica = fleet.get("mixed_queries_on_replica", 0)  # runs before it was counted
+        meant = on_replica + fleet.get("mixed_queries_on_primary", 0)
+        if meant:
+            lines.append(
+                f"  {fleet['processes']} process(es), mixed load (1 ingest : 2 queries, each"
+                f" agent presenting its own causal token): queries on the replica"
+                f" {on_replica:.0f} of {meant:.0f} ({on_replica / meant:.1%}; target ≥ 90 %)"
+            )
     for name, r in result["setups"].items():
         lines.append(
             f"  {name}: query p50 by round " + ", ".join(f"{v:.1f}" for v in r["round_p50_ms"])

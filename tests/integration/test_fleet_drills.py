@@ -431,3 +431,60 @@ async def _replica_setting(conninfo: str, delay: str | None) -> None:
         else:
             await conn.execute(f"ALTER SYSTEM SET recovery_min_apply_delay = '{delay}'")
         await conn.execute("SELECT pg_reload_conf()")
+
+
+def _fallbacks(text: str) -> dict[str, float]:
+    found = re.findall(r'apollo_replica_fallbacks_total\{cause="([^"]+)"\} (\S+)', text)
+    return {cause: float(count) for cause, count in found}
+
+
+async def test_under_a_mix_of_writes_nine_queries_in_ten_run_on_the_replica(
+    fleet_cluster: FleetCluster, database: str
+) -> None:
+    """Forty callers at once through two processes and the pooler, one ingest to two
+    queries (150 ingests, 300 queries): each caller's query after its own ingest presents
+    the ingest's causal token and goes through the other process, and finds its write;
+    the other queries present none. Causal tokens are kept per caller, not per process, so
+    a steady mix of writes does not send the reads to the primary: at least nine in ten
+    queries run on the replica, with no error."""
+    services = await _started(fleet_cluster.service_processes(2, database))
+    own_found: list[bool] = []
+    try:
+        async with httpx.AsyncClient(timeout=30) as http:
+            before = [(await http.get(f"{s.base}/metrics")).text for s in services]
+
+            async def caller(n: int) -> None:
+                callers = Callers(services.apis, http)
+                text = f"mix note {n}: {uuid.uuid4().hex} on shard {n % 11}"
+                stored = await callers.send("/ingest", {"content": text}, retry=False)
+                assert callers.token is not None, "the ingest answered no causal token"
+                mine = await callers.send(
+                    "/query",
+                    {"query": text, "min_confidence": 0, "limit": 20},
+                    retry=False,
+                    headers={CAUSAL_TOKEN_HEADER: callers.token},
+                )
+                own_found.append(stored["entry_id"] in [e["id"] for e in mine["entries"]])
+                other = f"mix note shard {(n + 5) % 11}"
+                await callers.send("/query", {"query": other, "min_confidence": 0}, retry=False)
+
+            await asyncio.wait_for(_spread(150, 40, caller), PATIENCE)
+            after = [(await http.get(f"{s.base}/metrics")).text for s in services]
+    finally:
+        await _stopped(services)
+    on_replica = sum(
+        _metric(a, "replica") - _metric(b, "replica") for a, b in zip(after, before, strict=True)
+    )
+    on_primary = sum(
+        _metric(a, "primary") - _metric(b, "primary") for a, b in zip(after, before, strict=True)
+    )
+    causes = [_fallbacks(text) for text in after]
+    share = on_replica / (on_replica + on_primary)
+    print(
+        f"\nmixed drill: 150 ingests, 300 queries, 40 callers; queries on the replica"
+        f" {on_replica:.0f}, on the primary {on_primary:.0f} ({share:.1%}); fallbacks by"
+        f" cause per process {causes}; own writes found {sum(own_found)} of {len(own_found)}"
+    )
+    assert 300 == on_replica + on_primary
+    assert all(own_found) and 150 == len(own_found)
+    assert share >= 0.9
