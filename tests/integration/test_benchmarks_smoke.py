@@ -6,6 +6,7 @@ the expected keys, and that every figure it reports is a positive number.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import re
@@ -403,3 +404,26 @@ def test_flood_bench_prints_every_mode_before_and_after(capsys: pytest.CaptureFi
     assert 6 == len(rows)
     assert {"hybrid", "vector", "lexical"} == {row[2] for row in rows}
     assert all(int(row[6].split("/")[0]) <= 4 for row in rows), rows
+
+
+def test_reach_bench_quick_reports_recall_per_kind_and_p50_for_every_method() -> None:
+    from benchmarks import reach_bench
+
+    args = reach_bench.parse(["--quick"])
+    result = asyncio.run(reach_bench.run(args))
+    assert set(reach_bench.METHODS) == set(result["methods"])
+    for figures in result["methods"].values():
+        assert set(reach_bench.KINDS) == set(figures["recall_at_10"])
+        assert all(0 <= r <= 1 for r in figures["recall_at_10"].values())
+        assert positive(figures["query_p50_ms"])
+    assert "neighbours" in reach_bench.report(result)
+
+
+@pytest.mark.postgres
+def test_write_rate_bench_quick_times_a_write_with_and_without_its_charge() -> None:
+    from benchmarks import write_rate_bench
+
+    result = asyncio.run(write_rate_bench.run(write_rate_bench.parse(["--quick"])))
+    assert {"uncharged", "charged", "charge alone"} == set(result["p50_ms"])
+    assert all(positive(v) for v in result["p50_ms"].values())
+    assert positive(result["ratio_charged_to_uncharged"])
