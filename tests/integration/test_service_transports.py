@@ -191,8 +191,18 @@ class Mesh:
 
 @pytest.fixture
 async def mesh(transport: Transport) -> AsyncIterator[Mesh]:
+    async with open_mesh(transport) as opened:
+        yield opened
+
+
+@asynccontextmanager
+async def open_mesh(
+    transport: Transport, write_rate: WriteRate | None = None
+) -> AsyncIterator[Mesh]:
+    """The service over a fresh store (each principal's writes bounded by ``write_rate``),
+    its bus recording settlements, and a client mode client as ``AGENT``."""
     store = await transport.store()
-    apollo = Apollo.with_store(store, closers=[store.close])
+    apollo = Apollo.with_store(store, closers=[store.close], write_rate=write_rate)
     service_bus = SettlementRecorder(await transport.service_bus())
     service = ApolloService(apollo, service_bus, transport.settings(prefetch=8))
     await service.start()
@@ -507,17 +517,8 @@ async def test_a_batch_redelivered_after_its_commit_writes_nothing_twice(
 async def rated_mesh(transport: Transport) -> AsyncIterator[Mesh]:
     """A mesh whose principal may write five entries at once, then twenty a second; its
     bus dead-letters a message after two failed redeliveries."""
-    store = await transport.store()
-    apollo = Apollo.with_store(store, closers=[store.close], write_rate=WriteRate(20, 5))
-    service_bus = SettlementRecorder(await transport.service_bus())
-    service = ApolloService(apollo, service_bus, transport.settings(prefetch=8))
-    await service.start()
-    try:
-        async with transport.client(AGENT) as client:
-            yield Mesh(apollo, service, service_bus, client.bus, client, transport.login)
-    finally:
-        await service.stop()
-        await apollo.close()
+    async with open_mesh(transport, WriteRate(20, 5)) as opened:
+        yield opened
 
 
 async def test_writes_over_the_rate_are_delayed_and_all_stored_none_dead_lettered(
