@@ -94,6 +94,7 @@ _COLUMNS: tuple[tuple[str, Any, Any], ...] = (
     ("scope", np.int8, 0),
     ("ctype", np.int8, 0),
     ("owner", np.int32, NO_OWNER),
+    ("principal", np.int32, NO_OWNER),
     ("domain", np.int32, 0),
     ("agent", np.int32, 0),
     ("conf", np.float64, 0.0),
@@ -104,6 +105,10 @@ _COLUMNS: tuple[tuple[str, Any, Any], ...] = (
     ("id_hi", np.uint64, 0),
     ("id_lo", np.uint64, 0),
 )
+
+
+#: status, scope, owner, principal, domain, agent, confidence, updated, decayed
+_Values = tuple[int, int, int, int, int, int, float, int, int]
 
 
 class EntryColumns:
@@ -117,6 +122,8 @@ class EntryColumns:
     scope: npt.NDArray[np.int8]
     ctype: npt.NDArray[np.int8]
     owner: npt.NDArray[np.int32]
+    #: the principal a fair page caps (its owner, else who submitted it), in ``owners``' codes
+    principal: npt.NDArray[np.int32]
     domain: npt.NDArray[np.int32]
     agent: npt.NDArray[np.int32]
     conf: npt.NDArray[np.float64]
@@ -184,12 +191,14 @@ class EntryColumns:
                 return row
         return None
 
-    def _column_values(self, entry: Entry) -> tuple[int, int, int, int, int, float, int, int]:
+    def _column_values(self, entry: Entry) -> _Values:
         """The authoritative column values of ``entry``; validates before anything changes."""
+        principal = entry.owner_id or entry.source.submitted_by
         return (
             STATUS_CODE[entry.status],
             SCOPE_CODE[entry.access_scope],
             NO_OWNER if entry.owner_id is None else self.owners.intern(entry.owner_id),
+            NO_OWNER if principal is None else self.owners.intern(principal),
             self.domains.intern(entry.knowledge_domain),
             self.agents.intern(entry.source.agent_id),
             unit_confidence(entry.confidence),
@@ -197,13 +206,12 @@ class EntryColumns:
             NO_TIME if entry.decayed_at is None else micros(entry.decayed_at, "decayed_at"),
         )
 
-    def _write_columns(
-        self, row: int, values: tuple[int, int, int, int, int, float, int, int]
-    ) -> None:
+    def _write_columns(self, row: int, values: _Values) -> None:
         (
             self.status[row],
             self.scope[row],
             self.owner[row],
+            self.principal[row],
             self.domain[row],
             self.agent[row],
             self.conf[row],

@@ -58,16 +58,7 @@ class VectorSearch(EntryFilters):
         order = np.lexsort((self.id_lo[selected], self.id_hi[selected], -scores))
         rows = selected[order]
         agents = self.agent[rows].astype(np.int64)
-        principals = self.owner[rows].astype(np.int64)  # owner codes, NO_OWNER (-1) for none
-        others: dict[str, int] = {}  # a submitter that owns nothing: a code of its own
-        for at in np.flatnonzero(principals == NO_OWNER).tolist():
-            base = self.base[int(rows[at])]
-            named = None if base is None else base.source.submitted_by
-            if named is not None:
-                code = self.owners.codes.get(named)
-                principals[at] = (
-                    code if code is not None else -2 - others.setdefault(named, len(others))
-                )
+        principals = self.principal[rows].astype(np.int64)  # NO_OWNER (-1) for none
         within = (_rank_in_group(agents) < per_source) & (
             (principals == NO_OWNER) | (_rank_in_group(principals) < per_source)
         )
