@@ -278,16 +278,26 @@ def _counter(text: str, name: str, label: str) -> float:
     return 0.0
 
 
-async def _replica_counts(http: httpx.AsyncClient, apis: list[str]) -> tuple[float, float]:
-    """Queries meant for the replica so far, summed over the processes: (ran on the
-    replica, ran on the primary)."""
-    replica = primary = 0.0
+FALLBACK_CAUSES = ("no_replica", "wait_timed_out", "replica_error")
+
+
+async def _replica_counts(http: httpx.AsyncClient, apis: list[str]) -> list[float]:
+    """Queries meant for the replica so far, summed over the processes: ran on the
+    replica, ran on the primary, then the primary's by cause (:data:`FALLBACK_CAUSES`)."""
+    counts = [0.0] * (2 + len(FALLBACK_CAUSES))
     for api in apis:
         base = api.removesuffix("/api/apollo")
         text = (await http.get(f"{base}/metrics", headers=_bearer(ADMIN_TOKEN))).text
-        replica += _counter(text, "apollo_replica_reads_total", 'served_by="replica"')
-        primary += _counter(text, "apollo_replica_reads_total", 'served_by="primary"')
-    return replica, primary
+        found = [
+            _counter(text, "apollo_replica_reads_total", 'served_by="replica"'),
+            _counter(text, "apollo_replica_reads_total", 'served_by="primary"'),
+            *(
+                _counter(text, "apollo_replica_fallbacks_total", f'cause="{cause}"')
+                for cause in FALLBACK_CAUSES
+            ),
+        ]
+        counts = [a + b for a, b in zip(counts, found, strict=True)]
+    return counts
 
 
 def _bearer(token: str) -> dict[str, str]:
@@ -394,6 +404,10 @@ async def _fleet(
         "mixed_errors": len(mixed_run["errors"]),
         "mixed_queries_on_replica": replica_after[0] - replica_before[0],
         "mixed_queries_on_primary": replica_after[1] - replica_before[1],
+        "mixed_fallbacks": {
+            cause: replica_after[2 + i] - replica_before[2 + i]
+            for i, cause in enumerate(FALLBACK_CAUSES)
+        },
         "error_samples": (loaded["errors"] + mixed_run["errors"])[:5],
         "acknowledged_ingests": len(acknowledged),
         "lost": lost,
@@ -423,6 +437,9 @@ def _summary(rounds: list[dict[str, Any]]) -> dict[str, Any]:
         "lost": sum(r["lost"] for r in rounds),
         "mixed_queries_on_replica": sum(r["mixed_queries_on_replica"] for r in rounds),
         "mixed_queries_on_primary": sum(r["mixed_queries_on_primary"] for r in rounds),
+        "mixed_fallbacks": {
+            cause: sum(r["mixed_fallbacks"][cause] for r in rounds) for cause in FALLBACK_CAUSES
+        },
         "error_samples": [e for r in rounds for e in r["error_samples"]][:5],
     }
 
@@ -567,7 +584,8 @@ def report(result: dict[str, Any]) -> str:
             lines.append(
                 f"  {fleet['processes']} process(es), mixed load (1 ingest : 2 queries, each"
                 f" agent presenting its own causal token): queries on the replica"
-                f" {on_replica:.0f} of {meant:.0f} ({on_replica / meant:.1%}; target ≥ 90 %)"
+                f" {on_replica:.0f} of {meant:.0f} ({on_replica / meant:.1%}; target ≥ 90 %);"
+                f" on the primary by cause {fleet.get('mixed_fallbacks', {})}"
             )
     for name, r in result["setups"].items():
         lines.append(
