@@ -26,6 +26,7 @@ import pytest
 from attrs import define, field
 
 from apollo_app.entrypoints.http.headers import CAUSAL_TOKEN_HEADER
+from apollo_app.entrypoints.mcp.server import IDEMPOTENCY_KEY_META
 from tests.fleet_cluster import FleetCluster, cluster_command
 from tests.processes import alive
 from tests.service_processes import ServiceProcesses
@@ -37,6 +38,8 @@ DIMENSION = 384
 #: that keeps failing this many times means the fleet does not recover.
 ATTEMPTS = 200
 PATIENCE = 120.0
+#: What an MCP client sends with a JSON-RPC POST (the server answers in one JSON body).
+MCP_HEADERS = {"Accept": "application/json, text/event-stream"}
 
 
 @define
@@ -488,3 +491,92 @@ async def test_under_a_mix_of_writes_nine_queries_in_ten_run_on_the_replica(
     assert 300 == on_replica + on_primary
     assert all(own_found) and 150 == len(own_found)
     assert share >= 0.9
+
+
+async def test_mcp_calls_through_a_killed_process_and_a_restarted_pooler_apply_once(
+    fleet_cluster: FleetCluster, database: str
+) -> None:
+    """Eight MCP clients make 400 store_knowledge tool calls through two processes, each
+    call with its idempotency key in ``_meta``; a call that gets no answer, a 5xx or a
+    tool error of a transient kind is sent again, with the same key, to the other process.
+    After 100 acknowledged calls one process is killed with SIGKILL, and started again
+    after 150; after 250 PgBouncer is shut down at once, kept down until a process has
+    answered a call with the store out of reach, and started again. Every call is
+    acknowledged (a retry of one that had committed is a replay: it answers with the entry
+    the first made, as ``deduplicated``, and writes nothing), and each is applied exactly
+    once: 400 entries, 400 ingest rows in the access log (a dedup that was not a replay
+    would add one), every ingest whole."""
+    total = 400
+    services = await _started(fleet_cluster.service_processes(2, database))
+    acknowledged: dict[int, str] = {}
+    failures: Counter[str] = Counter()
+    unreachable = asyncio.Event()  # a process answered without the store behind it
+    events: list[asyncio.Task[None]] = []
+    sent = replayed = 0
+    try:
+        async with httpx.AsyncClient(timeout=30) as http:
+
+            async def call(i: int) -> None:
+                nonlocal sent, replayed
+                body = {
+                    "jsonrpc": "2.0",
+                    "id": i,
+                    "method": "tools/call",
+                    "params": {
+                        "name": "store_knowledge",
+                        "arguments": {"content": f"mcp drill entry {i}: rack r{i % 13} holds {i}"},
+                        "_meta": {IDEMPOTENCY_KEY_META: f"mcp-drill-{i}"},
+                    },
+                }
+                for attempt in range(ATTEMPTS):
+                    base = services[(i + attempt) % 2].base
+                    sent += 1
+                    try:
+                        response = await http.post(f"{base}/mcp", json=body, headers=MCP_HEADERS)
+                    except httpx.TransportError as exc:
+                        failure = type(exc).__name__
+                    else:
+                        result = response.json().get("result") if response.is_success else None
+                        if result is not None and not result.get("isError"):
+                            structured = result["structuredContent"]
+                            assert structured["outcome"] in ("created", "deduplicated"), structured
+                            acknowledged[i] = structured["entry_id"]
+                            replayed += structured["outcome"] == "deduplicated"
+                            break
+                        error = (result or {}).get("structuredContent", {}).get("error", {})
+                        failure = f"{response.status_code} {error.get('type', response.text[:80])}"
+                        assert error.get("type") not in ("validation_error", "forbidden"), error
+                        unreachable.set()
+                    failures[failure] += 1
+                    await asyncio.sleep(0.05)  # a client's back-off before it asks again
+                else:
+                    raise AssertionError(f"call {i} failed {ATTEMPTS} times: {dict(failures)}")
+                if len(acknowledged) == 100:
+                    events.append(asyncio.create_task(asyncio.to_thread(services.kill9, 1)))
+                elif len(acknowledged) == 150:
+                    events.append(asyncio.create_task(asyncio.to_thread(services.restart, 1)))
+                elif len(acknowledged) == 250:
+                    events.append(asyncio.create_task(restart_pooler()))
+
+            async def restart_pooler() -> None:
+                await asyncio.gather(*events[:2])  # the process is back first
+                unreachable.clear()
+                await asyncio.to_thread(fleet_cluster.bouncer.stop, immediate=True)
+                await unreachable.wait()
+                await asyncio.to_thread(fleet_cluster.bouncer.start)
+
+            await asyncio.wait_for(_spread(total, 8, call), PATIENCE * 2)
+            await asyncio.wait_for(asyncio.gather(*events), PATIENCE)
+    finally:
+        if fleet_cluster.bouncer.pid is None:
+            await asyncio.to_thread(fleet_cluster.bouncer.start)
+        await _stopped(services)
+    counts = await _integrity(fleet_cluster.primary.conninfo(database))
+    print(
+        f"\nMCP drill: {total} calls, {len(acknowledged)} acknowledged ({replayed} as the"
+        f" replay of a retry), {sent} requests sent, failures {dict(failures)}; store {counts}"
+    )
+    assert 3 == len(events) and unreachable.is_set()
+    assert total == len(acknowledged) == len(set(acknowledged.values()))
+    _whole(counts, total)
+    assert total == counts["ingest_rows"], "a retried call was applied twice"
