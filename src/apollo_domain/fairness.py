@@ -33,6 +33,7 @@ round trip each), then calls :func:`fair_page`.
 
 from __future__ import annotations
 
+import functools
 import math
 import operator
 import re
@@ -94,6 +95,11 @@ def evidence_weight(entry: Entry, credibility: float) -> float:
     return (1.0 + min(max(credibility, 0.0), 1.0)) / 2.0
 
 
+#: The contents whose families are remembered (the candidates of recent pages recur).
+FAMILY_CACHE = 4_096
+
+
+@functools.lru_cache(maxsize=FAMILY_CACHE)
 def content_family(content: str) -> frozenset[str]:
     """The words of the canonical content (:func:`~apollo_domain.normalize.canonical_content`)
     without those holding a digit: texts that differ only in word order, case, spacing,

@@ -142,8 +142,11 @@ def _rank_in_group(groups: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
         return np.zeros(0, dtype=np.int64)
     by_group = np.argsort(groups, kind="stable")
     ordered = groups[by_group]
-    starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
-    lengths = np.diff(np.r_[starts, ordered.size])
+    first = np.empty(ordered.size, dtype=np.bool_)
+    first[0] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
+    starts = np.flatnonzero(first)
+    lengths = np.diff(starts, append=ordered.size)
     places = np.arange(ordered.size) - np.repeat(starts, lengths)
     ranks = np.empty_like(places)
     ranks[by_group] = places
