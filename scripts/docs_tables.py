@@ -9,8 +9,10 @@ Each table sits in its page between ``<!-- generated: NAME ... -->`` and
 - ``settings`` (docs/configuration.md): every ``APOLLO_*`` variable ``Settings.from_env``
   reads, with its field, type, bounds, default and the field's ``#:`` comment;
 - ``cli`` (docs/cli.md): every ``apollo`` command with its arguments, from ``build_parser()``;
-- ``benchmark-results`` (docs/benchmark-results.md): each ``benchmarks/results/*.json``
-  with the command that wrote it, the machine it ran on and its table.
+- ``benchmark-results`` (docs/benchmark-results.md) and ``service-benchmark-results``
+  (docs/service-benchmark-results.md): each ``benchmarks/results/*.json`` of the store,
+  and of the service around it, with the command that wrote it, the machine it ran on and
+  its table.
 
 tests/unit/test_docs_generated.py fails when a committed table differs from what this
 script generates (a new setting, option or results file not yet in the docs).
@@ -475,8 +477,32 @@ def result_section(path: Path) -> str:
     return "\n".join(lines)
 
 
+#: The results of the service around the store (transports, HTTP, MCP, fleets, the peer):
+#: docs/service-benchmark-results.md; every other file is the store's, on
+#: docs/benchmark-results.md.
+SERVICE_RESULTS = frozenset(
+    {
+        "bus.json",
+        "bus_queue_types.json",
+        "fleet_bench.json",
+        "judgement_lag_bench.json",
+        "load_bench.json",
+        "mcp_bench.json",
+        "peer.json",
+    }
+)
+
+
 def benchmark_tables() -> str:
-    return "\n\n".join(result_section(p) for p in sorted(RESULTS.glob("*.json")))
+    """The store's results files (every one but :data:`SERVICE_RESULTS`)."""
+    paths = (p for p in sorted(RESULTS.glob("*.json")) if p.name not in SERVICE_RESULTS)
+    return "\n\n".join(result_section(p) for p in paths)
+
+
+def service_benchmark_tables() -> str:
+    """The service's results files (:data:`SERVICE_RESULTS`)."""
+    paths = (p for p in sorted(RESULTS.glob("*.json")) if p.name in SERVICE_RESULTS)
+    return "\n\n".join(result_section(p) for p in paths)
 
 
 # -- the pages -----------------------------------------------------------------------------
@@ -486,6 +512,7 @@ TABLES: tuple[tuple[str, str, Callable[[], str]], ...] = (
     ("configuration.md", "settings", settings_table),
     ("cli.md", "cli", cli_tables),
     ("benchmark-results.md", "benchmark-results", benchmark_tables),
+    ("service-benchmark-results.md", "service-benchmark-results", service_benchmark_tables),
 )
 
 

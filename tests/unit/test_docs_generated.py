@@ -85,7 +85,7 @@ def test_every_command_and_option_is_on_the_cli_page() -> None:
 
 
 def test_every_results_file_has_its_section_with_command_and_machine() -> None:
-    text = page("benchmark-results")
+    text = page("benchmark-results") + page("service-benchmark-results")
     for path in sorted((ROOT / "benchmarks" / "results").glob("*.json")):
         section = text.split(f"### `{path.name}`", 1)
         assert len(section) == 2, path.name
