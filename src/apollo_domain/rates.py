@@ -25,6 +25,9 @@ from attrs import frozen
 
 from .errors import ConfigurationError
 
+#: How far below one token a bucket still grants: a wait taken as told (whole
+#: microseconds) can leave the refill a rounding error short of the token.
+TOLERANCE: Final = 1e-9
 #: The defaults of ``APOLLO_WRITE_RATE`` and ``APOLLO_WRITE_BURST``: a principal writes up
 #: to 1,000 entries at once and 100 a second after that.
 DEFAULT_PER_SECOND: Final = 100.0
@@ -83,14 +86,15 @@ def charge(
     wait until it does."""
     tokens = refilled(bucket, rate, now)
     at = now if bucket is None else max(now, bucket.at)
-    if tokens >= 1 or force:
+    if tokens >= 1 - TOLERANCE or force:
         return Charge(Bucket(tokens - cost, at), 0.0)
     return Charge(Bucket(tokens, at), wait_for_token(tokens, rate))
 
 
 def wait_for_token(tokens: float, rate: WriteRate) -> float:
     """Seconds until a bucket holding ``tokens`` (fewer than one) holds one, rounded up to
-    the microsecond (a wait taken exactly finds the token there)."""
+    the microsecond (a wait taken exactly finds the token there, within
+    :data:`TOLERANCE`)."""
     return math.ceil((1 - tokens) / rate.per_second * 1e6) / 1e6
 
 
@@ -103,6 +107,7 @@ def is_full(bucket: Bucket, rate: WriteRate, now: datetime) -> bool:
 __all__ = [
     "DEFAULT_BURST",
     "DEFAULT_PER_SECOND",
+    "TOLERANCE",
     "Bucket",
     "Charge",
     "WriteRate",

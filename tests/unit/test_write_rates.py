@@ -74,7 +74,7 @@ def test_no_sequence_of_writes_gets_more_than_the_burst_plus_the_rate(per_second
         else:
             refusals += 1
             later = charge(result.bucket, rate, 1, now + timedelta(seconds=result.retry_after))
-            assert later.granted or later.retry_after < 1e-9
+            assert later.granted
         bucket = result.bucket
         elapsed = (now - T0).total_seconds()
         assert granted <= burst + per_second * elapsed + largest + 1e-6

@@ -11,7 +11,7 @@ import psycopg
 
 from apollo_domain.ports import Clock
 from apollo_domain.ports.rates import GRANTED, LIMITED
-from apollo_domain.rates import WriteRate, wait_for_token
+from apollo_domain.rates import TOLERANCE, WriteRate, wait_for_token
 
 from .errors import translated
 
@@ -32,9 +32,9 @@ _CHARGE = f"""
 INSERT INTO write_budgets AS b (principal, tokens, at, granted)
 VALUES (%(key)s, %(burst)s - %(cost)s, %(now)s, true)
 ON CONFLICT (principal) DO UPDATE SET
-    tokens = CASE WHEN {_REFILLED} >= 1 OR %(force)s
+    tokens = CASE WHEN {_REFILLED} >= %(least)s OR %(force)s
                   THEN {_REFILLED} - %(cost)s ELSE {_REFILLED} END,
-    granted = {_REFILLED} >= 1 OR %(force)s,
+    granted = {_REFILLED} >= %(least)s OR %(force)s,
     at = greatest(b.at, %(now)s::timestamptz)
 RETURNING granted, tokens
 """
@@ -64,6 +64,7 @@ class PostgresWriteBudget:
             "now": self._clock.now(),
             "burst": self._rate.burst,
             "per_second": self._rate.per_second,
+            "least": 1 - TOLERANCE,
         }
         async with self._store.connection() as conn:
             with translated():

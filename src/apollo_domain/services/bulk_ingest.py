@@ -35,6 +35,7 @@ from .context import (
     INGEST_PARTS,
     Caller,
     Deps,
+    as_floats,
     embed_readings,
     first_application,
     resolve_viewer,
@@ -150,7 +151,7 @@ async def ingest_chunk(
     await store.preflight(INGEST_PARTS)
     viewer = await resolve_viewer(store.directory, caller.principal)
     vectors = await embed_readings(deps, [r.content for r in requests])
-    embeddings = [tuple(float(x) for x in v) for v in vectors]
+    embeddings = [as_floats(v) for v in vectors]
     given = extractions or [None] * len(requests)
     read = [
         known if known is not None else await extract(deps.extractor, r.content)

@@ -118,6 +118,17 @@ async def embed_readings(deps: Deps, texts: Sequence[str]) -> list[Sequence[floa
     return await deps.embedder.embed([reading(text) for text in texts])
 
 
+def as_floats(vector: Sequence[float]) -> tuple[float, ...]:
+    """An embedding as plain floats: an array's own ``tolist`` (one call, its values as
+    Python floats), else each value converted."""
+    tolist = getattr(vector, "tolist", None)
+    if callable(tolist):
+        values = tolist()
+        if isinstance(values, list) and all(type(x) is float for x in values):
+            return tuple(values)
+    return tuple(map(float, vector))
+
+
 def query_reading(text: str) -> str:
     """The text a query is embedded as: as it reads (:func:`embed_readings`), its runs of
     white space one space, none at its ends. Queries that differ only in spacing are one

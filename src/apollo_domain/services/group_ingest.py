@@ -20,7 +20,7 @@ from ..model import Entry, Outcome, Principal, Viewer
 from ..ports import UnitOfWork
 from ..results import IngestResult
 from .bulk_ingest import Chunk, Interrupted
-from .context import INGEST_PARTS, Caller, Deps, embed_readings, resolve_viewer
+from .context import INGEST_PARTS, Caller, Deps, as_floats, embed_readings, resolve_viewer
 from .entities import extract
 from .ingest import IngestRequest, ingest, replayed
 
@@ -60,7 +60,7 @@ async def ingest_each(deps: Deps, items: Sequence[IngestItem]) -> list[IngestRes
     principals = list(dict.fromkeys(item.caller.principal for item in items))
     viewers = {p: await resolve_viewer(store.directory, p) for p in principals}
     vectors = await embed_readings(deps, [item.request.content for item in items])
-    embeddings = [tuple(float(x) for x in v) for v in vectors]
+    embeddings = [as_floats(v) for v in vectors]
     extractions = [await extract(deps.extractor, item.request.content) for item in items]
     try:
         async with store.unit_of_work() as uow:

@@ -50,6 +50,7 @@ from .context import (
     INGEST_PARTS,
     Caller,
     Deps,
+    as_floats,
     embed_readings,
     first_application,
     in_unit_of_work,
@@ -259,7 +260,7 @@ async def ingest(
 async def _embed(deps: Deps, request: IngestRequest) -> tuple[tuple[float, ...], Extraction]:
     """Step 5's embedding of the text, and the entities it mentions."""
     (vector,) = await embed_readings(deps, [request.content])
-    return tuple(float(x) for x in vector), await extract(deps.extractor, request.content)
+    return as_floats(vector), await extract(deps.extractor, request.content)
 
 
 async def _bookkeep(
