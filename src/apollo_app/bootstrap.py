@@ -200,8 +200,9 @@ def wire(store: Store, overrides: Overrides = Overrides()) -> Deps:
 
 
 def write_budget_of(store: Store, rate: WriteRate | None, clock: Clock) -> WriteBudget | None:
-    """The buckets of ``rate`` where ``store`` keeps them: in PostgreSQL for its store
-    (shared by every process of a fleet), else in this process; None without a rate."""
+    """The buckets of ``rate`` where ``store`` keeps them (a store with a
+    ``write_budget(rate, clock)`` of its own: the PostgreSQL store's, shared by every
+    process of a fleet), else in this process; None without a rate."""
     if rate is None:
         return None
     own = getattr(store, "write_budget", None)

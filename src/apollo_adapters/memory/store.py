@@ -14,8 +14,7 @@ from typing import TypeVar
 
 from apollo_domain.causal import CausalToken, current_scope
 from apollo_domain.errors import PersistenceFailed, StoreUnavailable, ValidationError
-from apollo_domain.ports import STORE_PARTS, Clock, Reads
-from apollo_domain.rates import WriteRate
+from apollo_domain.ports import STORE_PARTS, Reads
 
 from ._columns import Undo
 from ._entries import EntryTable
@@ -40,7 +39,6 @@ from ._repositories import (
     InMemoryProcessedKeys,
     InMemoryRelationRepository,
 )
-from .rates import InMemoryWriteBudget
 
 PARTS = STORE_PARTS
 T = TypeVar("T")
@@ -136,10 +134,6 @@ class InMemoryStore:
             raise StoreUnavailable("the store is closed")
         for part in sorted(_parts(parts) & self._unavailable):
             raise StoreUnavailable(f"{part} cannot be written right now")
-
-    def write_budget(self, rate: WriteRate, clock: Clock) -> InMemoryWriteBudget:
-        """Each principal's write rate, in this process (the store's one process)."""
-        return InMemoryWriteBudget(rate, clock)
 
     async def close(self) -> None:
         self._closed = True

@@ -119,14 +119,10 @@ async def embed_readings(deps: Deps, texts: Sequence[str]) -> list[Sequence[floa
 
 
 def as_floats(vector: Sequence[float]) -> tuple[float, ...]:
-    """An embedding as plain floats: an array's own ``tolist`` (one call, its values as
-    Python floats), else each value converted."""
+    """An embedding as plain floats, read through an array's own ``tolist`` when it has
+    one (one call instead of a Python step per value)."""
     tolist = getattr(vector, "tolist", None)
-    if callable(tolist):
-        values = tolist()
-        if isinstance(values, list) and all(type(x) is float for x in values):
-            return tuple(values)
-    return tuple(map(float, vector))
+    return tuple(map(float, tolist() if callable(tolist) else vector))
 
 
 def query_reading(text: str) -> str:

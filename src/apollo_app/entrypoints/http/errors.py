@@ -37,6 +37,11 @@ def error_response(
     )
 
 
+def retry_after_header(seconds: float) -> str:
+    """``Retry-After`` for a wait of ``seconds``: whole seconds, rounded up, at least one."""
+    return str(max(1, math.ceil(seconds)))
+
+
 def map_error(exc: BaseException) -> Response:
     """Any error as its policy's status and name (a server fault without its text; a busy
     store and a write over its rate with ``Retry-After``, whole seconds rounded up). A
@@ -49,7 +54,7 @@ def map_error(exc: BaseException) -> Response:
     headers = None
     wait = retry_after_of(exc)
     if wait is not None:
-        headers = {"Retry-After": str(max(1, math.ceil(wait)))}
+        headers = {"Retry-After": retry_after_header(wait)}
     return error_response(
         rule.http_status, rule.name, message_of(exc), field_of(exc), headers=headers
     )
@@ -75,4 +80,12 @@ async def server_error(request: Request, exc: Exception) -> Response:
     return map_error(exc)
 
 
-__all__ = ["JSON", "error_body", "error_response", "http_error", "map_error", "server_error"]
+__all__ = [
+    "JSON",
+    "error_body",
+    "error_response",
+    "http_error",
+    "map_error",
+    "retry_after_header",
+    "server_error",
+]

@@ -12,7 +12,6 @@ read whole.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any
@@ -35,7 +34,7 @@ from ...facade import Apollo
 from ...metrics import Metrics
 from ...wire.codec import DuplicateKey, encode_json, refuse_duplicate_keys
 from ..http.auth import Authenticator, Unauthorized
-from ..http.errors import JSON, error_body
+from ..http.errors import JSON, error_body, retry_after_header
 from ..http.operations import HTTP_AGENT
 from .server import RETRY_AFTER_SCOPE, ApolloMcp
 from .tools import mcp_actions, tools_of
@@ -194,7 +193,7 @@ def _limited(scope: Scope, send: Send) -> Send:
         wait = scope.get(RETRY_AFTER_SCOPE)
         if message["type"] == "http.response.start" and isinstance(wait, int | float):
             headers = [(k, v) for k, v in message.get("headers", []) if k.lower() != b"retry-after"]
-            headers.append((b"retry-after", str(max(1, math.ceil(wait))).encode()))
+            headers.append((b"retry-after", retry_after_header(wait).encode()))
             message = {**message, "status": 429, "headers": headers}
         await send(message)
 
