@@ -32,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
+import fcntl
 import functools
 import hashlib
 import logging
@@ -134,24 +135,35 @@ def may_enter(info: os.stat_result, uid: int, gid: int) -> bool:
 
 
 def _system_user() -> pwd.struct_passwd:
-    """The server's system user, created without a home or a login shell when missing."""
+    """The server's system user, created without a home or a login shell when missing.
+
+    Processes starting at once (test workers, a fleet's first start) create it one at a
+    time, under a lock file: two ``useradd`` runs at once can leave one process holding
+    the id of a group the other one's run took back."""
     with contextlib.suppress(KeyError):
         return pwd.getpwnam(SYSTEM_USER)
+    lock = Path(tempfile.gettempdir()) / f".{SYSTEM_USER}-useradd.lock"
+    with open(lock, "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        with contextlib.suppress(KeyError):  # another process created it meanwhile
+            return pwd.getpwnam(SYSTEM_USER)
+        _create_system_user()
+    return pwd.getpwnam(SYSTEM_USER)
+
+
+def _create_system_user() -> None:
     shell = next((s for s in ("/usr/sbin/nologin", "/sbin/nologin") if Path(s).exists()), "")
     command = ["useradd", "--system", "--user-group", "--no-create-home"]
     command += ["--home-dir", "/nonexistent", "--shell", shell or "/bin/false", SYSTEM_USER]
     try:
         subprocess.run(command, check=True, capture_output=True, text=True, timeout=60)
     except (subprocess.SubprocessError, OSError) as exc:
-        with contextlib.suppress(KeyError):  # another process created it meanwhile
-            return pwd.getpwnam(SYSTEM_USER)
         said = getattr(exc, "stderr", None) or exc
         raise StoreUnavailable(
             f"PostgreSQL does not run as root and the system user {SYSTEM_USER} could not be"
             f" created ({' '.join(str(said).split())}): create it yourself"
             f" (useradd --system {SYSTEM_USER}) or set APOLLO_DATABASE_URL"
         ) from exc
-    return pwd.getpwnam(SYSTEM_USER)
 
 
 class _Binaries:
