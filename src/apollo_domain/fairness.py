@@ -34,6 +34,7 @@ round trip each), then calls :func:`fair_page`.
 from __future__ import annotations
 
 import functools
+import heapq
 import math
 import operator
 import re
@@ -179,11 +180,12 @@ def fair_page(
     (:meth:`~apollo_domain.ports.EntryReads.near_pairs`), else the entries' own
     embeddings are compared here."""
     units: dict[UUID, list[float]] = {}  # each entry's unit vector, made once per page
-
-    def close(a: Entry, b: Entry) -> bool:
-        if near is None:
-            return _embeddings_close(a, b, fold_similarity, units)
-        return ((a.id, b.id) if a.id < b.id else (b.id, a.id)) in near
+    partners: dict[UUID, set[UUID]] | None = None  # each entry's near ones, from ``near``
+    if near is not None:
+        partners = {}
+        for a, b in near:
+            partners.setdefault(a, set()).add(b)
+            partners.setdefault(b, set()).add(a)
 
     scored: list[tuple[float, bool, str, Fused, Entry]] = []
     for fused in ranked:
@@ -195,11 +197,13 @@ def fair_page(
         scored.append((fused.score * weight, confirmed, str(entry.id), fused, entry))
     scored.sort(key=lambda item: (-item[0], not item[1], item[2]))
 
-    shown: list[tuple[float, Fused, Entry]] = []
+    # Walking best first, each candidate folds into an earlier shown one of its source, or
+    # is shown: ``shown`` holds (score, fused, entry, source keys, confirmed).
+    shown: list[tuple[float, Fused, Entry, tuple[str, ...], bool]] = []
     folded: list[int] = []
     by_source: dict[str, list[int]] = {}
     by_family: dict[tuple[str, frozenset[str]], int] = {}
-    for score, _, _, fused, entry in scored:
+    for score, confirmed, _, fused, entry in scored:
         keys = _source_keys(entry)
         family = content_family(entry.content)
         into = None
@@ -208,16 +212,12 @@ def fair_page(
                 (by_family[key, family] for key in keys if (key, family) in by_family), None
             )
         if into is None:
-            earlier = sorted({i for key in keys for i in by_source.get(key, ())})
-            into = next(
-                (i for i in earlier[:FOLD_COMPARISONS] if close(entry, shown[i][2])),
-                None,
-            )
+            into = _near_earlier(entry, keys, by_source, shown, partners, fold_similarity, units)
         if into is not None:
             folded[into] += 1
             continue
         index = len(shown)
-        shown.append((score, fused, entry))
+        shown.append((score, fused, entry, keys, confirmed))
         folded.append(0)
         for key in keys:
             by_source.setdefault(key, []).append(index)
@@ -229,22 +229,27 @@ def fair_page(
     waiting: list[int] = []
 
     def order(index: int) -> tuple[bool, int, int]:
-        entry = shown[index][2]
-        most = max(held.get(key, 0) for key in _source_keys(entry))
-        return (entry.status is not Status.CONFIRMED, most, index)
+        _, _, _, keys, confirmed = shown[index]
+        return (not confirmed, max(held.get(key, 0) for key in keys), index)
 
     start = 0
     while start < len(shown) and len(page) < limit:
-        end = start
+        end = start + 1
         while end < len(shown) and shown[end][0] == shown[start][0]:
             end += 1
-        tied = list(range(start, end))
+        # Of equally ranked entries, a confirmed one first, then the one whose source
+        # holds the fewest results so far: a tie is spread over its sources. A source's
+        # count only grows, so an entry whose order is stale goes back in the heap.
+        tied = [order(index) for index in range(start, end)]
+        heapq.heapify(tied)
         while tied and len(page) < limit:
-            # Of equally ranked entries, a confirmed one first, then the one whose source
-            # holds the fewest results so far: a tie is spread over its sources.
-            index = min(tied, key=order)
-            tied.remove(index)
-            keys = _source_keys(shown[index][2])
+            first = heapq.heappop(tied)
+            index = first[2]
+            now = order(index)
+            if now != first:
+                heapq.heappush(tied, now)
+                continue
+            keys = shown[index][3]
             if any(held.get(key, 0) >= cap for key in keys):
                 waiting.append(index)
                 continue
@@ -255,6 +260,38 @@ def fair_page(
     # No other source remains: the waiting entries fill the page, after the others.
     page.extend(waiting[: limit - len(page)])
     return [Placed(shown[i][1], shown[i][0], folded[i]) for i in page]
+
+
+def _near_earlier(
+    entry: Entry,
+    keys: tuple[str, ...],
+    by_source: Mapping[str, list[int]],
+    shown: Sequence[tuple[float, Fused, Entry, tuple[str, ...], bool]],
+    partners: Mapping[UUID, set[UUID]] | None,
+    fold_similarity: float,
+    units: dict[UUID, list[float]],
+) -> int | None:
+    """The first of the best :data:`FOLD_COMPARISONS` shown entries of ``entry``'s sources
+    whose embedding is within ``fold_similarity`` of its own (as the store compared them
+    when ``partners`` is given), else None."""
+    mine = None if partners is None else partners.get(entry.id, set())
+    if mine is not None and not mine:
+        return None  # the store found none near it
+    lists = [by_source[key] for key in keys if key in by_source]
+    if not lists:
+        return None
+    # each list grows in shown order: the best of the union are among each one's best
+    if len(lists) == 1:
+        earlier = lists[0][:FOLD_COMPARISONS]
+    else:
+        earlier = sorted({i for found in lists for i in found[:FOLD_COMPARISONS]})
+        earlier = earlier[:FOLD_COMPARISONS]
+    if mine is not None:
+        return next((i for i in earlier if shown[i][2].id in mine), None)
+    return next(
+        (i for i in earlier if _embeddings_close(entry, shown[i][2], fold_similarity, units)),
+        None,
+    )
 
 
 def _source_keys(entry: Entry) -> tuple[str, ...]:

@@ -8,20 +8,21 @@ The Store port's contract, which it shares with the PostgreSQL store, is checked
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import math
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 from uuid import UUID
 
 import attrs
 import pytest
-from hypothesis import given, settings
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from apollo_adapters.clock import ManualClock, SystemClock
-from apollo_adapters.memory import InMemoryStore, InMemoryUnitOfWork
+from apollo_adapters.memory import InMemoryStore, InMemoryUnitOfWork, _vectors
 from apollo_domain import testing
 from apollo_domain.errors import (
     Conflict,
@@ -33,6 +34,7 @@ from apollo_domain.model import (
     AccessScope,
     ContentType,
     Entry,
+    SourceRef,
     Status,
     Viewer,
 )
@@ -286,6 +288,100 @@ def test_nearest_and_browse_match_a_python_reference(
     )
     newest = sorted(matching, key=lambda e: (e.created_at, str(e.id)), reverse=True)[:limit]
     assert [e.id for e in newest] == [e.id for e in browsed]
+
+
+@st.composite
+def sourced_entries(draw: st.DrawFn) -> list[Entry]:
+    """Entries of a few agents and principals (an owner, else who submitted them), on few
+    axes so that many tie."""
+    entries = []
+    for i in range(draw(st.integers(0, 40))):
+        axis = draw(st.integers(0, 2))
+        entries.append(
+            make_entry(
+                f"entry {i}",
+                embedding=tuple(
+                    draw(st.sampled_from([1.0, 2.0])) if k == axis else 0.0 for k in range(DIM)
+                ),
+                source=SourceRef(
+                    draw(st.sampled_from(["a1", "a2", "a3"])),
+                    submitted_by=draw(st.none() | st.sampled_from(OWNERS)),
+                ),
+                owner_id=draw(st.none() | st.sampled_from(OWNERS)),
+            )
+        )
+    return entries
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    entries=sourced_entries(),
+    limit=st.integers(1, 20),
+    per_source=st.integers(1, 6),
+    prefix=st.sampled_from([1, 4, 1024]),
+    few=st.sampled_from([0, 8]),
+)
+def test_a_capped_search_matches_a_python_reference(
+    entries: list[Entry], limit: int, per_source: int, prefix: int, few: int
+) -> None:
+    """``nearest_ids(per_source=...)`` keeps the first ``limit`` matches, best first (ties by
+    id), within ``per_source`` of their agent's and of their principal's matches before
+    them, whether it numbers every match at once or the best ones first, and whether it
+    cuts each crowded source alone or numbers every row within its source."""
+    query = [3.0, 2.0, 1.0, 0.0, 0.0, 0.0]
+
+    async def run() -> list[tuple[UUID, float]]:
+        store = await load(entries, set())
+        async with store.unit_of_work() as uow:
+            return await uow.entries.nearest_ids(query, everything(), limit, per_source=per_source)
+
+    with _tuned(prefix, few):
+        found = asyncio.run(run())
+    norm = math.sqrt(sum(q * q for q in query))
+
+    def cosine(entry: Entry) -> float:
+        dot = sum(q * x for q, x in zip(query, entry.embedding or (), strict=True))
+        return dot / _length(entry) / norm
+
+    ranked = sorted(entries, key=lambda e: (-cosine(e), str(e.id)))
+    held: dict[str, int] = {}
+    expected = []
+    for entry in ranked:
+        keys = [f"agent:{entry.source.agent_id}"]
+        principal = entry.owner_id or entry.source.submitted_by
+        if principal is not None:
+            keys.append(f"principal:{principal}")
+        over = any(held.get(key, 0) >= per_source for key in keys)
+        for key in keys:
+            held[key] = held.get(key, 0) + 1
+        if not over and len(expected) < limit:
+            expected.append(entry.id)
+    event(
+        "some source capped"
+        if len(expected) < min(limit, len(entries))
+        or any(held.get(k, 0) > per_source for k in held)
+        else "no source over its cap"
+    )
+    event("numbered in steps" if prefix < len(entries) and prefix * 4 < len(entries) else "at once")
+    assert expected == [entry_id for entry_id, _ in found]
+    by_id = {e.id: e for e in entries}
+    assert [s for _, s in found] == pytest.approx([cosine(by_id[i]) for i in expected], abs=1e-6)
+
+
+@contextlib.contextmanager
+def _tuned(rows: int, few: int) -> Iterator[None]:
+    """The capped search numbering its best ``rows`` matches first (not only in a large
+    store), cutting at most ``few`` crowded sources one by one."""
+    before = _vectors.PREFIX_ROWS, _vectors.FEW_SOURCES
+    _vectors.PREFIX_ROWS, _vectors.FEW_SOURCES = rows, few
+    try:
+        yield
+    finally:
+        _vectors.PREFIX_ROWS, _vectors.FEW_SOURCES = before
+
+
+def _length(entry: Entry) -> float:
+    return math.sqrt(sum(x * x for x in entry.embedding or ()))
 
 
 @settings(max_examples=100, deadline=None)

@@ -8,10 +8,15 @@ from uuid import UUID
 import numpy as np
 import numpy.typing as npt
 
+from apollo_domain.model import Entry
 from apollo_domain.ports import BatchNeighbours, ScoredEntry, SearchFilter
 
 from ._columns import NO_OWNER, Rows
 from ._filters import EntryFilters
+
+#: A capped search numbers at most this many of its best matches first (all of them when
+#: there are no more), four times as many while they hold fewer than it keeps.
+PREFIX_ROWS = 1024
 
 
 class VectorSearch(EntryFilters):
@@ -27,16 +32,19 @@ class VectorSearch(EntryFilters):
         cosine is at least ``similarity``: one product of their unit vectors."""
         if self.matrix is None:
             return set()
-        found = [(i, self.row_of[i]) for i in dict.fromkeys(ids) if i in self.row_of]
-        found = [(i, row) for i, row in found if self.has_emb[row]]
-        if len(found) < 2:
+        unique = list(dict.fromkeys(ids))
+        row_of = self.row_of
+        rows = np.fromiter((row_of.get(i, -1) for i in unique), np.intp, len(unique))
+        present = rows >= 0
+        present[present] = self.has_emb[rows[present]]
+        at = np.flatnonzero(present)
+        if at.size < 2:
             return set()
-        rows = np.array([row for _, row in found], dtype=np.intp)
-        block = self.matrix[rows]
+        block = self.matrix[rows[at]]
         close = np.argwhere(np.triu(block @ block.T >= np.float32(similarity), k=1))
         pairs = set()
-        for a, b in close.tolist():
-            first, second = found[a][0], found[b][0]
+        for a, b in at[close].tolist():
+            first, second = unique[a], unique[b]
             pairs.add((first, second) if first < second else (second, first))
         return pairs
 
@@ -54,19 +62,58 @@ class VectorSearch(EntryFilters):
         selected = self.selected(flt, embedded=True)
         if selected is None or selected.size == 0:
             return []
-        scores = self.matrix[selected] @ query
-        order = np.lexsort((self.id_lo[selected], self.id_hi[selected], -scores))
-        rows = selected[order]
-        agents = self.agent[rows].astype(np.int64)
-        principals = self.principal[rows].astype(np.int64)  # NO_OWNER (-1) for none
-        within = (_rank_in_group(agents) < per_source) & (
-            (principals == NO_OWNER) | (_rank_in_group(principals) < per_source)
-        )
-        kept = np.flatnonzero(within)[:limit]
-        return [(self._id_of(int(rows[at])), float(scores[order[at]])) for at in kept.tolist()]
+        count = int(selected.size)
+        if count * 4 < self.n:
+            scores = self.matrix[selected] @ query
+        else:  # most rows match: one product over the matrix as it is, no copy of it
+            scores = (self.matrix[: self.n] @ query)[selected]
+        # A row's place among its sources' matches depends only on the matches before it,
+        # so in a large store the numbering runs on the best ones (every tie at the
+        # boundary kept: a prefix of the order).
+        prefix = PREFIX_ROWS
+        while True:
+            if prefix < count:
+                best = np.argpartition(-scores, prefix - 1)[:prefix]
+                head = np.flatnonzero(scores >= scores[best].min())
+                rows, order = self._ranked(selected[head], scores[head])
+                order = head[order]
+            else:
+                rows, order = self._ranked(selected, scores)
+            kept = np.flatnonzero(self._within(rows, per_source))[:limit]
+            if kept.size >= limit or rows.size == count:
+                break
+            prefix *= 4
+        base = self.base
+        return [
+            (_live(base[row]).id, float(scores[at]))
+            for row, at in zip(rows[kept].tolist(), order[kept].tolist(), strict=True)
+        ]
 
-    def _id_of(self, row: int) -> UUID:
-        return UUID(int=(int(self.id_hi[row]) << 64) | int(self.id_lo[row]))
+    def _ranked(
+        self, rows: Rows, scores: npt.NDArray[np.float32]
+    ) -> tuple[Rows, npt.NDArray[np.intp]]:
+        """``rows`` best first (ties by id), and where each came from in ``rows``."""
+        order = np.argsort(-scores, kind="stable")
+        ordered = scores[order]
+        if bool((ordered[1:] == ordered[:-1]).any()):  # a tie: ordered by id as well
+            order = np.lexsort((self.id_lo[rows], self.id_hi[rows], -scores))
+        return rows[order], order
+
+    def _within(self, rows: Rows, per_source: int) -> npt.NDArray[np.bool_]:
+        """Whether each of ``rows`` (in rank order) is within ``per_source`` of its agent's
+        and of its principal's rows before it."""
+        within = np.ones(rows.size, dtype=np.bool_)
+        for codes in (self.agent[rows], self.principal[rows]):
+            owned = codes != NO_OWNER
+            if not owned.any():
+                continue
+            over = np.flatnonzero(np.bincount(codes[owned]) > per_source)
+            if over.size <= FEW_SOURCES:  # the rows past each crowded source's first ones
+                for code in over.tolist():
+                    within[np.flatnonzero(codes == code)[per_source:]] = False
+            else:
+                within &= ~owned | (_rank_in_group(codes.astype(np.int64)) < per_source)
+        return within
 
     def nearest_many(
         self, embeddings: Sequence[Sequence[float]], flt: SearchFilter, limit: int
@@ -134,6 +181,17 @@ class VectorSearch(EntryFilters):
             ScoredEntry(entry=self.entry(int(chosen[i])), similarity=float(scores[top[i]]))
             for i in order
         ]
+
+
+#: Up to this many sources over their cap are cut one by one (a comparison each), more
+#: by numbering every row within its source.
+FEW_SOURCES = 8
+
+
+def _live(entry: Entry | None) -> Entry:
+    """A selected (live) row's entry."""
+    assert entry is not None
+    return entry
 
 
 def _rank_in_group(groups: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
