@@ -440,11 +440,13 @@ class RelatedEntity:
 
 @frozen
 class Dispatch:
-    """What a client-mode call returns: the action published, not a claimed mutation."""
+    """What a client-mode call returns: the action published, not a claimed mutation; with
+    read-your-writes on, also the causal token of its commit (the service's receipt)."""
 
     action: str
     payload: Mapping[str, Any]
     message_id: str
+    causal_token: str | None = None
 
 
 __all__ = [

@@ -9,19 +9,23 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from uuid import UUID
 
 import psycopg
 import pytest
 
+from apollo_adapters.inprocess import InProcessBus
 from apollo_adapters.postgres import PostgresStore
 from apollo_adapters.postgres.store import NO_REPLICA, REPLICA_ERROR, WAIT_TIMED_OUT
-from apollo_app import Apollo, Settings
+from apollo_app import Apollo, RemoteClient, Settings
+from apollo_app.entrypoints.service import ApolloService
 from apollo_app.metrics import Metrics
 from apollo_domain.causal import causal_scope
 from apollo_domain.model import Entry
 from apollo_domain.ports import Reads
+from apollo_domain.ports.topology import Topology
 from apollo_domain.testing import make_entry
 from tests.postgres_support import (
     DisposablePostgresStore,
@@ -51,16 +55,22 @@ def _lsn(conninfo: str) -> str:
     return str(row[0])
 
 
-@pytest.fixture
-def paused(replica: Replica) -> Iterator[Replica]:
-    """The replica with its replay paused for the test, resumed after it."""
+@contextmanager
+def _replay_paused(replica: Replica) -> Iterator[None]:
     with psycopg.connect(replica.conninfo("postgres"), autocommit=True) as conn:
         conn.execute("SELECT pg_wal_replay_pause()")
     try:
-        yield replica
+        yield
     finally:
         with psycopg.connect(replica.conninfo("postgres"), autocommit=True) as conn:
             conn.execute("SELECT pg_wal_replay_resume()")
+
+
+@pytest.fixture
+def paused(replica: Replica) -> Iterator[Replica]:
+    """The replica with its replay paused for the test, resumed after it."""
+    with _replay_paused(replica):
+        yield replica
 
 
 @pytest.fixture
@@ -300,3 +310,67 @@ async def test_a_commit_heard_back_late_never_lowers_the_position_a_read_waits_f
         finally:
             conn.execute("SELECT pg_wal_replay_resume()")
     assert (0, 1) == (primary_store.replica_reads, primary_store.replica_fallbacks)
+
+
+async def test_bus_reads_wait_only_for_the_causal_token_they_present(
+    postgres_server: PostgresTestServer, replica: Replica
+) -> None:
+    """Over the bus, with the replica's replay paused: a client reading its own writes gets
+    its write's token in the receipt, and its read, presenting it, leaves the replica that
+    has not replayed it for the primary and finds the write; another such client, which
+    wrote nothing, presents no position and reads on the replica at once (not seeing the
+    write); a client without read-your-writes sends no token header, and the service waits
+    for every commit of its process, as before."""
+    store = await fresh_store(postgres_server, dimension=384)
+    replica.wait_for(store.database, _lsn(store.conninfo))
+    await store.with_replica(replica.conninfo(store.database), wait=0.2)
+    apollo = Apollo.with_store(store, closers=[store.close])
+    topology = Topology()
+    bus = InProcessBus(topology, login="alice")
+    service = ApolloService(apollo, bus, Settings(embedder="hashing"), topology=topology)
+    await service.start()
+
+    def client(agent: str, read_your_writes: bool) -> RemoteClient:
+        return RemoteClient(
+            bus,
+            agent_id=agent,
+            topology=topology,
+            rpc_timeout=30,
+            read_your_writes=read_your_writes,
+        )
+
+    writer, reader, legacy = (
+        client("claude-w", True),
+        client("claude-r", True),
+        client("claude-l", False),
+    )
+    content = "EIGRP feasible successors take over without a recomputation"
+    query = "EIGRP feasible successor"
+    try:
+        with _replay_paused(replica):
+            sent = await writer.store_knowledge(content=content)
+            assert sent.causal_token is not None
+            counted = store.replica_reads, store.replica_fallbacks
+
+            mine = await writer.query_knowledge(query=query, min_confidence=0)
+            assert content in [e.content for e in mine.entries]
+            assert (counted[0], counted[1] + 1) == (store.replica_reads, store.replica_fallbacks)
+
+            theirs = await reader.query_knowledge(query=query, min_confidence=0)
+            assert content not in [e.content for e in theirs.entries]  # the replica's view
+            assert (counted[0] + 1, counted[1] + 1) == (
+                store.replica_reads,
+                store.replica_fallbacks,
+            )
+
+            old = await legacy.query_knowledge(query=query, min_confidence=0)
+            assert content in [e.content for e in old.entries]
+            assert (counted[0] + 1, counted[1] + 2) == (
+                store.replica_reads,
+                store.replica_fallbacks,
+            )
+    finally:
+        await service.stop()
+        await bus.close()
+        await apollo.close()
+        await postgres_server.drop_database(store.database)

@@ -26,7 +26,9 @@ from apollo_adapters.rabbitmq import AiormqBus
 from apollo_app import Apollo, Principal, RemoteClient, Settings
 from apollo_app.entrypoints.service import ApolloService
 from apollo_app.wire.envelope import encode_gas_event
+from apollo_domain.causal import MAX_POSITION, CausalToken, parse_token
 from apollo_domain.commands import StoreKnowledge
+from apollo_domain.errors import NotFound
 from apollo_domain.handlers import handle
 from apollo_domain.model import Viewer
 from apollo_domain.ports.messaging import DeadLetter, Message, MessageBus
@@ -242,6 +244,63 @@ async def test_rpc_query_round_trip(mesh: Mesh):
     assert all(isinstance(view, EntryView) for view in remote.entries)
     assert [v.id for v in local.entries] == [v.id for v in remote.entries]
     assert "Postgres uses MVCC for concurrency" == remote.entries[0].content
+
+
+async def test_a_client_reading_its_writes_has_each_committed_before_it_returns(mesh: Mesh):
+    """With read-your-writes on, a write returns the service's receipt (its commit's causal
+    token), so the next read finds it without waiting or polling; a bulk write returns
+    every item's; the client keeps the furthest token and presents it; a write the service
+    refuses raises its error instead of a receipt, and a forged token far ahead costs a
+    read nothing (no replica here: it runs at once)."""
+    client = RemoteClient(
+        mesh.client_bus,
+        agent_id=AGENT,
+        topology=mesh.client.topology,
+        rpc_timeout=PATIENCE,
+        service_users=mesh.client.service_users,
+        read_your_writes=True,
+    )
+    assert client.causal_token is None
+    sent = await client.store_knowledge(content="IS-IS floods link state PDUs per level")
+    token = parse_token(sent.causal_token)
+    assert token is not None and client.causal_token == token
+    found = await client.query_knowledge(query="IS-IS link state PDUs", min_confidence=0)
+    assert "IS-IS floods link state PDUs per level" in [e.content for e in found.entries]
+
+    many = await client.store_many(
+        [{"content": f"VRRP router {n} takes over the virtual address"} for n in "abc"]
+    )
+    tokens = [t for t in (parse_token(d.causal_token) for d in many) if t is not None]
+    assert len(tokens) == 3 and client.causal_token == max([*tokens, token])
+    assert await mesh.total() == 4  # stored when the calls returned: nothing to await
+
+    with pytest.raises(NotFound):
+        await client.link_entries(
+            from_entry_id=str(uuid4()), to_entry_id=str(uuid4()), relation_type="causes"
+        )
+    client.causal_token = CausalToken(MAX_POSITION)
+    again = await client.query_knowledge(query="VRRP virtual address", min_confidence=0)
+    assert len(again.entries) == 3
+
+
+async def test_a_receipt_is_never_published_to_a_queue_that_is_not_a_reply_queue(mesh: Mesh):
+    """A mutation whose ``reply_to`` names a service queue (a writer trying to make the
+    service publish, as itself, onto its own ingest queue) is applied and acknowledged,
+    and no receipt is published anywhere."""
+    replies: list[Message] = []
+    answer = mesh.service_bus.reply
+
+    async def recorded(request: Message, body: bytes) -> None:
+        replies.append(request)
+        await answer(request, body)
+
+    mesh.service_bus.reply = recorded  # type: ignore[method-assign]
+    command = StoreKnowledge(content="HSRP elects an active router by priority")
+    message = evolve(mesh.client._message(command), reply_to=mesh.client.topology.ingest_queue)
+    await mesh.client_bus.publish(message)
+    await eventually(lambda: mesh.settled(1), "the message settled")
+    assert [(message.message_id, "ack")] == mesh.service_bus.settlements
+    assert (1, []) == (await mesh.total(), replies)
 
 
 async def test_remote_client_store_many_stores_each_item_once(mesh: Mesh):

@@ -307,6 +307,7 @@ class Apollo:
         service_users: Collection[str] | None = None,
         declare_topology: bool = True,
         queue_type: str | None = None,
+        read_your_writes: bool = False,
     ) -> Any:
         """Client mode, no database: ``async with Apollo.client_mode(url, agent_id=...) as
         client`` yields a :class:`apollo_app.facade.remote.RemoteClient` whose mutations are
@@ -314,7 +315,9 @@ class Apollo:
         only by ``service_users`` (default: ``APOLLO_SERVICE_USERS``, else the URL's
         login). ``declare_topology=False`` for a login with an agent's broker permissions
         (docs/security.md "Broker permissions"): the service declares the topology. ``queue_type``
-        (default ``APOLLO_QUEUE_TYPE``, else quorum) is the type of the queues it declares."""
+        (default ``APOLLO_QUEUE_TYPE``, else quorum) is the type of the queues it declares.
+        ``read_your_writes``: each mutation waits for the service's receipt and later reads
+        present its causal token (see :class:`~apollo_app.facade.remote.RemoteClient`)."""
         from .remote import open_client_mode
 
         return open_client_mode(
@@ -325,6 +328,7 @@ class Apollo:
             service_users=service_users,
             declare_topology=declare_topology,
             queue_type=queue_type,
+            read_your_writes=read_your_writes,
         )
 
 

@@ -14,10 +14,19 @@ as ``user_id``, and the client takes only replies from ``service_users`` (defaul
 login, for a mesh whose agents and service share one; set ``APOLLO_SERVICE_USERS`` when the
 service has a login of its own). A reply from anyone else (a forgery by whoever may read the
 query queue) is dropped and logged, and the client keeps waiting for the real one.
+
+Read your writes (``read_your_writes=True``): each mutation is published with a reply
+queue and returns once the service has committed it, with the commit's causal token in
+its :class:`Dispatch` (the service's receipt; an error it refused the write for is raised,
+as for a read); the client keeps the latest token and presents it with every read
+(``x-apollo-causal-token``), so a read sees this client's writes whichever copy of the
+store serves it, and waits for nothing else. Off (the default), a mutation returns once
+the broker confirmed it, before the service applied it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import math
 import os
 import time
@@ -29,6 +38,7 @@ from uuid import uuid4
 from attrs import evolve
 
 from apollo_domain import commands as c
+from apollo_domain.causal import CausalToken, format_token, latest, parse_token
 from apollo_domain.commands import result_type
 from apollo_domain.episodes import read_turns
 from apollo_domain.errors import ConfigurationError, RpcTimeout, ValidationError
@@ -79,8 +89,15 @@ from apollo_domain.validation import bounded_float
 from .. import bootstrap
 from ..settings import parse_users, queue_type_setting
 from ..wire.codec import format_datetime
-from ..wire.envelope import DEADLINE_HEADER, MUTATIONS, action_of, encode_command, payload_of
-from ..wire.replies import decode_reply
+from ..wire.envelope import (
+    CAUSAL_HEADER,
+    DEADLINE_HEADER,
+    MUTATIONS,
+    action_of,
+    encode_command,
+    payload_of,
+)
+from ..wire.replies import Receipt, decode_reply
 from .client import SUBJECT, KnowledgeClient, command_of, parameters_of, store_many_command
 
 R = TypeVar("R")
@@ -105,6 +122,7 @@ class RemoteClient:
         user_id: str | None = None,
         rpc_timeout: float = 10.0,
         service_users: Collection[str] | None = None,
+        read_your_writes: bool = False,
     ) -> None:
         if not (math.isfinite(rpc_timeout) and rpc_timeout > 0):
             raise ValidationError("rpc_timeout", f"must be a positive number, got {rpc_timeout!r}")
@@ -117,6 +135,9 @@ class RemoteClient:
             self.service_users = None if self.user_id is None else frozenset({self.user_id})
         self.caller = Caller.of(agent_id, Principal(self.user_id))
         self.rpc_timeout = rpc_timeout
+        self.read_your_writes = read_your_writes
+        #: The latest causal token of this client's writes (read-your-writes only).
+        self.causal_token: CausalToken | None = None
 
     @property
     def agent_id(self) -> str:
@@ -165,6 +186,8 @@ class RemoteClient:
                 normalized.append(self._normalized(item))
             except ValidationError as exc:
                 raise ValidationError(f"items[{index}].{exc.field}", exc.message) from None
+        if self.read_your_writes:  # each one's receipt, all awaited at once
+            return list(await asyncio.gather(*(self._publish(item) for item in normalized)))
         messages = [self._message(item) for item in normalized]
         await self.bus.publish_many(messages)
         return [
@@ -366,8 +389,34 @@ class RemoteClient:
 
     async def _publish(self, command: c.Command[Any]) -> Dispatch:
         message = self._message(command)
-        await self.bus.publish(message)
-        return Dispatch(action_of(command), payload_of(command), message.message_id)
+        if not self.read_your_writes:
+            await self.bus.publish(message)
+            return Dispatch(action_of(command), payload_of(command), message.message_id)
+        try:
+            reply = await self.bus.request(
+                message, timeout=self.rpc_timeout, repliers=self.service_users
+            )
+        except RpcTimeout as exc:
+            raise RpcTimeout(
+                f"no receipt for {action_of(command)!r} (message {message.message_id}) from"
+                f" the Apollo service within {self.rpc_timeout:g}s: if it was published it"
+                " stays queued and is applied once (is the service running?)"
+            ) from exc
+        receipt: Receipt = decode_reply(reply.body, Receipt)
+        self.causal_token = latest(self.causal_token, parse_token(receipt.causal_token))
+        return Dispatch(
+            action_of(command), payload_of(command), message.message_id, receipt.causal_token
+        )
+
+    def _headers(self) -> dict[str, Any]:
+        # a request nobody waits for any more is dropped unanswered by the service;
+        # whole seconds, rounded up: AMQP tables carry a Python float as a 32-bit float,
+        # which is ~128 s coarse at today's epoch (an int travels exactly)
+        headers: dict[str, Any] = {DEADLINE_HEADER: math.ceil(time.time() + self.rpc_timeout)}
+        if self.read_your_writes:  # "" when it wrote nothing yet: a read waits for nothing
+            token = self.causal_token
+            headers[CAUSAL_HEADER] = "" if token is None else format_token(token)
+        return headers
 
     async def _request(self, command: c.Command[R]) -> R:
         action = action_of(command)
@@ -376,10 +425,7 @@ class RemoteClient:
             routing_key=queue,
             body=encode_command(command),
             message_id=uuid4().hex,
-            # a request nobody waits for any more is dropped unanswered by the service;
-            # whole seconds, rounded up: AMQP tables carry a Python float as a 32-bit float,
-            # which is ~128 s coarse at today's epoch (an int travels exactly)
-            headers={DEADLINE_HEADER: math.ceil(time.time() + self.rpc_timeout)},
+            headers=self._headers(),
             user_id=self.user_id,
         )
         try:
@@ -443,6 +489,7 @@ async def open_client_mode(
     service_users: Collection[str] | None = None,
     declare_topology: bool = True,
     queue_type: str | None = None,
+    read_your_writes: bool = False,
 ) -> AsyncIterator[RemoteClient]:
     """Connect to RabbitMQ at ``amqp_url`` (declaring ``topology``, the production names by
     default, with ``queue_type`` queues, default ``APOLLO_QUEUE_TYPE`` else quorum, unless
@@ -459,7 +506,11 @@ async def open_client_mode(
     )
     try:
         yield RemoteClient(
-            bus, agent_id=agent_id, rpc_timeout=rpc_timeout, service_users=service_users
+            bus,
+            agent_id=agent_id,
+            rpc_timeout=rpc_timeout,
+            service_users=service_users,
+            read_your_writes=read_your_writes,
         )
     finally:
         await bus.close()

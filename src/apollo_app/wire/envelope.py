@@ -53,6 +53,9 @@ from . import codec
 VERSION: Final = 1
 #: RPC requests: epoch seconds after which nobody waits for the answer.
 DEADLINE_HEADER: Final = "x-apollo-deadline"
+#: A read's causal token (apollo_domain.causal): present, the read waits only for what it
+#: names ("" or garbage: for nothing); absent, for every commit of the serving process.
+CAUSAL_HEADER: Final = "x-apollo-causal-token"
 T = TypeVar("T")
 
 #: The action name of each command that travels on the bus in an envelope.
@@ -230,6 +233,7 @@ def _join(path: str, name: str) -> str:
 
 __all__ = [
     "ACTIONS",
+    "CAUSAL_HEADER",
     "COMMANDS",
     "DEADLINE_HEADER",
     "MUTATIONS",

@@ -29,6 +29,14 @@ class ReplyError:
     field: str | None = None
 
 
+@frozen
+class Receipt:
+    """The service's answer to a mutation published with ``reply_to``: it committed, and
+    the causal token of that commit (a later read presents it to see the write)."""
+
+    causal_token: str | None = None
+
+
 def encode_reply(result: Any) -> bytes:
     """A successful RPC reply carrying ``result``."""
     return codec.encode_json({"ok": True, "result": _replies.unstructure(result)})
@@ -59,4 +67,4 @@ def decode_reply(raw: bytes, result_type: type[T] | Any) -> T:
         raise TransportError(f"the service sent an unreadable result: {exc}") from None
 
 
-__all__ = ["ReplyError", "decode_reply", "encode_error_reply", "encode_reply"]
+__all__ = ["Receipt", "ReplyError", "decode_reply", "encode_error_reply", "encode_reply"]

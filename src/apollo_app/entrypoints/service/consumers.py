@@ -7,12 +7,17 @@ prefetch, at most the store's pool size):
   ``user_id`` of the message (none when absent); the body's ``agent_id`` is attribution
   only. A mutation is acknowledged only after it committed, and every one is idempotent
   by ``message_id``: the use case records the id in the transaction of its effects, so a
-  redelivery, even one overlapping the first delivery, applies nothing twice.
+  redelivery, even one overlapping the first delivery, applies nothing twice. A mutation
+  published with a ``reply_to`` reply queue (a client reading its own writes) is answered
+  before it is acknowledged: a receipt with the causal token of its commit, or the error
+  it is dead-lettered for.
 - query queue (RPC): every request gets a reply, a result or the error, then is
   acknowledged; a caller never waits for an answer that will not come. The reply carries
   the service's login as ``user_id`` (clients take replies only from service logins), and
   goes only to a reply queue: a request whose ``reply_to`` names any other queue (a service
-  queue, say) is dead-lettered with the reason.
+  queue, say) is dead-lettered with the reason. A request with an ``x-apollo-causal-token``
+  header waits only for the commit it names (garbage or "": for none) before it may read
+  on a replica; one without the header waits for every commit of this process.
 - writeback-store: a response that carries its embedding. The embedding's dimension must
   match the store's (else the message is dead-lettered with the reason); the content is
   then ingested normally, so the store's own embedder produces the stored vector (cached,
@@ -54,7 +59,8 @@ import logging
 import math
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Collection, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterator, Sequence
+from contextlib import contextmanager, nullcontext
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -62,6 +68,7 @@ from attrs import define, field
 
 from apollo_domain import commands as c
 from apollo_domain.actions import Bus, action_of
+from apollo_domain.causal import CausalScope, causal_scope
 from apollo_domain.errors import ApolloError, TransportError
 from apollo_domain.handlers import handle, store_item
 from apollo_domain.model import Principal, Role
@@ -85,6 +92,7 @@ from ...error_policy import Settlement, retry_after_of, rule_for
 from ...facade import Apollo
 from ...settings import Settings
 from ...wire.envelope import (
+    CAUSAL_HEADER,
     DEADLINE_HEADER,
     MUTATIONS,
     REQUESTS,
@@ -92,7 +100,7 @@ from ...wire.envelope import (
     decode_gas_event,
     names_on,
 )
-from ...wire.replies import encode_error_reply, encode_reply
+from ...wire.replies import Receipt, encode_error_reply, encode_reply
 from .drainer import OutboxDrainer
 from .periodic import Periodic
 
@@ -104,6 +112,7 @@ log = logging.getLogger("apollo.service")
 _SERVICE = Caller("apollo", Principal(None, role=Role.ADMIN), trusted=True)
 
 OUTBOX_BATCH = 50
+_ABSENT = object()
 #: The edge bus messages come over: what an ingest records as ``submitted_from``.
 EDGE = "amqp"
 #: Group commits one service process runs at once: one batch can embed and read while
@@ -295,11 +304,14 @@ class ApolloService:
             async def work() -> None:
                 command = decode_command(delivery.message.body, accept=accept)
                 message_id = delivery.message.message_id
-                result = await self._run(
-                    self._caller(delivery), command, message_id or None, budget=self._budget
-                )
+                with _receipt_scope([delivery]) as scope:
+                    result = await self._run(
+                        self._caller(delivery), command, message_id or None, budget=self._budget
+                    )
                 self._drainer.wake()
                 log.debug("%s %s: %s", type(command).__name__, message_id, result)
+                if scope is not None:  # before the ack: a redelivery answers again
+                    await self.bus.reply(delivery.message, _receipt(scope))
 
             await self._settle(delivery, work)
 
@@ -381,8 +393,9 @@ class ApolloService:
         try:
             started = time.perf_counter()
             try:
-                work = ingest_each(self.apollo.deps, [p.item for p in pending])
-                results = await within_budget(self._budget, work)
+                with _receipt_scope([p.delivery for p in pending]) as scope:
+                    work = ingest_each(self.apollo.deps, [p.item for p in pending])
+                    results = await within_budget(self._budget, work)
             except Exception as exc:
                 log.warning(
                     "a batch of %d messages failed (%s); each is carried out alone",
@@ -397,6 +410,8 @@ class ApolloService:
                 if self.metrics is not None:
                     self.metrics.observe_command(p.command, result, seconds)
                 log.debug("StoreKnowledge %s: %s", p.delivery.message.message_id, result)
+            if scope is not None:
+                await asyncio.gather(*(self._answer(p.delivery, _receipt(scope)) for p in pending))
             await asyncio.gather(*(_ack(p.delivery) for p in pending))
         finally:
             for p in pending:
@@ -424,13 +439,16 @@ class ApolloService:
             log.info("request %s expired before it was served; dropped", message.message_id)
             await delivery.ack()
             return
+        # A read that presents a causal token waits only for what it names (garbage: for
+        # nothing); one without the header, for every commit of this process.
+        presented = message.headers.get(CAUSAL_HEADER, _ABSENT)
         try:
             command = decode_command(message.body, accept=REQUESTS)
             if action_of(command).mutates:
                 raise TypeError(f"{type(command).__name__} is not a read")
-            reply = encode_reply(
-                await self._run(self._caller(delivery), command, budget=self._budget)
-            )
+            with nullcontext() if presented is _ABSENT else causal_scope(presented):
+                result = await self._run(self._caller(delivery), command, budget=self._budget)
+            reply = encode_reply(result)
         except ApolloError as exc:
             log.info("request %s failed: %s", message.message_id, exc)
             reply = encode_error_reply(exc)
@@ -439,6 +457,14 @@ class ApolloService:
             reply = encode_error_reply(exc)
         await self.bus.reply(message, reply)
         await delivery.ack()
+
+    async def _answer(self, delivery: Delivery, body: bytes) -> None:
+        """A mutation's receipt to its writer; one that cannot be sent is logged (the
+        mutation stands: the writer's wait for it ends in a timeout)."""
+        try:
+            await self.bus.reply(delivery.message, body)
+        except TransportError as exc:
+            log.warning("could not answer %s (%s)", delivery.message.message_id, exc)
 
     # -- settlement ------------------------------------------------------------------------
 
@@ -452,6 +478,8 @@ class ApolloService:
             reason = redact(f"{type(exc).__name__}: {exc}")
             settlement = rule_for(exc).settlement
             if settlement is Settlement.DEAD_LETTER:
+                if _wants_receipt(delivery):  # its writer hears why, as a read would
+                    await self._answer(delivery, encode_error_reply(exc))
                 await _reject(delivery, reason)
                 return
             if settlement is Settlement.DELAY:
@@ -490,6 +518,27 @@ class _Batch:
     pending: list[_Pending] = field(factory=list)
     timer: asyncio.TimerHandle | None = None
     due: bool = False
+
+
+def _wants_receipt(delivery: Delivery) -> bool:
+    """Whether a mutation's writer asked for a receipt: a ``reply_to`` that is a reply
+    queue (any other queue is never published to)."""
+    return reply_queue_refusal(delivery.message.reply_to) is None
+
+
+@contextmanager
+def _receipt_scope(deliveries: Sequence[Delivery]) -> Iterator[CausalScope | None]:
+    """A causal scope for mutations of which one at least asked for a receipt (the
+    position their commit reached), else none."""
+    if not any(_wants_receipt(d) for d in deliveries):
+        yield None
+        return
+    with causal_scope() as scope:
+        yield scope
+
+
+def _receipt(scope: CausalScope) -> bytes:
+    return encode_reply(Receipt(scope.token))
 
 
 def _raising(exc: Exception) -> Callable[[], Awaitable[None]]:
