@@ -38,7 +38,7 @@ import heapq
 import math
 import operator
 import re
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Final
 from uuid import UUID
 
@@ -187,14 +187,15 @@ def fair_page(
             partners.setdefault(a, set()).add(b)
             partners.setdefault(b, set()).add(a)
 
-    scored: list[tuple[float, bool, str, Fused, Entry]] = []
+    scored: list[tuple[float, bool, int, Fused, Entry]] = []
     for fused in ranked:
         entry = entries.get(fused.entry_id)
         if entry is None:
             continue
         weight = evidence_weight(entry, credibility.get(entry.source.agent_id, 0.5))
         confirmed = entry.status is Status.CONFIRMED
-        scored.append((fused.score * weight, confirmed, str(entry.id), fused, entry))
+        # the id's integer orders as its text does (fixed width hexadecimal)
+        scored.append((fused.score * weight, confirmed, entry.id.int, fused, entry))
     scored.sort(key=lambda item: (-item[0], not item[1], item[2]))
 
     # Walking best first, each candidate folds into an earlier shown one of its source, or
@@ -294,6 +295,18 @@ def _near_earlier(
     )
 
 
+def foldable(entries: Iterable[Entry]) -> list[UUID]:
+    """The ids of ``entries`` that share a source (an agent or a principal) with another
+    of them: the only ones a fair page may fold by their embeddings, so the only ones whose
+    near pairs it needs."""
+    listed = list(entries)
+    counts: dict[str, int] = {}
+    for entry in listed:
+        for key in _source_keys(entry):
+            counts[key] = counts.get(key, 0) + 1
+    return [e.id for e in listed if any(counts[key] > 1 for key in _source_keys(e))]
+
+
 def _source_keys(entry: Entry) -> tuple[str, ...]:
     """The keys one source's share is counted under: its agent, and its principal if any
     (the principal that owns the entry, else the one recorded as submitting it)."""
@@ -314,6 +327,7 @@ __all__ = [
     "cosine",
     "evidence_weight",
     "fair_page",
+    "foldable",
     "near_duplicates",
     "share_cap",
     "source_depth",

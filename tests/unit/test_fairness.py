@@ -14,6 +14,7 @@ from apollo_domain.fairness import (
     content_family,
     evidence_weight,
     fair_page,
+    foldable,
     near_duplicates,
     share_cap,
     source_depth,
@@ -121,3 +122,14 @@ def test_embeddings_at_the_fold_similarity_fold():
     assert near_duplicates(a, b, FOLD - 1e-9) and not near_duplicates(a, far, FOLD)
     page = _page([a, b, far], [1.0, 0.9, 0.8])
     assert [(1, 1), (3, 0)] == [(p.entry_id.int, p.folded) for p in page]
+
+
+def test_only_entries_that_share_a_source_are_foldable():
+    """The near pairs a page needs are among entries of one agent or one principal: a
+    lone source's entry is never compared."""
+    eve_1, eve_2 = _entry(1, "eve"), _entry(2, "eve")
+    bob = _entry(3, "bob", principal="acme")
+    carol = _entry(4, "carol", principal="acme")  # another agent of bob's principal
+    dave = _entry(5, "dave")
+    assert [1, 3, 2, 4] == [i.int for i in foldable([eve_1, bob, dave, eve_2, carol])]
+    assert [] == foldable([dave, eve_1])

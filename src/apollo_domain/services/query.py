@@ -13,7 +13,7 @@ from ..bounds import QUERY
 from ..commands import QueryKnowledge, Retrieve
 from ..credibility import SourceCredibility
 from ..errors import ValidationError
-from ..fairness import Placed, candidate_depth, fair_page, source_depth
+from ..fairness import Placed, candidate_depth, fair_page, foldable, source_depth
 from ..limits import DEFAULT_STATUSES, MAX_CONTEXT_WINDOW, MAX_LIMIT, QUERY_MODES
 from ..model import Entry, Status, Viewer
 from ..normalize import normalize_domain_filter, normalize_tag_filter
@@ -195,7 +195,9 @@ async def query(deps: Deps, caller: Caller, command: QueryKnowledge | Retrieve) 
         ids = [r.entry_id for r in fused_ranking]
         fold = deps.policy.corroboration_similarity
         found.update(await uow.entries.get_many(ids))
-        near = await uow.entries.near_pairs(ids, fold)  # compared where they are stored
+        # compared where they are stored, among the candidates that share a source
+        shared = foldable(found[i] for i in ids if i in found)
+        near = await uow.entries.near_pairs(shared, fold) if len(shared) > 1 else set()
         credibility = await _credibility(uow, found.values())
         ranked = fair_page(fused_ranking, found, credibility, count, fold, near)
         _lap(deps, "read winners", started)
