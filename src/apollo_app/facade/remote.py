@@ -392,16 +392,12 @@ class RemoteClient:
         if not self.read_your_writes:
             await self.bus.publish(message)
             return Dispatch(action_of(command), payload_of(command), message.message_id)
-        try:
-            reply = await self.bus.request(
-                message, timeout=self.rpc_timeout, repliers=self.service_users
-            )
-        except RpcTimeout as exc:
-            raise RpcTimeout(
-                f"no receipt for {action_of(command)!r} (message {message.message_id}) from"
-                f" the Apollo service within {self.rpc_timeout:g}s: if it was published it"
-                " stays queued and is applied once (is the service running?)"
-            ) from exc
+        reply = await self._ask(
+            message,
+            f"no receipt for {action_of(command)!r} (message {message.message_id}) from the"
+            f" Apollo service within {self.rpc_timeout:g}s: if it was published it stays"
+            " queued and is applied once (is the service running?)",
+        )
         receipt: Receipt = decode_reply(reply.body, Receipt)
         self.causal_token = latest(self.causal_token, parse_token(receipt.causal_token))
         return Dispatch(
@@ -428,17 +424,23 @@ class RemoteClient:
             headers=self._headers(),
             user_id=self.user_id,
         )
+        reply = await self._ask(
+            message,
+            f"no reply to {action!r} from the Apollo service on queue {queue!r} "
+            f"within {self.rpc_timeout:g}s (is the service running?)",
+        )
+        result: R = decode_reply(reply.body, result_type(type(command)))
+        return result
+
+    async def _ask(self, message: Message, unanswered: str) -> Message:
+        """The service's answer to ``message`` (from a service login), or
+        :class:`RpcTimeout` saying ``unanswered``."""
         try:
-            reply = await self.bus.request(
+            return await self.bus.request(
                 message, timeout=self.rpc_timeout, repliers=self.service_users
             )
         except RpcTimeout as exc:
-            raise RpcTimeout(
-                f"no reply to {action!r} from the Apollo service on queue {queue!r} "
-                f"within {self.rpc_timeout:g}s (is the service running?)"
-            ) from exc
-        result: R = decode_reply(reply.body, result_type(type(command)))
-        return result
+            raise RpcTimeout(unanswered) from exc
 
 
 def _search(command: S) -> S:
