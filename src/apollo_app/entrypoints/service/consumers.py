@@ -410,8 +410,9 @@ class ApolloService:
                 if self.metrics is not None:
                     self.metrics.observe_command(p.command, result, seconds)
                 log.debug("StoreKnowledge %s: %s", p.delivery.message.message_id, result)
-            if scope is not None:
-                await asyncio.gather(*(self._answer(p.delivery, _receipt(scope)) for p in pending))
+            if scope is not None:  # only those that asked, never another queue
+                answered = [p.delivery for p in pending if _wants_receipt(p.delivery)]
+                await asyncio.gather(*(self._answer(d, _receipt(scope)) for d in answered))
             await asyncio.gather(*(_ack(p.delivery) for p in pending))
         finally:
             for p in pending:
