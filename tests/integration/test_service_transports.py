@@ -26,6 +26,7 @@ from apollo_adapters.rabbitmq import AiormqBus
 from apollo_app import Apollo, Principal, RemoteClient, Settings
 from apollo_app.entrypoints.service import ApolloService
 from apollo_app.wire.envelope import encode_gas_event
+from apollo_app.wire.replies import Receipt, decode_reply
 from apollo_domain.causal import MAX_POSITION, CausalToken, parse_token
 from apollo_domain.commands import StoreKnowledge
 from apollo_domain.errors import NotFound
@@ -567,6 +568,38 @@ async def test_a_batch_redelivered_after_its_commit_writes_nothing_twice(
             assert {agent} == {e.source.agent_id for e in entries}
             credited += len(entries)
     assert 10 == credited
+
+
+async def test_a_batch_answers_only_the_messages_that_asked_for_a_receipt(
+    group_mesh: GroupMesh,
+):
+    """One commit for a batch mixing a write that asked for a receipt (a reply queue),
+    writes that did not (no ``reply_to``) and one whose ``reply_to`` names the service's
+    own ingest queue: every message is stored and acknowledged once, and the one that
+    asked — only it — is answered with the batch's receipt."""
+    mesh = group_mesh
+    replies: list[tuple[Message, bytes]] = []
+
+    async def recorded(request: Message, body: bytes) -> None:
+        replies.append((request, body))
+
+    mesh.bus.reply = recorded  # type: ignore[method-assign]
+    asking = evolve(mesh.message("OSPF areas bound LSA flooding"), reply_to="amq.gen-asking")
+    silent = [mesh.message(f"LACP bundles link {n} into one channel") for n in range(3)]
+    hostile = evolve(
+        mesh.message("MSTP maps VLANs to spanning tree instances"),
+        reply_to=mesh.service.topology.ingest_queue,
+    )
+    batch = [silent[0], asking, silent[1], hostile, silent[2]]
+    await mesh.publish(batch)
+    await eventually(lambda: mesh.settled(5), "every message settled")
+
+    assert sorted(m.message_id for m in batch) == sorted(mesh.bus.settled("ack"))
+    assert (5, 5) == await mesh.rows()
+    assert 1 == mesh.commits
+    assert [asking.message_id] == [request.message_id for request, _ in replies]
+    receipt = decode_reply(replies[0][1], Receipt)
+    assert parse_token(receipt.causal_token) is not None
 
 
 # ------------------------------------------------------------------------- write rate
