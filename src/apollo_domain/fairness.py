@@ -233,6 +233,16 @@ def fair_page(
         _, _, _, keys, confirmed = shown[index]
         return (not confirmed, max(held.get(key, 0) for key in keys), index)
 
+    def place(index: int) -> None:
+        """On the page, or waiting when one of its sources holds its share already."""
+        keys = shown[index][3]
+        if any(held.get(key, 0) >= cap for key in keys):
+            waiting.append(index)
+            return
+        page.append(index)
+        for key in keys:
+            held[key] = held.get(key, 0) + 1
+
     start = 0
     while start < len(shown) and len(page) < limit:
         end = start + 1
@@ -241,6 +251,10 @@ def fair_page(
         # Of equally ranked entries, a confirmed one first, then the one whose source
         # holds the fewest results so far: a tie is spread over its sources. A source's
         # count only grows, so an entry whose order is stale goes back in the heap.
+        if end == start + 1:  # no tie (the usual case): no order to settle
+            place(start)
+            start = end
+            continue
         tied = [order(index) for index in range(start, end)]
         heapq.heapify(tied)
         while tied and len(page) < limit:
@@ -250,13 +264,7 @@ def fair_page(
             if now != first:
                 heapq.heappush(tied, now)
                 continue
-            keys = shown[index][3]
-            if any(held.get(key, 0) >= cap for key in keys):
-                waiting.append(index)
-                continue
-            page.append(index)
-            for key in keys:
-                held[key] = held.get(key, 0) + 1
+            place(index)
         start = end
     # No other source remains: the waiting entries fill the page, after the others.
     page.extend(waiting[: limit - len(page)])

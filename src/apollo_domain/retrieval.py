@@ -219,21 +219,26 @@ def fuse(
     appears only when at least one signal ranked it."""
     scores: dict[UUID, float] = {}
     signals: dict[UUID, dict[str, float]] = {}
+    rrf = settings.fusion == "rrf"
     for signal, ranking in rankings.items():
         weight = settings.weight(signal)
-        if settings.fusion == "relative_score" and ranking:
+        if not rrf and ranking:
             high = max(score for _, score in ranking)
             low = min(score for _, score in ranking)
         for rank, (entry_id, score) in enumerate(ranking, start=1):
-            if signal in signals.get(entry_id, {}):
+            found = signals.get(entry_id)
+            if found is None:
+                found = signals[entry_id] = {}
+            elif signal in found:
                 continue  # a signal counts once per entry: its best rank
-            if settings.fusion == "rrf":
+            if rrf:
                 share = weight / (settings.rrf_k + rank)
             else:
                 share = weight * ((score - low) / (high - low) if high > low else 1.0)
             scores[entry_id] = scores.get(entry_id, 0.0) + share
-            signals.setdefault(entry_id, {})[signal] = score
-    ordered = sorted(scores, key=lambda entry_id: (-scores[entry_id], str(entry_id)))
+            found[signal] = score
+    # an id's integer orders as its text does (fixed-width hexadecimal)
+    ordered = sorted(scores, key=lambda entry_id: (-scores[entry_id], entry_id.int))
     return [Fused(entry_id, scores[entry_id], signals[entry_id]) for entry_id in ordered]
 
 
@@ -249,7 +254,7 @@ def carry(
     for entry_id, score in carried:
         if score > best.get(entry_id, float("-inf")):
             best[entry_id] = score
-    return sorted(best.items(), key=lambda item: (-item[1], str(item[0])))
+    return sorted(best.items(), key=lambda item: (-item[1], item[0].int))
 
 
 __all__ = [

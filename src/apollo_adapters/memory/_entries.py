@@ -45,6 +45,7 @@ from ._columns import (
     Undo,
     from_micros,
     micros,
+    unit_confidence,
 )
 from ._evidence import EvidenceTable
 from ._graph import GraphTable
@@ -174,7 +175,7 @@ class EntryTable(VectorSearch):
         earner: str | None = None,
         window: timedelta = timedelta(0),
     ) -> dict[UUID, float]:
-        micros(now, "now")
+        now_us = micros(now, "now")
         result: dict[UUID, float] = {}
         for entry_id in sorted(dict.fromkeys(ids)):
             row = self.row_of.get(entry_id)
@@ -191,7 +192,15 @@ class EntryTable(VectorSearch):
                 updated_at=now,
                 access_count=old.access_count + 1 if count_access else old.access_count,
             )
-            self._replace(row, new, undo)
+            # Only the confidence, the time and the count move: the row keeps its
+            # partition, tags and every other column (those of a rebuilt entry are the
+            # columns it was rebuilt from).
+            self.base[row] = new
+            self.conf[row] = unit_confidence(confidence)
+            self.updated[row] = now_us
+            self.stale[row] = False
+            self.reason[row] = 0
+            undo.append(partial(self._replace, row, old, None))
             result[entry_id] = confidence
         return result
 

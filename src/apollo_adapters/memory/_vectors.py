@@ -32,20 +32,21 @@ class VectorSearch(EntryFilters):
         cosine is at least ``similarity``: one product of their unit vectors."""
         if self.matrix is None:
             return set()
-        unique = list(dict.fromkeys(ids))
-        row_of = self.row_of
-        rows = np.fromiter((row_of.get(i, -1) for i in unique), np.intp, len(unique))
-        present = rows >= 0
-        present[present] = self.has_emb[rows[present]]
-        at = np.flatnonzero(present)
-        if at.size < 2:
+        row_of, has_emb = self.row_of, self.has_emb
+        found = [
+            (entry_id, row)
+            for entry_id in dict.fromkeys(ids)
+            if (row := row_of.get(entry_id, -1)) >= 0 and has_emb[row]
+        ]
+        if len(found) < 2:
             return set()
-        block = self.matrix[rows[at]]
-        close = np.argwhere(np.triu(block @ block.T >= np.float32(similarity), k=1))
+        block = self.matrix[[row for _, row in found]]
+        close = np.nonzero(block @ block.T >= np.float32(similarity))
         pairs = set()
-        for a, b in at[close].tolist():
-            first, second = unique[a], unique[b]
-            pairs.add((first, second) if first < second else (second, first))
+        for a, b in zip(*(side.tolist() for side in close), strict=True):
+            if a < b:
+                first, second = found[a][0], found[b][0]
+                pairs.add((first, second) if first < second else (second, first))
         return pairs
 
     def nearest_capped(
