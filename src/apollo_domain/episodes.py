@@ -32,6 +32,9 @@ from .validation import shown, storable_text
 
 #: The namespace of episode ids (:func:`episode_id`): any fixed UUID would do.
 EPISODE_NAMESPACE: Final = uuid.UUID("6d1c1f5e-2f63-4a51-9d7e-1f0c9a7e0b3d")
+#: The key of an entry's context that says where in its episode its statement was said
+#: (the episode's id, the turn, its speaker and time); written by Apollo alone.
+EPISODE_CONTEXT: Final = "episode"
 
 
 @frozen
@@ -257,6 +260,7 @@ class SentenceSplitter:
 
 __all__ = [
     "ANAPHORA",
+    "EPISODE_CONTEXT",
     "MIN_WORDS",
     "Episode",
     "SentenceSplitter",

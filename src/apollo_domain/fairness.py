@@ -25,6 +25,9 @@ Three rules, applied in this order to every candidate the signals found (each si
    over the cap wait, and fill the rest of the page, best first, after every other
    source's entry (only once no other source's entry remains).
 
+When the question names a day or span of time, the candidates of that time
+(:mod:`apollo_domain.temporal`) are walked first, then the others, each part by these rules.
+
 Nothing here reads the store: the query service reads the candidates (one round trip per
 signal; the vector and lexical signals cap each source at :func:`source_depth` in the
 store), the candidates whole with their embeddings and their sources' credibility (one
@@ -170,6 +173,7 @@ def fair_page(
     limit: int,
     fold_similarity: float,
     near: Collection[tuple[UUID, UUID]] | None = None,
+    dated: Collection[UUID] = (),
 ) -> list[Placed]:
     """The page of at most ``limit`` results the module docstring describes, best first.
 
@@ -178,7 +182,8 @@ def fair_page(
     new, 0.5); ``near``: the pairs of entries (smaller id first) whose embeddings are
     within ``fold_similarity``, as the store compared them
     (:meth:`~apollo_domain.ports.EntryReads.near_pairs`), else the entries' own
-    embeddings are compared here."""
+    embeddings are compared here; ``dated``: the entries of the time the question names
+    (:mod:`apollo_domain.temporal`), ranked before all others."""
     units: dict[UUID, list[float]] = {}  # each entry's unit vector, made once per page
     partners: dict[UUID, set[UUID]] | None = None  # each entry's near ones, from ``near``
     if near is not None:
@@ -187,7 +192,7 @@ def fair_page(
             partners.setdefault(a, set()).add(b)
             partners.setdefault(b, set()).add(a)
 
-    scored: list[tuple[float, bool, int, Fused, Entry]] = []
+    scored: list[tuple[bool, float, bool, int, Fused, Entry]] = []
     for fused in ranked:
         entry = entries.get(fused.entry_id)
         if entry is None:
@@ -195,8 +200,10 @@ def fair_page(
         weight = evidence_weight(entry, credibility.get(entry.source.agent_id, 0.5))
         confirmed = entry.status is Status.CONFIRMED
         # the id's integer orders as its text does (fixed width hexadecimal)
-        scored.append((fused.score * weight, confirmed, entry.id.int, fused, entry))
-    scored.sort(key=lambda item: (-item[0], not item[1], item[2]))
+        scored.append(
+            (fused.entry_id in dated, fused.score * weight, confirmed, entry.id.int, fused, entry)
+        )
+    scored.sort(key=lambda item: (not item[0], -item[1], not item[2], item[3]))
 
     # Walking best first, each candidate folds into an earlier shown one of its source, or
     # is shown: ``shown`` holds (score, fused, entry, source keys, confirmed).
@@ -204,7 +211,7 @@ def fair_page(
     folded: list[int] = []
     by_source: dict[str, list[int]] = {}
     by_family: dict[tuple[str, frozenset[str]], int] = {}
-    for score, confirmed, _, fused, entry in scored:
+    for _, score, confirmed, _, fused, entry in scored:
         keys = _source_keys(entry)
         family = content_family(entry.content)
         into = None
@@ -246,7 +253,11 @@ def fair_page(
     start = 0
     while start < len(shown) and len(page) < limit:
         end = start + 1
-        while end < len(shown) and shown[end][0] == shown[start][0]:
+        while (
+            end < len(shown)
+            and shown[end][0] == shown[start][0]
+            and ((shown[end][1].entry_id in dated) == (shown[start][1].entry_id in dated))
+        ):
             end += 1
         # Of equally ranked entries, a confirmed one first, then the one whose source
         # holds the fewest results so far: a tie is spread over its sources. A source's

@@ -89,6 +89,8 @@ class RetrievalSettings:
       query's limit).
     - ``vector_weight`` / ``lexical_weight`` / ``graph_weight``: each signal's share of the
       fused score; the graph fill is a weaker hint than a direct match.
+    - ``temporal_cues``: whether a day or span of time a question names puts the candidates
+      said or stored in it first (:mod:`apollo_domain.temporal`).
     - ``graph_seeds``: at most this many entities named in the query seed the graph fill.
     - ``graph_neighbours``: at most this many neighbours of the seeds join them, those
       that the most entries link to a seed first (a hub such as a common date or quantity
@@ -117,6 +119,7 @@ class RetrievalSettings:
     vector_weight: float = _weight_field(1.0)
     lexical_weight: float = _weight_field(1.0)
     graph_weight: float = _weight_field(0.5)
+    temporal_cues: bool = field(default=True, validator=validators.instance_of(bool))
     graph_seeds: int = _int_field(8)
     graph_neighbours: int = _int_field(32)
     graph_scan: int = _int_field(200)

@@ -14,7 +14,7 @@ from ..commands import StoreKnowledge, WritebackStore, WritebackVectorize
 from ..contradiction import flips_negation
 from ..credibility import SourceCredibility
 from ..entities import Extraction
-from ..episodes import Episode
+from ..episodes import EPISODE_CONTEXT, Episode
 from ..errors import Conflict, ValidationError
 from ..model import (
     AccessScope,
@@ -65,7 +65,14 @@ NEIGHBOURS = 5
 CONTRADICTION_SCAN = "contradiction_scan"
 AGREEMENT_RECORDED = "agreement recorded"
 _RESERVED_CONTEXT_KEYS = frozenset(
-    {"deprecation_reason", "dispute_resolution", "bootstrap", "gas", "archive_reason", "episode"}
+    {
+        "deprecation_reason",
+        "dispute_resolution",
+        "bootstrap",
+        "gas",
+        "archive_reason",
+        EPISODE_CONTEXT,
+    }
 )
 
 

@@ -20,6 +20,7 @@ from ..normalize import normalize_domain_filter, normalize_tag_filter
 from ..ports import AccessLogRecord, Reads, SearchFilter, UnitOfWork
 from ..results import EntryView, Neighbour, QueryResult
 from ..retrieval import GRAPH, LEXICAL, VECTOR, carry, fuse
+from ..temporal import TEMPORAL, in_window, time_window
 from ..validation import bounded_float, shown
 from .context import (
     Caller,
@@ -61,6 +62,8 @@ async def query(deps: Deps, caller: Caller, command: QueryKnowledge | Retrieve) 
     relevance rule (:meth:`RetrievalSettings.relevance_cutoff`, decided from the query's
     candidates; a lexical or graph match is relevant by itself); an entry no signal found
     is never returned, so unrelated and opposite texts are neither returned nor boosted.
+    A day or span of time the text names ("on 23 March", "last week") puts the candidates
+    said or stored in it first (:mod:`apollo_domain.temporal`), in every mode.
 
     A search boosts each returned entry's confidence atomically in the store, once per
     boost window for each principal (the agent, for a caller without one), and, for
@@ -109,6 +112,8 @@ async def query(deps: Deps, caller: Caller, command: QueryKnowledge | Retrieve) 
         )
 
     fused = mode == "hybrid"
+    # a day or span the question names puts the candidates of that time first
+    cue = time_window(text, deps.clock.now()) if deps.retrieval.temporal_cues else None
     vector = None
     if mode == VECTOR:  # the search needs the vector first; a fused one embeds in its read
         started = _started(deps)
@@ -195,11 +200,17 @@ async def query(deps: Deps, caller: Caller, command: QueryKnowledge | Retrieve) 
         ids = [r.entry_id for r in fused_ranking]
         fold = deps.policy.corroboration_similarity
         found.update(await uow.entries.get_many(ids))
+        dated = set() if cue is None else in_window(fused_ranking, found, cue)
+        if dated:
+            fused_ranking = [
+                evolve(r, signals={**r.signals, TEMPORAL: 1.0}) if r.entry_id in dated else r
+                for r in fused_ranking
+            ]
         # compared where they are stored, among the candidates that share a source
         shared = foldable(found[i] for i in ids if i in found)
         near = await uow.entries.near_pairs(shared, fold) if len(shared) > 1 else set()
         credibility = await _credibility(uow, found.values())
-        ranked = fair_page(fused_ranking, found, credibility, count, fold, near)
+        ranked = fair_page(fused_ranking, found, credibility, count, fold, near, dated)
         _lap(deps, "read winners", started)
         if not ranked:
             return QueryResult(mode, ())

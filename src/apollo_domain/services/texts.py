@@ -8,7 +8,7 @@ from attrs import evolve
 
 from ..bounds import STATEMENT, STATEMENTS
 from ..commands import GetEpisode, StoreKnowledge, StoreText
-from ..episodes import Episode, Statement, episode_id, read_turns
+from ..episodes import EPISODE_CONTEXT, Episode, Statement, episode_id, read_turns
 from ..errors import NotFound, ValidationError
 from ..model import Status
 from ..normalize import normalize_scope
@@ -19,9 +19,6 @@ from .context import Caller, Deps, resolve_viewer
 from .graph import parse_id
 from .ingest import IngestRequest, prepare
 from .write_rate import charge_write
-
-#: The key of an entry's context that says where in its episode its statement was said.
-EPISODE_CONTEXT = "episode"
 
 
 async def store_text(
