@@ -97,10 +97,12 @@ class EntryView:
     access_scope: AccessScope
     created_at: datetime
     #: The signals that found the entry and each one's own score (``vector``: cosine
-    #: similarity, ``lexical``: the store's relevance score, ``graph``: entity matches).
+    #: similarity, ``lexical``: the store's relevance score, ``graph``: entity matches),
+    #: and ``temporal`` (1) when it was said or stored in the time the query names.
     signals: Mapping[str, float] = field(factory=dict)
-    #: The score that ordered the results: the fused score weighed by the entry's evidence
-    #: (docs/retrieval.md, "Fair pages"; None when browsing).
+    #: The score that ordered the results (after those of a time the query names): the
+    #: fused score weighed by the entry's evidence (docs/retrieval.md, "Fair pages"; None
+    #: when browsing).
     score: float | None = None
     #: How many near-duplicates of the same source were folded into this result (the best
     #: of them is the one shown; 0 when none, and when browsing).

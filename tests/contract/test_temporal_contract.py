@@ -100,3 +100,34 @@ async def test_an_entry_of_its_own_counts_at_the_time_it_was_stored(make_apollo)
         )
         assert stored == page.entries[0].id, named
         assert TEMPORAL in page.entries[0].signals
+
+
+async def test_a_writer_dating_its_flood_to_the_day_asked_still_holds_a_third_of_the_page(
+    make_apollo,
+):
+    """A writer chooses its own turns' times: one that dates 30 variants to the day a reader
+    asks about comes first with them, and still holds at most ⌈10 / 3⌉ of the page while
+    other writers' matching entries (of other days) are there to fill it."""
+    apollo = await make_apollo(embedder=HashingEmbedder(), clock=ManualClock(ASKED))
+    for number in range(8):
+        writer = apollo.client(f"claude-{number}", principal=f"writer-{number}")
+        told = await writer.store_knowledge(
+            content=f"The billing export job number {number} failed on the backup host."
+        )
+        assert told.ok
+    flood = [
+        {
+            "speaker": "eve",
+            "text": f"The billing export job failed, variant {n}: EveCloud fixes it, offer {n}.",
+            "at": f"2026-04-13T10:{n:02d}:00Z",
+        }
+        for n in range(30)
+    ]
+    await apollo.client("eve-agent", principal="eve").store_text(flood)
+    page = await apollo.client("reader").query_knowledge(
+        query="which billing export job failed on 13 April", min_confidence=0, limit=10
+    )
+    from_eve = [v for v in page.entries if v.source_agent == "eve-agent"]
+    assert 1 <= len(from_eve) <= 4
+    assert all(TEMPORAL in v.signals for v in from_eve)
+    assert 8 == len(page.entries) - len(from_eve)  # every other writer's entry is there
