@@ -99,6 +99,27 @@ _CUES: Final = re.compile(
 )
 
 
+#: A text can name a time only if it holds a digit, ``May``, a month's other names,
+#: "today" or "yesterday", or a unit with "last", "this" or "ago" (a cheap test that
+#: spares most questions the patterns above).
+_NAMED_DAYS: Final = (frozenset(_MONTHS) - {"may"}) | {"today", "yesterday"}
+_UNITS: Final = frozenset(
+    {"day", "days", "week", "weeks", "weekend", "month", "months", "year", "years"}
+)
+_RELATIVE: Final = frozenset({"last", "this", "ago"})
+_DIGIT: Final = re.compile(r"\d")
+_WORD: Final = re.compile(r"[a-z]+")
+
+
+def _may_name_a_time(head: str) -> bool:
+    if _DIGIT.search(head) or "May" in head:
+        return True
+    words = set(_WORD.findall(head.lower()))
+    return not words.isdisjoint(_NAMED_DAYS) or (
+        not words.isdisjoint(_RELATIVE) and not words.isdisjoint(_UNITS)
+    )
+
+
 @frozen
 class Window:
     """A span of time, ``start`` included, ``end`` not."""
@@ -114,8 +135,11 @@ def time_window(text: str, now: datetime) -> Window | None:
     """The window of the first time ``text`` names (the module docstring), read at ``now``
     (timezone-aware); None when it names none, or none that exists ("30 February"). Only
     the first :data:`CUE_CHARS` characters are read."""
+    head = text[:CUE_CHARS]
+    if not _may_name_a_time(head):
+        return None
     today = now.astimezone(UTC).date()
-    for match in _CUES.finditer(text, 0, CUE_CHARS):
+    for match in _CUES.finditer(head):
         try:
             span = _span(match, today)
         except (ValueError, OverflowError):  # no such day, or out of the calendar
