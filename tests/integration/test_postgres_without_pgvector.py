@@ -124,3 +124,22 @@ def test_the_cli_prints_the_hint_and_exits_2(database: str, tmp_path: Path) -> N
     assert result.stderr.startswith("apollo: error: APOLLO_DATABASE_URL: ")
     assert "unset APOLLO_DATABASE_URL" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("version", "supported"),
+    [
+        ("0.8.0", True),
+        ("0.7.0", True),
+        ("0.10.1", True),
+        ("1.0", True),
+        ("0.6.2", False),
+        ("0.5.1", False),
+        ("0.7.0-dev", True),
+        ("", False),
+    ],
+)
+def test_pgvector_older_than_0_7_is_refused(version, supported):
+    """``l2_normalize`` (pgvector 0.7) compares a fair page's candidates: an older server is
+    named at start, not at the first query."""
+    assert supported == schema.pgvector_supported(version)

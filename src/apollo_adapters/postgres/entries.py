@@ -585,11 +585,14 @@ class PostgresEntryRepository:
         ids = sorted(set(entry_ids))
         if len(ids) < 2:
             return set()
+        # Each candidate's vector read out of its TOASTed column once, as a new unit vector
+        # (the cosine is the same), then the pairs compared: comparing the stored columns
+        # detoasted both vectors for every pair (7 ms for 72 candidates against 2 ms).
         rows = await self._s.rows(
-            "SELECT a.id AS a, b.id AS b FROM entries a JOIN entries b ON a.id < b.id"
-            " WHERE a.id = ANY(%(ids)s) AND b.id = ANY(%(ids)s)"
-            " AND a.embedding IS NOT NULL AND b.embedding IS NOT NULL"
-            " AND (a.embedding <=> b.embedding) <= %(distance)s",
+            "WITH c AS MATERIALIZED (SELECT id, l2_normalize(embedding) AS unit FROM entries"
+            " WHERE id = ANY(%(ids)s) AND embedding IS NOT NULL)"
+            " SELECT a.id AS a, b.id AS b FROM c a JOIN c b ON a.id < b.id"
+            " WHERE (a.unit <=> b.unit) <= %(distance)s",
             {"ids": ids, "distance": 1.0 - similarity},
         )
         return {(row["a"], row["b"]) for row in rows}

@@ -10,11 +10,12 @@ that fails leaves the database as it was, without even the bookkeeping table.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from importlib import resources
-from typing import Any
+from typing import Any, Final
 
 import psycopg
 from attrs import frozen
@@ -143,12 +144,36 @@ async def _migrate(
         return applied
 
 
+#: The oldest pgvector Apollo runs on (its ``l2_normalize`` came in 0.7.0).
+MIN_PGVECTOR: Final = (0, 7)
+
+
 async def _require_pgvector(conn: psycopg.AsyncConnection[Any]) -> None:
-    """:class:`MissingPgvector` unless the server has (or can create) the extension."""
-    cur = await conn.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'")
-    if await cur.fetchone() is None:
+    """:class:`MissingPgvector` unless the server has (or can create) the extension, at
+    :data:`MIN_PGVECTOR` or newer (the one created, else the one it would create)."""
+    cur = await conn.execute(
+        "SELECT COALESCE(installed_version, default_version) FROM pg_available_extensions"
+        " WHERE name = 'vector'"
+    )
+    row = await cur.fetchone()
+    if row is None:
         raise MissingPgvector(
             "this PostgreSQL server has no pgvector: the 'vector' extension, which Apollo "
             "needs for embeddings, is not installed on it (see "
             "https://github.com/pgvector/pgvector#installation)"
         )
+    if not pgvector_supported(str(row[0])):
+        wanted = ".".join(map(str, MIN_PGVECTOR))
+        raise MissingPgvector(
+            f"this PostgreSQL server's pgvector is {row[0]}; Apollo needs {wanted} or newer"
+            " (upgrade it, then ALTER EXTENSION vector UPDATE)"
+        )
+
+
+def pgvector_supported(version: str) -> bool:
+    """Whether a pgvector version ("0.8.0") is :data:`MIN_PGVECTOR` or newer."""
+    parts = []
+    for part in version.split("."):
+        digits = "".join(itertools.takewhile(str.isdigit, part))
+        parts.append(int(digits) if digits else 0)
+    return tuple(parts) >= MIN_PGVECTOR
