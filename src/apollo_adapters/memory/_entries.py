@@ -51,7 +51,7 @@ from ._evidence import EvidenceTable
 from ._graph import GraphTable
 from ._lexical import LexicalIndex
 from ._relations import RelationTable
-from ._vectors import VectorSearch
+from ._vectors import VectorSearch, _live
 
 
 class EntryTable(VectorSearch):
@@ -367,6 +367,33 @@ class EntryTable(VectorSearch):
         order = np.lexsort((self.id_lo[rows], self.id_hi[rows], -values))[:limit]
         return [
             ScoredEntry(entry=self.entry(int(rows[i])), similarity=float(values[i])) for i in order
+        ]
+
+    def lexical_capped(
+        self, query: str, flt: SearchFilter, limit: int, per_source: int
+    ) -> list[tuple[UUID, float]]:
+        """The ids and scores of the first ``limit`` lexical matches (best first, ties by
+        id) whose place among their agent's matches and among their principal's is within
+        ``per_source``, as PostgreSQL numbers them: every match ranked and numbered within
+        its sources by array operations, only the kept ones' ids read."""
+        wanted = query_terms(query)
+        if limit <= 0 or not wanted:
+            return []
+        allowed = self.matching(flt, embedded=False)
+        if allowed is None:
+            return []
+        scores = self.lexical.scores(wanted, allowed)
+        if not scores:
+            return []
+        rows = np.fromiter(scores, dtype=np.intp, count=len(scores))
+        values = np.fromiter(scores.values(), dtype=np.float64, count=len(scores))
+        order = np.lexsort((self.id_lo[rows], self.id_hi[rows], -values))
+        ranked = rows[order]
+        kept = np.flatnonzero(self._within(ranked, per_source))[:limit]
+        base = self.base
+        return [
+            (_live(base[row]).id, float(values[at]))
+            for row, at in zip(ranked[kept].tolist(), order[kept].tolist(), strict=True)
         ]
 
     def candidates(self, limit: int, now: datetime, undo: Undo) -> list[Entry]:

@@ -179,8 +179,7 @@ class InMemoryEntryRepository(_Repository):
             hits = await self.lexical_search(query, flt, limit)
             return [(h.entry.id, h.similarity) for h in hits]
         self._uow._open("entries")
-        every = self._store._entries.lexical_search(query, flt, self._store._entries.n)
-        return _capped(every, limit, per_source)
+        return self._store._entries.lexical_capped(query, flt, limit, per_source)
 
     async def browse(self, flt: SearchFilter, limit: int) -> list[Entry]:
         self._uow._open("entries")
@@ -527,25 +526,6 @@ class InMemoryAccessLog(_Repository):
     async def trim(self, cutoff: datetime, limit: int) -> int:
         undo = self._uow._open("access_log")
         return self._store._access_log.trim(cutoff, limit, undo)
-
-
-def _capped(hits: Sequence[ScoredEntry], limit: int, per_source: int) -> list[tuple[UUID, float]]:
-    """The first ``limit`` of ``hits`` (best first) whose place among their agent's hits and
-    among their principal's is within ``per_source``, as PostgreSQL numbers them."""
-    seen: dict[tuple[str, str], int] = {}
-    kept: list[tuple[UUID, float]] = []
-    for hit in hits:
-        if len(kept) == limit:
-            break
-        keys = [("agent", hit.entry.source.agent_id)]
-        principal = hit.entry.owner_id or hit.entry.source.submitted_by
-        if principal is not None:
-            keys.append(("principal", principal))
-        for key in keys:
-            seen[key] = seen.get(key, 0) + 1
-        if all(seen[key] <= per_source for key in keys):
-            kept.append((hit.entry.id, hit.similarity))
-    return kept
 
 
 class InMemoryCredibilityRegistry(_Repository):
