@@ -9,7 +9,10 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +37,8 @@ from benchmarks import (
 )
 
 from tests.postgres_support import PostgresTestServer
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def positive(value: Any) -> bool:
@@ -415,8 +420,28 @@ def test_reach_bench_quick_reports_recall_per_kind_and_p50_for_every_method() ->
     for figures in result["methods"].values():
         assert set(reach_bench.KINDS) == set(figures["recall_at_10"])
         assert all(0 <= r <= 1 for r in figures["recall_at_10"].values())
+        assert set(reach_bench.KINDS) == set(figures["hit_at_1"])
         assert positive(figures["query_p50_ms"])
+    # only the day tells a temporal question's two statements apart
+    cued = result["methods"]["hybrid"]["hit_at_1"]["temporal"]
+    assert cued > result["methods"]["no temporal"]["hit_at_1"]["temporal"]
     assert "neighbours" in reach_bench.report(result)
+
+
+@pytest.mark.parametrize("figure", ["none", "vector", "hybrid", "store_knowledge"])
+def test_instruction_figures_run_each_figure(figure: str) -> None:
+    """What ``compare.py --instructions`` counts under callgrind runs as a plain program
+    (the count itself needs valgrind and minutes: the benchmarks page has the figures)."""
+    done = subprocess.run(
+        [sys.executable, "benchmarks/instruction_figures.py", f"--figure={figure}", "--count=2"],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert 0 == done.returncode, done.stderr[-2000:]
 
 
 @pytest.mark.postgres
