@@ -353,20 +353,13 @@ class EntryTable(VectorSearch):
         return [self.entry(int(row)) for row in self._ordered(rows, newest_first=True)[:limit]]
 
     def lexical_search(self, query: str, flt: SearchFilter, limit: int) -> list[ScoredEntry]:
-        wanted = query_terms(query)
-        if limit <= 0 or not wanted:
+        ranked = self._lexical_ranked(query, flt) if limit > 0 else None
+        if ranked is None:
             return []
-        allowed = self.matching(flt, embedded=False)
-        if allowed is None:
-            return []
-        scores = self.lexical.scores(wanted, allowed)
-        if not scores:
-            return []
-        rows = np.fromiter(scores, dtype=np.intp, count=len(scores))
-        values = np.fromiter(scores.values(), dtype=np.float64, count=len(scores))
-        order = np.lexsort((self.id_lo[rows], self.id_hi[rows], -values))[:limit]
+        rows, values = ranked
         return [
-            ScoredEntry(entry=self.entry(int(rows[i])), similarity=float(values[i])) for i in order
+            ScoredEntry(entry=self.entry(int(row)), similarity=float(value))
+            for row, value in zip(rows[:limit].tolist(), values[:limit].tolist(), strict=True)
         ]
 
     def lexical_capped(
@@ -376,25 +369,35 @@ class EntryTable(VectorSearch):
         id) whose place among their agent's matches and among their principal's is within
         ``per_source``, as PostgreSQL numbers them: every match ranked and numbered within
         its sources by array operations, only the kept ones' ids read."""
-        wanted = query_terms(query)
-        if limit <= 0 or not wanted:
+        ranked = self._lexical_ranked(query, flt) if limit > 0 else None
+        if ranked is None:
             return []
+        rows, values = ranked
+        kept = np.flatnonzero(self._within(rows, per_source))[:limit]
+        base = self.base
+        return [
+            (_live(base[row]).id, value)
+            for row, value in zip(rows[kept].tolist(), values[kept].tolist(), strict=True)
+        ]
+
+    def _lexical_ranked(
+        self, query: str, flt: SearchFilter
+    ) -> tuple[Rows, npt.NDArray[np.float64]] | None:
+        """Every row matching ``flt`` that holds a term of ``query``, best first (ties by
+        id), with its score; None when there is none."""
+        wanted = query_terms(query)
+        if not wanted:
+            return None
         allowed = self.matching(flt, embedded=False)
         if allowed is None:
-            return []
+            return None
         scores = self.lexical.scores(wanted, allowed)
         if not scores:
-            return []
+            return None
         rows = np.fromiter(scores, dtype=np.intp, count=len(scores))
         values = np.fromiter(scores.values(), dtype=np.float64, count=len(scores))
         order = np.lexsort((self.id_lo[rows], self.id_hi[rows], -values))
-        ranked = rows[order]
-        kept = np.flatnonzero(self._within(ranked, per_source))[:limit]
-        base = self.base
-        return [
-            (_live(base[row]).id, float(values[at]))
-            for row, at in zip(ranked[kept].tolist(), order[kept].tolist(), strict=True)
-        ]
+        return rows[order], values[order]
 
     def candidates(self, limit: int, now: datetime, undo: Undo) -> list[Entry]:
         """Least recently checked first (never checked first, then created_at, id); each
