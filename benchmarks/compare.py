@@ -10,7 +10,10 @@ Both commits are checked out into temporary git worktrees (the caller's tree is 
 touched), and ``benchmarks/guard_figures.py`` of *this* checkout runs in a subprocess for
 each, with this interpreter (one venv) and ``PYTHONPATH`` at that worktree's ``src``: the
 same measuring code meets both libraries. Rounds alternate (A B A B ...), so a change of
-machine load falls on both sides alike. Per figure the table shows A's median, B's
+machine load falls on both sides alike. ``--instructions`` counts instead what one query
+(vector, hybrid) and one ``store_knowledge`` cost in machine instructions, under valgrind's
+callgrind (``benchmarks/instruction_figures.py``): the same count from run to run on a
+busy machine, so one round and a 2 % band. Per figure the table shows A's median, B's
 median, the ratio B/A (for a rate, A/B: above 1 is always slower) and a flag when the
 slowdown exceeds the noise band: the relative spread of A's own rounds ((max - min) /
 median), never less than ``--min-band``. One JSON per run goes to
@@ -24,6 +27,8 @@ import hashlib
 import json
 import os
 import platform
+import re
+import shutil
 import socket
 import statistics
 import subprocess
@@ -36,7 +41,12 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 FIGURES_SCRIPT = ROOT / "benchmarks" / "guard_figures.py"
+INSTRUCTIONS_SCRIPT = ROOT / "benchmarks" / "instruction_figures.py"
+#: What one figure's calls are counted over (``--instructions``).
+INSTRUCTION_CALLS = 100
 HISTORY = ROOT / "benchmarks" / "results" / "history"
+#: The calls ``--instructions`` counts (``benchmarks/instruction_figures.py``).
+INSTRUCTION_FIGURES = ("vector", "hybrid", "store_knowledge")
 #: Figures where more is better (rates); the rest are latencies.
 RATES = ("_per_s",)
 
@@ -81,6 +91,57 @@ def run_round(tree: Path, sizes: Sequence[str]) -> dict[str, float]:
         raise RuntimeError(f"figures failed in {tree}:\n{done.stderr[-3000:]}")
     figures: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])["figures"]
     return figures
+
+
+def instructions(tree: Path, figure: str) -> int:
+    """The instructions callgrind counts for ``instruction_figures.py --figure figure``
+    against ``tree``'s library."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(tree / "src"), str(ROOT)])
+    env["PYTHONHASHSEED"] = "0"
+    # One BLAS thread: idle BLAS threads spin, and what they count depends on the
+    # scheduler (identical runs differed by 1.5 billion instructions; with one, by 1.5 M).
+    env.update(OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    with tempfile.TemporaryDirectory(prefix="apollo-callgrind-") as scratch:
+        done = subprocess.run(
+            [
+                "valgrind",
+                "--tool=callgrind",
+                f"--callgrind-out-file={scratch}/out",
+                sys.executable,
+                str(INSTRUCTIONS_SCRIPT),
+                f"--figure={figure}",
+                f"--count={INSTRUCTION_CALLS}",
+            ],
+            cwd=tree,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    found = re.search(r"Collected : (\d+)", done.stderr)
+    if done.returncode != 0 or found is None:
+        raise RuntimeError(f"callgrind failed in {tree}:\n{done.stderr[-3000:]}")
+    return int(found.group(1))
+
+
+def instruction_round(tree: Path) -> dict[str, float]:
+    """Each figure's instructions per call: its run's count less the run without calls,
+    over the calls. A plain run first compiles the worktree's modules, so that no counted
+    run pays for it."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tree / "src"), str(ROOT)])}
+    subprocess.run(
+        [sys.executable, str(INSTRUCTIONS_SCRIPT), "--figure=vector", "--count=1"],
+        cwd=tree,
+        env=env,
+        capture_output=True,
+        check=True,
+    )
+    base = instructions(tree, "none")
+    return {
+        f"{figure}_instructions_per_call": (instructions(tree, figure) - base) / INSTRUCTION_CALLS
+        for figure in INSTRUCTION_FIGURES
+    }
 
 
 def slowdown(name: str, a: float, b: float) -> float:
@@ -148,8 +209,17 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
         "--min-band", type=float, default=0.05, help="smallest noise band (a fraction)"
     )
     parser.add_argument("--history", type=Path, default=HISTORY, help="where the JSON goes")
+    parser.add_argument(
+        "--instructions",
+        action="store_true",
+        help="count each call's instructions under valgrind (one round: counts repeat)",
+    )
     args = parser.parse_args(argv)
-    if args.rounds < 3:
+    if args.instructions:
+        if shutil.which("valgrind") is None:
+            parser.error("--instructions: valgrind is not installed")
+        args.rounds, args.min_band = 1, min(args.min_band, 0.02)
+    elif args.rounds < 3:
         parser.error("--rounds: at least 3")
     return args
 
@@ -180,7 +250,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                         file=sys.stderr,
                         flush=True,
                     )
-                    rounds[side].append(run_round(trees[side], sizes))
+                    tree = trees[side]
+                    measured = instruction_round(tree) if args.instructions else None
+                    rounds[side].append(measured or run_round(tree, sizes))
         finally:
             for tree in trees.values():
                 subprocess.run(
@@ -191,9 +263,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                 )
             subprocess.run(["git", "worktree", "prune"], cwd=ROOT, capture_output=True, check=False)
     rows = compare(rounds["a"], rounds["b"], args.min_band)
+    how = (
+        f"instructions per call under callgrind ({INSTRUCTION_CALLS} calls)"
+        if args.instructions
+        else f"{args.rounds} alternating rounds"
+    )
     print(
         f"A = {args.a} ({commits['a'][:10]}), B = {args.b} ({commits['b'][:10]}); "
-        f"{args.rounds} alternating rounds; {where['cpu_count']} CPUs, {where['cpu_model']}"
+        f"{how}; {where['cpu_count']} CPUs, {where['cpu_model']}"
     )
     print("slower: B over A in time (A/B for a rate); band: spread of A's own rounds")
     print(table(rows))
@@ -206,6 +283,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "settings": {
             "rounds": args.rounds,
             "sizes": sizes,
+            "instructions": args.instructions,
             "min_band": args.min_band,
             "store": "in-memory",
             "embedder": "hashing",
