@@ -30,8 +30,9 @@ When the question names a day or span of time, the candidates of that time
 
 Nothing here reads the store: the query service reads the candidates (one round trip per
 signal; the vector and lexical signals cap each source at :func:`source_depth` in the
-store), the candidates whole with their embeddings and their sources' credibility (one
-round trip each), then calls :func:`fair_page`.
+store), the candidates whole, the close pairs among those that share a source (compared
+where the vectors are) and their sources' credibility (one round trip each), then calls
+:func:`fair_page`.
 """
 
 from __future__ import annotations
