@@ -27,7 +27,6 @@ a page, never fill it with what no signal found.
 
 from __future__ import annotations
 
-import calendar
 import re
 from collections.abc import Mapping, Sequence
 from datetime import UTC, date, datetime, timedelta
@@ -52,10 +51,13 @@ EARLIEST_ZONE: Final = timedelta(hours=14)
 #: ... and ends at most this long after it (UTC-12).
 LATEST_ZONE: Final = timedelta(hours=12)
 
+#: English month names (written out: ``calendar``'s follow the process's locale).
+_MONTH_NAMES: Final = (
+    *("january", "february", "march", "april", "may", "june", "july", "august"),
+    *("september", "october", "november", "december"),
+)
 _MONTHS: Final = {
-    name.lower(): number
-    for number in range(1, 13)
-    for name in (calendar.month_name[number], calendar.month_abbr[number])
+    name: number for number, full in enumerate(_MONTH_NAMES, start=1) for name in (full, full[:3])
 } | {"sept": 9}
 _MONTH: Final = "|".join(sorted(_MONTHS, key=len, reverse=True))
 _COUNTS: Final = {
