@@ -75,10 +75,18 @@ def machine() -> dict[str, Any]:
     }
 
 
+def tree_env(tree: Path) -> dict[str, str]:
+    """The environment a figures script runs in against ``tree``'s library: its ``src``
+    first on the path (then this checkout, for the measuring code), a fixed hash seed."""
+    return {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(tree / "src"), str(ROOT)]),
+        "PYTHONHASHSEED": "0",
+    }
+
+
 def run_round(tree: Path, sizes: Sequence[str]) -> dict[str, float]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(tree / "src"), str(ROOT)])
-    env["PYTHONHASHSEED"] = "0"
+    env = tree_env(tree)
     done = subprocess.run(
         [sys.executable, str(FIGURES_SCRIPT), *sizes],
         cwd=tree,
@@ -96,9 +104,7 @@ def run_round(tree: Path, sizes: Sequence[str]) -> dict[str, float]:
 def instructions(tree: Path, figure: str) -> int:
     """The instructions callgrind counts for ``instruction_figures.py --figure figure``
     against ``tree``'s library."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(tree / "src"), str(ROOT)])
-    env["PYTHONHASHSEED"] = "0"
+    env = tree_env(tree)
     # One BLAS thread: idle BLAS threads spin, and what they count depends on the
     # scheduler (identical runs differed by 1.5 billion instructions; with one, by 1.5 M).
     env.update(OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
@@ -129,11 +135,10 @@ def instruction_round(tree: Path) -> dict[str, float]:
     """Each figure's instructions per call: its run's count less the run without calls,
     over the calls. A plain run first compiles the worktree's modules, so that no counted
     run pays for it."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tree / "src"), str(ROOT)])}
     subprocess.run(
         [sys.executable, str(INSTRUCTIONS_SCRIPT), "--figure=vector", "--count=1"],
         cwd=tree,
-        env=env,
+        env=tree_env(tree),
         capture_output=True,
         check=True,
     )
@@ -251,8 +256,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                         flush=True,
                     )
                     tree = trees[side]
-                    measured = instruction_round(tree) if args.instructions else None
-                    rounds[side].append(measured or run_round(tree, sizes))
+                    rounds[side].append(
+                        instruction_round(tree) if args.instructions else run_round(tree, sizes)
+                    )
         finally:
             for tree in trees.values():
                 subprocess.run(
